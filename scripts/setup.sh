@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian 12 packages, then configures and builds.
+# Idempotent: packages already present are not reinstalled, and apt is quiet when nothing is missing.
+#
+# Usage: scripts/setup.sh [--no-build] [--asan]
+#   --no-build  install packages only
+#   --asan      configure build-asan/ with -DZIPG_SANITIZE=ON instead of build/
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkgconf git
+  thrift-compiler libthrift-dev libboost-dev libevent-dev
+  libdivsufsort-dev libsdsl-dev libxxhash-dev
+  libzmq3-dev cppzmq-dev
+  etcd-server etcd-client
+  libcurl4-openssl-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-thrift python3-venv python3-pip
+  clang-format
+)
+
+build=1
+build_dir=build
+cmake_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) build=0 ;;
+    --asan) build_dir=build-asan; cmake_args+=(-DZIPG_SANITIZE=ON) ;;
+    *) echo "setup.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$build" -eq 1 ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}" >/dev/null
+  cmake --build "$build_dir" -j2
+fi
