@@ -50,11 +50,12 @@ class CompressedFile::Impl {
   Status Corrupt(const std::string& what) const {
     return Status::Corruption("compressed file '" + name_ + "': " + what);
   }
-  // Index into col_start_/col_sym_ of the column holding `row` (1 <= row <= n).
+  // Index into col_start_/col_sym_ of the column holding `row` (1 <= row <= n): the table gives the
+  // column of the first row of row's bucket, and columns only grow from there.
   uint32_t ColumnOf(uint64_t row) const {
-    return static_cast<uint32_t>(
-        std::upper_bound(col_start_.begin(), col_start_.begin() + num_cols_, row) -
-        col_start_.begin() - 1);
+    uint32_t col = col_lookup_[row >> col_lookup_shift_];
+    while (col_start_[col + 1] <= row) ++col;
+    return col;
   }
   // Psi(row) for a row of column `col`; kInvalidRow if the data is inconsistent.
   uint64_t PsiInColumn(uint64_t row, uint32_t col) const;
@@ -113,6 +114,9 @@ class CompressedFile::Impl {
   std::array<uint8_t, 256> col_sym_{};
   std::array<uint64_t, 257> col_blocks_before_{};
   std::array<int32_t, 256> col_of_byte_{};  // -1 if the byte does not occur
+  static constexpr uint32_t kColLookupBits = 12;
+  std::array<uint8_t, (1u << kColLookupBits) + 1> col_lookup_{};  // bucket -> column of its first row
+  uint32_t col_lookup_shift_ = 0;
 
   std::vector<GapCode> codes_;  // per non-empty column
   // Psi block samples per non-empty column: first bit in psi_samples, bits per superblock record, and
@@ -240,6 +244,12 @@ Status CompressedFile::Impl::Init(const char* data, uint64_t size, const std::st
   if (row != n_ + 1) return Corrupt("byte counts do not add up to the text size");
   col_start_[num_cols_] = row;
   col_blocks_before_[num_cols_] = total_blocks;
+  col_lookup_shift_ = BitsFor(n_) > kColLookupBits ? BitsFor(n_) - kColLookupBits : 0;
+  for (uint64_t b = 0, col = 0; b < col_lookup_.size() && num_cols_ > 0; ++b) {
+    const uint64_t first_row = std::max<uint64_t>(b << col_lookup_shift_, 1);
+    while (col + 1 < num_cols_ && col_start_[col + 1] <= first_row) ++col;
+    col_lookup_[b] = static_cast<uint8_t>(col);
+  }
 
   const SectionEntry& cols = sections_[format::kPsiColumns - 1];
   const uint64_t col_words = format::kColumnEntryWords;
