@@ -1,0 +1,74 @@
+#include "client/cli.h"
+
+#include <algorithm>
+#include <charconv>
+#include <iostream>
+
+namespace zipg::cli {
+
+StatusOr<Args> Args::Parse(int argc, char** argv, int first,
+                           const std::vector<std::string>& boolean_flags) {
+  Args args;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      std::string name = a.substr(2), value;
+      size_t eq = name.find('=');
+      if (eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+      } else if (std::find(boolean_flags.begin(), boolean_flags.end(), name) != boolean_flags.end()) {
+        value = "true";
+      } else {
+        if (i + 1 >= argc) return Status::InvalidArgument("option --" + name + " needs a value");
+        value = argv[++i];
+      }
+      args.options_[name] = value;
+    } else {
+      args.positional_.push_back(a);
+    }
+  }
+  return args;
+}
+
+std::optional<std::string> Args::Get(const std::string& name) const {
+  auto it = options_.find(name);
+  if (it == options_.end()) return std::nullopt;
+  return it->second;
+}
+
+StatusOr<uint64_t> Args::GetUint(const std::string& name, uint64_t fallback) const {
+  auto v = Get(name);
+  if (!v) return fallback;
+  return ParseUint(*v, "--" + name);
+}
+
+Status Args::CheckKnown(const std::vector<std::string>& known) const {
+  for (const auto& [name, value] : options_) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return Status::InvalidArgument("unknown option --" + name);
+    }
+  }
+  return Status::OK();
+}
+
+StatusOr<uint64_t> ParseUint(const std::string& text, const std::string& what) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    return Status::InvalidArgument(what + " must be a non-negative integer, got '" + text + "'");
+  }
+  return v;
+}
+
+int Fail(const Status& status) {
+  std::cerr << "zipg: error: " << status.ToString() << "\n";
+  return kExitFailure;
+}
+
+int UsageError(const std::string& message, const std::string& usage) {
+  std::cerr << "zipg: " << message << "\n" << usage;
+  return kExitUsage;
+}
+
+}  // namespace zipg::cli

@@ -1,0 +1,50 @@
+// The `zipg` command line: argument parsing shared by the subcommands, and the subcommand entry points.
+//
+// Every subcommand returns the process exit code: 0 success, 1 failure (a message on stderr), 2 usage error.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace zipg::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// Positional arguments and --name value / --name=value options. Flags listed as boolean take no value.
+class Args {
+ public:
+  // Parses argv[first..]; INVALID_ARGUMENT for an option missing its value.
+  static StatusOr<Args> Parse(int argc, char** argv, int first,
+                              const std::vector<std::string>& boolean_flags = {});
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool Has(const std::string& name) const { return options_.count(name) > 0; }
+  std::optional<std::string> Get(const std::string& name) const;
+  // The option as an unsigned integer, `fallback` if absent; INVALID_ARGUMENT if not a number.
+  StatusOr<uint64_t> GetUint(const std::string& name, uint64_t fallback) const;
+  // INVALID_ARGUMENT naming the first option not in `known`.
+  Status CheckKnown(const std::vector<std::string>& known) const;
+
+ private:
+  std::vector<std::string> positional_;
+  std::map<std::string, std::string> options_;
+};
+
+// Parses a whole decimal unsigned integer; INVALID_ARGUMENT naming `what` otherwise.
+StatusOr<uint64_t> ParseUint(const std::string& text, const std::string& what);
+
+// Prints "zipg: error: <message>" to stderr and returns kExitFailure.
+int Fail(const Status& status);
+int UsageError(const std::string& message, const std::string& usage);
+
+int RunFile(int argc, char** argv);  // zipg file ...
+int RunGen(int argc, char** argv);   // zipg gen ...
+
+}  // namespace zipg::cli

@@ -1,0 +1,31 @@
+// The `zipg` program: one binary for every user-facing command (`zipg help` lists them).
+
+#include <iostream>
+#include <string>
+
+#include "client/cli.h"
+
+namespace {
+
+const char kHelp[] =
+    "zipg: a compressed graph store\n"
+    "\n"
+    "commands:\n"
+    "  zipg file build|extract|search|count|stats ...   the compressed flat file (zipg file help)\n"
+    "  zipg gen text --bytes N --out FILE [--seed S]     generate text-like sample data\n"
+    "  zipg help                                         this list\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(false);
+  const std::string cmd = argc > 1 ? argv[1] : "help";
+  if (cmd == "file") return zipg::cli::RunFile(argc, argv);
+  if (cmd == "gen") return zipg::cli::RunGen(argc, argv);
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    std::cout << kHelp;
+    return zipg::cli::kExitOk;
+  }
+  std::cerr << "zipg: unknown command '" << cmd << "'\n" << kHelp;
+  return zipg::cli::kExitUsage;
+}
