@@ -1,6 +1,6 @@
-// Benchmark of the compressed file against sdsl-lite's csa_sada<enc_vector<>, 32, 32> on the same input,
-// in one run: build speed and peak memory, stored size, extract / count / search latency, and ratios.
-// Results of both structures are cross-checked against each other and the plain text.
+// Benchmark of the compressed file against sdsl-lite's csa_sada<enc_vector<>, 32, 32> on the same
+// input, in one run: build speed and peak memory, stored size, extract / count / search latency,
+// and ratios. Results of both structures are cross-checked against each other and the plain text.
 //
 //   file_bench [--bytes N] [--seed S] [--input FILE] [--sa-rate N] [--isa-rate N] [--psi-block N]
 //              [--queries N] [--dir DIR] [--skip-sdsl]
@@ -79,8 +79,9 @@ void Die(const std::string& what) {
 
 void PrintRow(const char* name, const Latency& ours, const Latency* sdsl) {
   if (sdsl) {
-    std::printf("%-22s %10.2f %10.2f %10.2f | %10.2f %10.2f | %7.2fx\n", name, ours.mean_us, ours.p50_us,
-                ours.p99_us, sdsl->mean_us, sdsl->p50_us, sdsl->mean_us / ours.mean_us);
+    std::printf("%-22s %10.2f %10.2f %10.2f | %10.2f %10.2f | %7.2fx\n", name, ours.mean_us,
+                ours.p50_us, ours.p99_us, sdsl->mean_us, sdsl->p50_us,
+                sdsl->mean_us / ours.mean_us);
   } else {
     std::printf("%-22s %10.2f %10.2f %10.2f |\n", name, ours.mean_us, ours.p50_us, ours.p99_us);
   }
@@ -138,7 +139,8 @@ int main(int argc, char** argv) {
   });
   if (!ours_build.ok) Die("build failed");
   auto open_start = Clock::now();
-  auto ours_or = CompressedFile::Open(ours_path, zipg::layout::OpenOptions{.verify_checksums = false});
+  auto ours_or =
+      CompressedFile::Open(ours_path, zipg::layout::OpenOptions{.verify_checksums = false});
   double open_ms = std::chrono::duration<double, std::milli>(Clock::now() - open_start).count();
   if (!ours_or.ok()) Die(ours_or.status().ToString());
   auto& ours = **ours_or;
@@ -176,8 +178,8 @@ int main(int argc, char** argv) {
   for (const auto& c : ours.Breakdown()) {
     std::printf(" %s=%.2f%%", c.name.c_str(), 100.0 * c.bytes / ours.SizeInBytes());
   }
-  std::printf("\nours open (mmap, header checks): %.3f ms; full checksum verify: %.1f ms\n", open_ms,
-              verify_ms);
+  std::printf("\nours open (mmap, header checks): %.3f ms; full checksum verify: %.1f ms\n",
+              open_ms, verify_ms);
 
   // Queries at fixed pseudo-random offsets; patterns taken from the text so they occur.
   zipg::datagen::Rng rng(seed * 7 + 3);
@@ -186,7 +188,9 @@ int main(int argc, char** argv) {
     for (auto& o : v) o = rng.Uniform(text.size() - len);
     return v;
   };
-  std::printf("\n== latency (us) ==  ours: mean p50 p99 | csa_sada: mean p50 | csa_sada mean / ours mean\n");
+  std::printf(
+      "\n== latency (us) ==  ours: mean p50 p99 | csa_sada: mean p50 | csa_sada mean / ours "
+      "mean\n");
   size_t mismatches = 0;
   for (uint64_t len : {64, 640}) {
     size_t n = len == 64 ? queries : queries / 4;
@@ -216,12 +220,14 @@ int main(int argc, char** argv) {
     Latency s;
     if (with_sdsl) {
       uint64_t sdsl_occ = 0;
-      s = Measure(n, [&](size_t i) { sdsl_occ += sdsl::count(csa, pats[i].begin(), pats[i].end()); });
+      s = Measure(n,
+                  [&](size_t i) { sdsl_occ += sdsl::count(csa, pats[i].begin(), pats[i].end()); });
       if (sdsl_occ != total_occ) ++mismatches;
     }
     std::string name = "count " + std::to_string(len) + " B";
     PrintRow(name.c_str(), o, with_sdsl ? &s : nullptr);
-    // Search locates every occurrence; frequent 8-byte patterns can have thousands, so use fewer queries.
+    // Search locates every occurrence; frequent 8-byte patterns can have thousands, so use fewer
+    // queries.
     size_t ns = std::min<size_t>(n, len == 8 ? 500 : 2000);
     std::vector<std::vector<uint64_t>> ours_res(ns);
     Latency os = Measure(ns, [&](size_t i) { ours_res[i] = *ours.Search(pats[i]); });

@@ -17,7 +17,8 @@ StatusOr<Args> Args::Parse(int argc, char** argv, int first,
       if (eq != std::string::npos) {
         value = name.substr(eq + 1);
         name = name.substr(0, eq);
-      } else if (std::find(boolean_flags.begin(), boolean_flags.end(), name) != boolean_flags.end()) {
+      } else if (std::find(boolean_flags.begin(), boolean_flags.end(), name) !=
+                 boolean_flags.end()) {
         value = "true";
       } else {
         if (i + 1 >= argc) return Status::InvalidArgument("option --" + name + " needs a value");

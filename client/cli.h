@@ -1,6 +1,8 @@
-// The `zipg` command line: argument parsing shared by the subcommands, and the subcommand entry points.
+// The `zipg` command line: argument parsing shared by the subcommands, and the subcommand entry
+// points.
 //
-// Every subcommand returns the process exit code: 0 success, 1 failure (a message on stderr), 2 usage error.
+// Every subcommand returns the process exit code: 0 success, 1 failure (a message on stderr), 2
+// usage error.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 
-// Positional arguments and --name value / --name=value options. Flags listed as boolean take no value.
+// Positional arguments and --name value / --name=value options. Flags listed as boolean take no
+// value.
 class Args {
  public:
   // Parses argv[first..]; INVALID_ARGUMENT for an option missing its value.

@@ -19,11 +19,13 @@ const std::string kUsage =
     "usage:\n"
     "  zipg file build IN OUT [--sa-rate N] [--isa-rate N] [--psi-block N]\n"
     "      compress the bytes of file IN into the compressed file OUT (written atomically)\n"
-    "      defaults: --sa-rate " + std::to_string(layout::CompressedFileOptions{}.sa_sampling_rate) +
-    " --isa-rate " + std::to_string(layout::CompressedFileOptions{}.isa_sampling_rate) +
-    " --psi-block " + std::to_string(layout::CompressedFileOptions{}.psi_block_size) +
+    "      defaults: --sa-rate " +
+    std::to_string(layout::CompressedFileOptions{}.sa_sampling_rate) + " --isa-rate " +
+    std::to_string(layout::CompressedFileOptions{}.isa_sampling_rate) + " --psi-block " +
+    std::to_string(layout::CompressedFileOptions{}.psi_block_size) +
     " (powers of two)\n"
-    "  zipg file extract FILE OFFSET LEN   raw bytes [OFFSET, OFFSET+LEN) to stdout (clamped at the end)\n"
+    "  zipg file extract FILE OFFSET LEN   raw bytes [OFFSET, OFFSET+LEN) to stdout (clamped at "
+    "the end)\n"
     "  zipg file search FILE PATTERN       offsets of all occurrences, one per line, ascending\n"
     "  zipg file count FILE PATTERN        number of occurrences\n"
     "  zipg file stats FILE                JSON: input bytes, stored bytes, ratio, breakdown\n";
@@ -67,7 +69,8 @@ int Build(const Args& args) {
 }
 
 int Extract(const Args& args) {
-  if (args.positional().size() != 4) return UsageError("file extract takes FILE OFFSET LEN", kUsage);
+  if (args.positional().size() != 4)
+    return UsageError("file extract takes FILE OFFSET LEN", kUsage);
   auto offset = ParseUint(args.positional()[2], "OFFSET");
   auto len = ParseUint(args.positional()[3], "LEN");
   if (!offset.ok()) return UsageError(offset.status().message(), kUsage);
@@ -76,11 +79,13 @@ int Extract(const Args& args) {
   if (!file.ok()) return Fail(file.status());
   // Stream in chunks so that a large LEN does not need the whole range in memory.
   constexpr uint64_t kChunk = 1 << 20;
-  uint64_t pos = *offset, end = *offset + std::min(*len, (*file)->size() - std::min(*offset, (*file)->size()));
+  uint64_t pos = *offset,
+           end = *offset + std::min(*len, (*file)->size() - std::min(*offset, (*file)->size()));
   std::string buf;
   do {
     buf.clear();
-    if (Status s = (*file)->Extract(pos, std::min(kChunk, end - pos), &buf); !s.ok()) return Fail(s);
+    if (Status s = (*file)->Extract(pos, std::min(kChunk, end - pos), &buf); !s.ok())
+      return Fail(s);
     if (std::fwrite(buf.data(), 1, buf.size(), stdout) != buf.size()) {
       return Fail(Status::IOError("cannot write to stdout"));
     }
@@ -91,8 +96,8 @@ int Extract(const Args& args) {
 
 int SearchOrCount(const Args& args, bool count_only) {
   if (args.positional().size() != 3) {
-    return UsageError(std::string("file ") + (count_only ? "count" : "search") + " takes FILE PATTERN",
-                      kUsage);
+    return UsageError(
+        std::string("file ") + (count_only ? "count" : "search") + " takes FILE PATTERN", kUsage);
   }
   auto file = OpenFile(args.positional()[1]);
   if (!file.ok()) return Fail(file.status());
@@ -122,7 +127,8 @@ int Stats(const Args& args) {
   nlohmann::ordered_json j;
   j["input_bytes"] = f.size();
   j["stored_bytes"] = f.SizeInBytes();
-  j["ratio"] = f.size() ? static_cast<double>(f.SizeInBytes()) / static_cast<double>(f.size()) : 0.0;
+  j["ratio"] =
+      f.size() ? static_cast<double>(f.SizeInBytes()) / static_cast<double>(f.size()) : 0.0;
   j["sa_sampling_rate"] = f.options().sa_sampling_rate;
   j["isa_sampling_rate"] = f.options().isa_sampling_rate;
   j["psi_block_size"] = f.options().psi_block_size;

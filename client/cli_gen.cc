@@ -12,7 +12,8 @@ namespace {
 const char kUsage[] =
     "usage:\n"
     "  zipg gen text --bytes N --out FILE [--seed S]\n"
-    "      N bytes of text-like data (Zipf-distributed pseudo-English words), deterministic in (N, S)\n";
+    "      N bytes of text-like data (Zipf-distributed pseudo-English words), deterministic in (N, "
+    "S)\n";
 
 }  // namespace
 

@@ -17,8 +17,8 @@ uint64_t SplitMix64(uint64_t& x) {
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // English letter frequencies (per mille), a..z.
-constexpr int kLetterWeights[26] = {82, 15, 28, 43, 127, 22, 20, 61, 70, 2,  8,  40, 24,
-                                    67, 75, 19, 1,  60,  63, 91, 28, 10, 24, 2,  20, 1};
+constexpr int kLetterWeights[26] = {82, 15, 28, 43, 127, 22, 20, 61, 70, 2,  8, 40, 24,
+                                    67, 75, 19, 1,  60,  63, 91, 28, 10, 24, 2, 20, 1};
 // Word length weights for lengths 1..14.
 constexpr int kLengthWeights[14] = {3, 17, 21, 19, 15, 11, 8, 6, 4, 3, 2, 1, 1, 1};
 
@@ -78,7 +78,8 @@ WordSource::WordSource(uint64_t vocabulary_size, double zipf_exponent, uint64_t 
     int len = 1 + Weighted(rng, kLengthWeights);
     if (words_.size() < 100) len = std::min(len, 4);
     std::string w;
-    for (int i = 0; i < len; ++i) w.push_back(static_cast<char>('a' + Weighted(rng, kLetterWeights)));
+    for (int i = 0; i < len; ++i)
+      w.push_back(static_cast<char>('a' + Weighted(rng, kLetterWeights)));
     if (seen.insert(w).second) words_.push_back(std::move(w));
   }
 }

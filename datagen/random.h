@@ -1,5 +1,5 @@
-// Deterministic pseudo-random numbers for data generators: the same seed gives the same stream on every
-// platform and standard library (std::*_distribution are not portable, so none are used).
+// Deterministic pseudo-random numbers for data generators: the same seed gives the same stream on
+// every platform and standard library (std::*_distribution are not portable, so none are used).
 //
 // Thread-safety: an Rng is single-threaded; use one per thread.
 #pragma once
@@ -37,8 +37,9 @@ class ZipfSampler {
   std::vector<double> cdf_;
 };
 
-// A vocabulary of distinct pseudo-English words (letters drawn with English letter frequencies, lengths
-// 1..14 peaking at 4-6) used with Zipf-distributed frequencies, so generated text compresses like prose.
+// A vocabulary of distinct pseudo-English words (letters drawn with English letter frequencies,
+// lengths 1..14 peaking at 4-6) used with Zipf-distributed frequencies, so generated text
+// compresses like prose.
 class WordSource {
  public:
   WordSource(uint64_t vocabulary_size, double zipf_exponent, uint64_t seed);
@@ -50,8 +51,8 @@ class WordSource {
   ZipfSampler zipf_;
 };
 
-// `bytes` bytes of text-like data: Zipf-distributed words, spaces, sentence punctuation, capitals and
-// line breaks. Contains no zero byte. Deterministic in (bytes, seed).
+// `bytes` bytes of text-like data: Zipf-distributed words, spaces, sentence punctuation, capitals
+// and line breaks. Contains no zero byte. Deterministic in (bytes, seed).
 std::string GenerateText(uint64_t bytes, uint64_t seed);
 
 }  // namespace zipg::datagen

@@ -1,19 +1,20 @@
-// Bit-level building blocks of the compressed file, all reading in place from 64-bit little-endian words
-// (an mmap'd file section) through sdsl-lite's bit routines:
-//  * PackedView: an array of `count` unsigned integers of `width` bits each (0..64), packed LSB first;
+// Bit-level building blocks of the compressed file, all reading in place from 64-bit little-endian
+// words (an mmap'd file section) through sdsl-lite's bit routines:
+//  * PackedView: an array of `count` unsigned integers of `width` bits each (0..64), packed LSB
+//  first;
 //  * BitStream: a read-only bit string with 64-bit reads at any bit position;
 //  * BitWriter: the build-time counterpart, appending fixed-width fields and Elias-gamma codes.
 //
-// Elias-gamma code of x >= 1 with z = floor(log2 x), LSB first: z zero bits, a one bit, then the low z bits
-// of x. So gamma(1) is the single bit 1, and a run of k ones in the stream is k consecutive gaps of 1.
+// Elias-gamma code of x >= 1 with z = floor(log2 x), LSB first: z zero bits, a one bit, then the
+// low z bits of x. So gamma(1) is the single bit 1, and a run of k ones in the stream is k
+// consecutive gaps of 1.
 //
 // Thread-safety: views are immutable; BitWriter is single-threaded.
 #pragma once
 
-#include <sdsl/bits.hpp>
-
 #include <bit>
 #include <cstdint>
+#include <sdsl/bits.hpp>
 #include <vector>
 
 namespace zipg::layout {
@@ -48,10 +49,12 @@ struct PackedView {
 class BitStream {
  public:
   BitStream() = default;
-  // `num_words` includes at least one trailing zero word so that Read64 near the end stays in bounds.
+  // `num_words` includes at least one trailing zero word so that Read64 near the end stays in
+  // bounds.
   BitStream(const uint64_t* words, uint64_t num_words) : words_(words), num_words_(num_words) {}
 
-  // The 64 bits starting at bit position `pos`; zero past the end (which a valid stream never reaches).
+  // The 64 bits starting at bit position `pos`; zero past the end (which a valid stream never
+  // reaches).
   void Prefetch(uint64_t pos) const {
     uint64_t w = pos >> 6;
     if (w < num_words_) __builtin_prefetch(words_ + w);

@@ -69,7 +69,8 @@ class CompressedFile::Impl {
   uint64_t NextGap(const GapCode& code, uint64_t w, uint64_t* pos) const {
     uint16_t e = code.Lookup(w);
     uint32_t len = e >> 6, z = e & 63;
-    if (len == 0) [[unlikely]] return 0;
+    if (len == 0) [[unlikely]]
+      return 0;
     uint64_t mantissa = len + z <= 64 ? (w >> len) : psi_gaps_.Read64(*pos + len);
     *pos += len + z;
     return (1ull << z) | (mantissa & LowMask(z));
@@ -90,15 +91,16 @@ class CompressedFile::Impl {
       const uint32_t wv = col_rel_value_bits_[col], wo = col_rel_offset_bits_[col];
       const uint64_t entry = at + psi_offset_bits_ + (j - 1) * (wv + wo);
       *value += sdsl::bits::read_int(psi_sample_words_ + (entry >> 6), entry & 63, wv);
-      *offset += sdsl::bits::read_int(psi_sample_words_ + ((entry + wv) >> 6), (entry + wv) & 63, wo);
+      *offset +=
+          sdsl::bits::read_int(psi_sample_words_ + ((entry + wv) >> 6), (entry + wv) & 63, wo);
     }
   }
   void PrefetchBlock(uint32_t col, uint64_t b) const {
     const uint64_t rec = SuperblockBit(col, b);
     __builtin_prefetch(psi_sample_words_ + (rec >> 6));
-    const uint64_t entry = rec + psi_value_bits_ + psi_offset_bits_ +
-                           (b % format::kBlocksPerSuper) *
-                               (col_rel_value_bits_[col] + col_rel_offset_bits_[col]);
+    const uint64_t entry =
+        rec + psi_value_bits_ + psi_offset_bits_ +
+        (b % format::kBlocksPerSuper) * (col_rel_value_bits_[col] + col_rel_offset_bits_[col]);
     __builtin_prefetch(psi_sample_words_ + (entry >> 6));
   }
 
@@ -115,12 +117,13 @@ class CompressedFile::Impl {
   std::array<uint64_t, 257> col_blocks_before_{};
   std::array<int32_t, 256> col_of_byte_{};  // -1 if the byte does not occur
   static constexpr uint32_t kColLookupBits = 12;
-  std::array<uint8_t, (1u << kColLookupBits) + 1> col_lookup_{};  // bucket -> column of its first row
+  std::array<uint8_t, (1u << kColLookupBits) + 1>
+      col_lookup_{};  // bucket -> column of its first row
   uint32_t col_lookup_shift_ = 0;
 
   std::vector<GapCode> codes_;  // per non-empty column
-  // Psi block samples per non-empty column: first bit in psi_samples, bits per superblock record, and
-  // the widths of a block's value and offset relative to its superblock's.
+  // Psi block samples per non-empty column: first bit in psi_samples, bits per superblock record,
+  // and the widths of a block's value and offset relative to its superblock's.
   std::array<uint64_t, 256> col_sample_base_{};
   std::array<uint32_t, 256> col_record_bits_{};
   std::array<uint8_t, 256> col_rel_value_bits_{};
@@ -214,8 +217,7 @@ Status CompressedFile::Impl::Init(const char* data, uint64_t size, const std::st
   };
   auto packed = [&](uint32_t id, uint64_t count, uint32_t width, PackedView* view) -> Status {
     const SectionEntry& s = sections_[id - 1];
-    if (s.count != count || s.width != width ||
-        s.length / 8 < PackedView::WordsFor(count, width)) {
+    if (s.count != count || s.width != width || s.length / 8 < PackedView::WordsFor(count, width)) {
       return Corrupt(std::string("section ") + format::SectionName(id) + " has the wrong shape");
     }
     *view = PackedView{words(s), count, width};
@@ -275,7 +277,8 @@ Status CompressedFile::Impl::Init(const char* data, uint64_t size, const std::st
     col_sample_base_[col] = sample_bits;
     const uint64_t blocks = col_blocks_before_[col + 1] - col_blocks_before_[col];
     const uint64_t supers = (blocks + format::kBlocksPerSuper - 1) / format::kBlocksPerSuper;
-    const uint64_t last = blocks - (supers - 1) * format::kBlocksPerSuper;  // blocks in the last one
+    const uint64_t last =
+        blocks - (supers - 1) * format::kBlocksPerSuper;  // blocks in the last one
     sample_bits += (supers - 1) * col_record_bits_[col] + psi_value_bits_ + psi_offset_bits_ +
                    (last - 1) * (wv + wo);
   }
@@ -293,7 +296,8 @@ Status CompressedFile::Impl::Init(const char* data, uint64_t size, const std::st
 
   const uint32_t isa_rate = file_options->isa_sampling_rate;
   isa_shift_ = static_cast<uint32_t>(std::countr_zero(isa_rate));
-  ZIPG_RETURN_IF_ERROR(packed(format::kIsaSamples, (n_ + isa_rate - 1) / isa_rate, BitsFor(n_), &isa_));
+  ZIPG_RETURN_IF_ERROR(
+      packed(format::kIsaSamples, (n_ + isa_rate - 1) / isa_rate, BitsFor(n_), &isa_));
 
   const uint32_t sa_rate = file_options->sa_sampling_rate;
   sa_shift_ = static_cast<uint32_t>(std::countr_zero(sa_rate));
@@ -319,8 +323,8 @@ uint64_t CompressedFile::Impl::DecodeGaps(uint32_t col, uint64_t pos, uint64_t s
                                           uint64_t value) const {
   const GapCode& code = codes_[col];
   const bool unit_ones = code.ones_are_unit_gaps();
-  // Decode from a 64-bit window of the stream, refilled once more than half of it is used, so that each
-  // gap costs one table lookup and a shift rather than a fresh unaligned read.
+  // Decode from a 64-bit window of the stream, refilled once more than half of it is used, so that
+  // each gap costs one table lookup and a shift rather than a fresh unaligned read.
   uint64_t base = pos;  // stream position of the window's bit 0
   uint64_t window = psi_gaps_.Read64(base);
   uint32_t used = 0;  // bits of the window consumed; <= 32 when a gap starts
@@ -344,7 +348,8 @@ uint64_t CompressedFile::Impl::DecodeGaps(uint32_t col, uint64_t pos, uint64_t s
     }
     const uint16_t e = code.Lookup(w);
     const uint32_t len = e >> 6, z = e & 63;
-    if (len == 0) [[unlikely]] return kInvalidRow;
+    if (len == 0) [[unlikely]]
+      return kInvalidRow;
     if (len + z <= 64 - used) {
       value += (1ull << z) | ((w >> len) & LowMask(z));
       used += len + z;
@@ -365,7 +370,8 @@ uint64_t CompressedFile::Impl::PsiInColumn(uint64_t row, uint32_t col) const {
   uint64_t value, offset;
   ReadBlock(col, j >> block_shift_, &value, &offset);
   uint64_t steps = j & ((1ull << block_shift_) - 1);
-  if (offset > psi_gap_bits_) [[unlikely]] return kInvalidRow;
+  if (offset > psi_gap_bits_) [[unlikely]]
+    return kInvalidRow;
   return steps == 0 ? value : DecodeGaps(col, offset, steps, value);
 }
 
@@ -391,7 +397,8 @@ uint64_t CompressedFile::Impl::LowerBound(uint32_t col, uint64_t x) const {
   const uint64_t rows_in_block = std::min(block_size, col_start_[col + 1] - block_first_row);
   uint64_t value, pos;
   ReadBlock(col, block, &value, &pos);
-  if (pos > psi_gap_bits_) [[unlikely]] return col_start_[col + 1];
+  if (pos > psi_gap_bits_) [[unlikely]]
+    return col_start_[col + 1];
   const GapCode& code = codes_[col];
   const bool unit_ones = code.ones_are_unit_gaps();
   uint64_t i = 1;
@@ -410,7 +417,8 @@ uint64_t CompressedFile::Impl::LowerBound(uint32_t col, uint64_t x) const {
       }
     }
     uint64_t gap = NextGap(code, w, &pos);
-    if (gap == 0) [[unlikely]] return col_start_[col + 1];
+    if (gap == 0) [[unlikely]]
+      return col_start_[col + 1];
     value += gap;
     if (value >= x) return block_first_row + i;
     ++i;
@@ -421,7 +429,8 @@ uint64_t CompressedFile::Impl::LowerBound(uint32_t col, uint64_t x) const {
 Status CompressedFile::Impl::Extract(uint64_t offset, uint64_t len, std::string* out) const {
   if (offset > n_) {
     return Status::InvalidArgument("extract offset " + std::to_string(offset) +
-                                   " is past the end of the text (" + std::to_string(n_) + " bytes)");
+                                   " is past the end of the text (" + std::to_string(n_) +
+                                   " bytes)");
   }
   len = std::min(len, n_ - offset);
   if (len == 0) return Status::OK();
@@ -431,8 +440,8 @@ Status CompressedFile::Impl::Extract(uint64_t offset, uint64_t len, std::string*
   char* dst = out->data() + start - offset;  // dst[pos] is the byte at text position pos
 
   // Each ISA sample inside [offset, end) starts an independent Psi chain over the next isa_rate
-  // positions. Chains advance in lockstep, one stage at a time with prefetches in between, so that the
-  // cache misses of different chains overlap instead of adding up.
+  // positions. Chains advance in lockstep, one stage at a time with prefetches in between, so that
+  // the cache misses of different chains overlap instead of adding up.
   struct Chain {
     uint64_t row, pos, stop;  // current row and text position; the chain ends at position stop
     uint32_t col;
@@ -452,7 +461,8 @@ Status CompressedFile::Impl::Extract(uint64_t offset, uint64_t len, std::string*
     uint64_t active = num;  // chains [0, active) may still run; finished ones have pos == stop
     while (active > 0) {
       bool any = false;
-      for (uint64_t i = 0; i < active; ++i) {  // stage 1: emit the byte, find the block, prefetch it
+      for (uint64_t i = 0; i < active;
+           ++i) {  // stage 1: emit the byte, find the block, prefetch it
         Chain& c = chains[i];
         if (c.pos == c.stop) continue;
         if (c.row == 0 || c.row > n_) [[unlikely]] {
@@ -497,8 +507,8 @@ StatusOr<uint64_t> CompressedFile::Impl::Count(std::string_view pattern, uint64_
   int32_t col = col_of_byte_[p[pattern.size() - 1]];
   if (col < 0) return 0;
   uint64_t lo = col_start_[col], hi = col_start_[col + 1];
-  // Backward search: rows starting with c followed by the current range are those of column c whose Psi
-  // lands in the range, a contiguous run because Psi increases within a column.
+  // Backward search: rows starting with c followed by the current range are those of column c whose
+  // Psi lands in the range, a contiguous run because Psi increases within a column.
   for (size_t k = pattern.size() - 1; k-- > 0;) {
     col = col_of_byte_[p[k]];
     if (col < 0) return 0;

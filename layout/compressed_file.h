@@ -2,19 +2,23 @@
 // random access (Extract, CharAt), Search and Count directly on the compressed form.
 //
 // The structure (docs/compressed-file.md has the full design and the on-disk format):
-//  * the text T of n bytes is extended by a virtual end sentinel that sorts below every byte, so any byte
+//  * the text T of n bytes is extended by a virtual end sentinel that sorts below every byte, so
+//  any byte
 //    value 0..255 may appear in T; the sentinel is never stored and never returned;
 //  * rows 0..n are the suffixes of T$ in sorted order (row 0 is the sentinel's suffix);
 //  * Psi(row) is the row of the suffix one position later; within the rows that start with one byte
-//    ("column") Psi increases, so each column is stored as blocks of `psi_block_size` values: a sampled
-//    first value plus gaps in a code fitted to that column (layout/gap_code.h);
+//    ("column") Psi increases, so each column is stored as blocks of `psi_block_size` values: a
+//    sampled first value plus gaps in a code fitted to that column (layout/gap_code.h);
 //  * ISA samples: the row of every isa_sampling_rate-th text position (for Extract);
-//  * SA samples: for each row whose text position is a multiple of sa_sampling_rate, that position (for
+//  * SA samples: for each row whose text position is a multiple of sa_sampling_rate, that position
+//  (for
 //    Search), with a compact rank structure to find them.
 //
-// Files are written atomically with a versioned header and per-section checksums, and opened with mmap.
+// Files are written atomically with a versioned header and per-section checksums, and opened with
+// mmap.
 //
-// Thread-safety: a CompressedFile is immutable once opened; all const methods may be called concurrently.
+// Thread-safety: a CompressedFile is immutable once opened; all const methods may be called
+// concurrently.
 #pragma once
 
 #include <cstdint>
@@ -32,17 +36,18 @@ class MappedFile;
 namespace zipg::layout {
 
 struct CompressedFileOptions {
-  // Every sa_sampling_rate-th text position keeps its suffix-array row. Larger: smaller file, slower
-  // Search (each result walks up to rate-1 Psi steps). Power of two, 1..1024. Default 32.
+  // Every sa_sampling_rate-th text position keeps its suffix-array row. Larger: smaller file,
+  // slower Search (each result walks up to rate-1 Psi steps). Power of two, 1..1024. Default 32.
   uint32_t sa_sampling_rate = 32;
-  // Every isa_sampling_rate-th text position keeps its row. Larger: smaller file, slower Extract (a read at
-  // a random offset first walks on average rate/2 Psi steps). Power of two, 1..1024. Default 32.
+  // Every isa_sampling_rate-th text position keeps its row. Larger: smaller file, slower Extract (a
+  // read at a random offset first walks on average rate/2 Psi steps). Power of two, 1..1024.
+  // Default 32.
   uint32_t isa_sampling_rate = 32;
-  // Psi values per block (one absolute sample + gaps). Larger: smaller file, slower Psi access (decodes on
-  // average half a block). Power of two, 2..1024. Default 64.
+  // Psi values per block (one absolute sample + gaps). Larger: smaller file, slower Psi access
+  // (decodes on average half a block). Power of two, 2..1024. Default 64.
   uint32_t psi_block_size = 64;
-  // Build the suffix array with 64-bit indexes even when the text is shorter than 2^31 bytes (the path
-  // larger texts take anyway). For tests of that path; the file is the same either way.
+  // Build the suffix array with 64-bit indexes even when the text is shorter than 2^31 bytes (the
+  // path larger texts take anyway). For tests of that path; the file is the same either way.
   bool force_64bit_construction = false;
 
   // OK, or INVALID_ARGUMENT naming the offending field.
@@ -50,9 +55,9 @@ struct CompressedFileOptions {
 };
 
 struct OpenOptions {
-  // Verify every section's checksum while opening (reads the whole file once). With false, opening only
-  // checks the header, section table and sizes; a corrupted data section then yields wrong answers or
-  // CORRUPTION errors from queries, but never a crash.
+  // Verify every section's checksum while opening (reads the whole file once). With false, opening
+  // only checks the header, section table and sizes; a corrupted data section then yields wrong
+  // answers or CORRUPTION errors from queries, but never a crash.
   bool verify_checksums = true;
 };
 

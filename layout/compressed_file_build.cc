@@ -1,7 +1,7 @@
 // Construction and serialization of a CompressedFile (the query side is compressed_file.cc).
 //
-// Memory during construction: the text, the suffix array and the inverse suffix array (4 + 4 bytes per
-// text byte on the 32-bit path, 8 + 8 on the 64-bit path), plus the output sections.
+// Memory during construction: the text, the suffix array and the inverse suffix array (4 + 4 bytes
+// per text byte on the 32-bit path, 8 + 8 on the 64-bit path), plus the output sections.
 
 #include <divsufsort.h>
 #include <divsufsort64.h>
@@ -80,8 +80,8 @@ void BuildSections(std::string_view t, const std::vector<Index>& sa,
     psi[r] = p + 1 < n ? isa[p + 1] : 0;
   }
 
-  // Column by column (rows of a column are contiguous and their Psi values increase): the gap code from
-  // the column's gap statistics, then its blocks.
+  // Column by column (rows of a column are contiguous and their Psi values increase): the gap code
+  // from the column's gap statistics, then its blocks.
   const uint32_t block = opt.psi_block_size;
   std::vector<uint64_t> block_values, block_offsets;
   std::vector<uint64_t> column_words;  // per non-empty column: format::kColumnEntryBytes
@@ -122,8 +122,8 @@ void BuildSections(std::string_view t, const std::vector<Index>& sa,
   out->psi_offset_bits = BitsFor(gaps.bit_size());
   {
     // Block samples, column by column in superblocks of kBlocksPerSuper blocks: a record holds the
-    // superblock's first block value and gap offset in full, then for each further block its value and
-    // offset relative to those, at widths fixed per column.
+    // superblock's first block value and gap offset in full, then for each further block its value
+    // and offset relative to those, at widths fixed per column.
     const uint32_t wv = out->psi_value_bits, wo = out->psi_offset_bits;
     BitWriter w;
     const uint64_t num_cols = column_first_block.size() - 1;
@@ -186,7 +186,8 @@ void BuildSections(std::string_view t, const std::vector<Index>& sa,
   out->sections[5] = MakePacked(format::kSaMarkBuckets, buckets, BitsFor(sa_samples.size()));
   out->sections[6] = MakePacked(format::kSaMarkLow, low, bucket_bits);
 
-  out->sections[0] = Section{format::kCounts, 64, 256, std::vector<uint64_t>(counts.begin(), counts.end())};
+  out->sections[0] =
+      Section{format::kCounts, 64, 256, std::vector<uint64_t>(counts.begin(), counts.end())};
 }
 
 // Writes the header, section table and sections of `b` to `sink`.
@@ -225,8 +226,8 @@ Status Serialize(const Built& b, const CompressedFileOptions& opt, const FileSin
   ZIPG_RETURN_IF_ERROR(sink(header));
   ZIPG_RETURN_IF_ERROR(sink(table));
   for (const Section& s : b.sections) {
-    ZIPG_RETURN_IF_ERROR(sink(std::string_view(reinterpret_cast<const char*>(s.words.data()),
-                                               s.words.size() * 8)));
+    ZIPG_RETURN_IF_ERROR(
+        sink(std::string_view(reinterpret_cast<const char*>(s.words.data()), s.words.size() * 8)));
   }
   return Status::OK();
 }

@@ -239,8 +239,9 @@ std::string Describe(const CompressedFileOptions& o) {
 }
 
 const std::vector<std::string>& DocumentedComponents() {
-  static const std::vector<std::string> kNames = {
-      "header", "counts", "psi_samples", "psi_gaps", "psi_columns", "isa_samples", "sa_samples", "sa_marks"};
+  static const std::vector<std::string> kNames = {"header",     "counts",      "psi_samples",
+                                                  "psi_gaps",   "psi_columns", "isa_samples",
+                                                  "sa_samples", "sa_marks"};
   return kNames;
 }
 

@@ -77,7 +77,8 @@ StatusOr<GapCode> GapCode::FromLengths(const Lengths& lengths) {
     if (l > kMaxCodeLength) return Status::Corruption("gap code length above the limit");
     if (l != 0) kraft += 1ull << (kMaxCodeLength - l);
   }
-  if (kraft > (1ull << kMaxCodeLength)) return Status::Corruption("gap code lengths are not a prefix code");
+  if (kraft > (1ull << kMaxCodeLength))
+    return Status::Corruption("gap code lengths are not a prefix code");
 
   // Canonical assignment: by (length, symbol), consecutive codewords.
   std::vector<uint32_t> order;

@@ -1,10 +1,11 @@
 // GapCode: the code for the gaps between consecutive Psi values of one column.
 //
-// A gap x >= 1 with z = floor(log2 x) is written as a prefix code for z, then the low z bits of x (LSB
-// first). The prefix code is a canonical Huffman code over z, built per column from the column's own gap
-// statistics and limited to kMaxCodeLength bits, so one table lookup on the next kMaxCodeLength bits of the
-// stream yields z. Codewords are complemented, so the shortest one is all ones: when z = 0 (gap 1) has a
-// 1-bit code, that code is the bit 1 and a run of one bits is a run of gaps of 1 (decoded at once).
+// A gap x >= 1 with z = floor(log2 x) is written as a prefix code for z, then the low z bits of x
+// (LSB first). The prefix code is a canonical Huffman code over z, built per column from the
+// column's own gap statistics and limited to kMaxCodeLength bits, so one table lookup on the next
+// kMaxCodeLength bits of the stream yields z. Codewords are complemented, so the shortest one is
+// all ones: when z = 0 (gap 1) has a 1-bit code, that code is the bit 1 and a run of one bits is a
+// run of gaps of 1 (decoded at once).
 //
 // Compared with Elias-gamma (whose prefix for z is unary), this saves about 10% of the gap bits on
 // text-like data (docs/compressed-file.md has the measurements).
@@ -38,7 +39,8 @@ class GapCode {
   // Appends gap x (>= 1) to `out`; x's z must have a code.
   void Encode(uint64_t x, BitWriter* out) const;
 
-  // Decoding table entry for the next kMaxCodeLength stream bits: z | code length << 6; 0 if invalid.
+  // Decoding table entry for the next kMaxCodeLength stream bits: z | code length << 6; 0 if
+  // invalid.
   uint16_t Lookup(uint64_t bits) const { return table_[bits & ((1u << kMaxCodeLength) - 1)]; }
   // True if gap 1 is coded as the single bit 1, so runs of one bits are runs of gaps of 1.
   bool ones_are_unit_gaps() const { return ones_are_unit_gaps_; }

@@ -1,5 +1,5 @@
-// Checksums for on-disk data: XXH3-64 (xxHash), which verifies at memory bandwidth so that checking a
-// whole file at open costs little next to reading it.
+// Checksums for on-disk data: XXH3-64 (xxHash), which verifies at memory bandwidth so that checking
+// a whole file at open costs little next to reading it.
 //
 // Thread-safety: pure function.
 #pragma once

@@ -10,11 +10,16 @@
 
 namespace zipg {
 
-static_assert(std::endian::native == std::endian::little,
-              "on-disk formats are little-endian and read in place; big-endian hosts are unsupported");
+static_assert(
+    std::endian::native == std::endian::little,
+    "on-disk formats are little-endian and read in place; big-endian hosts are unsupported");
 
-inline void PutFixed32(std::string* dst, uint32_t v) { dst->append(reinterpret_cast<char*>(&v), 4); }
-inline void PutFixed64(std::string* dst, uint64_t v) { dst->append(reinterpret_cast<char*>(&v), 8); }
+inline void PutFixed32(std::string* dst, uint32_t v) {
+  dst->append(reinterpret_cast<char*>(&v), 4);
+}
+inline void PutFixed64(std::string* dst, uint64_t v) {
+  dst->append(reinterpret_cast<char*>(&v), 8);
+}
 
 inline uint32_t DecodeFixed32(const char* p) {
   uint32_t v;

@@ -81,7 +81,8 @@ Status WriteFileAtomically(const std::string& path,
   Status s = produce([&](std::string_view chunk) { return WriteAll(fd, tmp, chunk); });
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus("cannot fsync", tmp);
   if (::close(fd) != 0 && s.ok()) s = ErrnoStatus("cannot close", tmp);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus("cannot rename onto", path);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    s = ErrnoStatus("cannot rename onto", path);
   if (!s.ok()) {
     ::unlink(tmp.c_str());
     return s;

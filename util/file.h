@@ -1,8 +1,9 @@
 // Files: read-only memory maps and atomic whole-file writes.
 //
-// MappedFile maps a file read-only (MAP_SHARED), so opening costs a system call and pages come in on
-// demand. WriteFileAtomically writes to a temporary file in the same directory, fsyncs it, renames it over
-// the target and fsyncs the directory: a reader sees the old file or the whole new one, never a part.
+// MappedFile maps a file read-only (MAP_SHARED), so opening costs a system call and pages come in
+// on demand. WriteFileAtomically writes to a temporary file in the same directory, fsyncs it,
+// renames it over the target and fsyncs the directory: a reader sees the old file or the whole new
+// one, never a part.
 //
 // Thread-safety: a MappedFile is immutable after Open and may be read from any number of threads.
 #pragma once
@@ -39,8 +40,8 @@ class MappedFile {
 // Receives the bytes of a file being written; returns non-OK to abandon the write.
 using FileSink = std::function<Status(std::string_view chunk)>;
 
-// Calls `produce` with a sink that appends to a temporary file, then publishes it atomically at `path`.
-// On any failure the temporary file is removed and `path` is untouched.
+// Calls `produce` with a sink that appends to a temporary file, then publishes it atomically at
+// `path`. On any failure the temporary file is removed and `path` is untouched.
 Status WriteFileAtomically(const std::string& path,
                            const std::function<Status(const FileSink&)>& produce);
 

@@ -1,8 +1,8 @@
 // Status and StatusOr: how every engine function reports failure.
 //
-// Codes match the user-facing contract (../shared/spec/interface.md) one-to-one, plus two engine-internal
-// codes (kCorruption, kIOError) that the RPC boundary reports as INTERNAL. Expected failures are values,
-// never exceptions; assertions are only for programmer errors.
+// Codes match the user-facing contract (../shared/spec/interface.md) one-to-one, plus two
+// engine-internal codes (kCorruption, kIOError) that the RPC boundary reports as INTERNAL. Expected
+// failures are values, never exceptions; assertions are only for programmer errors.
 //
 // Thread-safety: values; safe to copy between threads.
 #pragma once
@@ -37,7 +37,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
@@ -96,9 +98,9 @@ class [[nodiscard]] StatusOr {
 #define ZIPG_CONCAT(a, b) ZIPG_CONCAT_INNER(a, b)
 
 // Returns from the calling function if `expr` yields a non-OK Status.
-#define ZIPG_RETURN_IF_ERROR(expr)         \
-  do {                                     \
-    ::zipg::Status _zipg_status = (expr);  \
+#define ZIPG_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::zipg::Status _zipg_status = (expr);        \
     if (!_zipg_status.ok()) return _zipg_status; \
   } while (0)
 
