@@ -27,6 +27,62 @@ struct SectionEntry {
   uint64_t length = 0;
   uint64_t checksum = 0;
 };
+// Reads one column's gaps (layout/gap_code.h) from the gap stream through a 64-bit window that is
+// refilled once more than half of it is used, so each gap costs a table lookup and a shift rather
+// than a fresh unaligned read. Each step: w = Window(), then UnitRun(w) and SkipUnits, or Next(w).
+class GapReader {
+ public:
+  GapReader(BitStream stream, const GapCode& code, uint64_t pos)
+      : stream_(stream),
+        code_(&code),
+        unit_ones_(code.ones_are_unit_gaps()),
+        base_(pos),
+        window_(stream.Read64(pos)) {}
+
+  // The unread bits at the cursor: at least 32 valid ones, zeros above them.
+  uint64_t Window() {
+    if (used_ > 32) {
+      base_ += used_;
+      window_ = stream_.Read64(base_);
+      used_ = 0;
+    }
+    return window_ >> used_;
+  }
+  // How many gaps of 1 start at the cursor as a run of one bits (0 if the column's code does not
+  // code gap 1 as the bit 1, or the next gap is not 1).
+  uint64_t UnitRun(uint64_t w) const {
+    return unit_ones_ ? static_cast<uint64_t>(std::countr_one(w)) : 0;
+  }
+  // Consumes k <= UnitRun(w) gaps of 1.
+  void SkipUnits(uint64_t k) { used_ += static_cast<uint32_t>(k); }
+  // Consumes and returns the gap at the start of w; 0 if the data is corrupt.
+  uint64_t Next(uint64_t w) {
+    const uint16_t e = code_->Lookup(w);
+    const uint32_t len = e >> 6, z = e & 63;
+    if (len == 0) [[unlikely]]
+      return 0;
+    if (len + z <= 64 - used_) {
+      used_ += len + z;
+      return (1ull << z) | ((w >> len) & LowMask(z));
+    }
+    // A long gap running past the window.
+    const uint64_t at = base_ + used_;
+    const uint64_t gap = (1ull << z) | (stream_.Read64(at + len) & LowMask(z));
+    base_ = at + len + z;
+    window_ = stream_.Read64(base_);
+    used_ = 0;
+    return gap;
+  }
+
+ private:
+  const BitStream stream_;
+  const GapCode* const code_;
+  const bool unit_ones_;
+  uint64_t base_;  // stream position of the window's bit 0
+  uint64_t window_;
+  uint32_t used_ = 0;  // bits of the window consumed; <= 32 when Window() returns
+};
+
 }  // namespace
 
 class CompressedFile::Impl {
@@ -65,16 +121,6 @@ class CompressedFile::Impl {
   }
   // Adds `steps` gaps of column `col`, coded from bit `pos` on, to `value`; kInvalidRow if corrupt.
   uint64_t DecodeGaps(uint32_t col, uint64_t pos, uint64_t steps, uint64_t value) const;
-  // The gap coded at *pos (whose first 64 bits are `w`), advancing *pos; 0 if the data is corrupt.
-  uint64_t NextGap(const GapCode& code, uint64_t w, uint64_t* pos) const {
-    uint16_t e = code.Lookup(w);
-    uint32_t len = e >> 6, z = e & 63;
-    if (len == 0) [[unlikely]]
-      return 0;
-    uint64_t mantissa = len + z <= 64 ? (w >> len) : psi_gaps_.Read64(*pos + len);
-    *pos += len + z;
-    return (1ull << z) | (mantissa & LowMask(z));
-  }
   // First row of column `col` whose Psi is >= x (the column's end if none).
   uint64_t LowerBound(uint32_t col, uint64_t x) const;
   // Bit position of block `b` (counted within column `col`) in psi_samples, and of its superblock.
@@ -321,45 +367,21 @@ Status CompressedFile::Impl::Verify() const {
 
 uint64_t CompressedFile::Impl::DecodeGaps(uint32_t col, uint64_t pos, uint64_t steps,
                                           uint64_t value) const {
-  const GapCode& code = codes_[col];
-  const bool unit_ones = code.ones_are_unit_gaps();
-  // Decode from a 64-bit window of the stream, refilled once more than half of it is used, so that
-  // each gap costs one table lookup and a shift rather than a fresh unaligned read.
-  uint64_t base = pos;  // stream position of the window's bit 0
-  uint64_t window = psi_gaps_.Read64(base);
-  uint32_t used = 0;  // bits of the window consumed; <= 32 when a gap starts
+  GapReader reader(psi_gaps_, codes_[col], pos);
   while (steps > 0) {
-    if (used > 32) {
-      base += used;
-      window = psi_gaps_.Read64(base);
-      used = 0;
+    const uint64_t w = reader.Window();
+    // A run of one bits is a run of gaps of 1: take as many as needed at once.
+    if (uint64_t run = reader.UnitRun(w); run > 0) {
+      uint64_t k = std::min(run, steps);
+      reader.SkipUnits(k);
+      value += k;
+      steps -= k;
+      continue;
     }
-    const uint64_t w = window >> used;  // at least 32 valid bits, zeros above them
-    if (unit_ones) {
-      // A run of one bits is a run of gaps of 1: take as many as needed at once.
-      uint64_t ones = static_cast<uint64_t>(std::countr_one(w));
-      if (ones > 0) {
-        uint64_t k = std::min(ones, steps);
-        value += k;
-        used += static_cast<uint32_t>(k);
-        steps -= k;
-        continue;
-      }
-    }
-    const uint16_t e = code.Lookup(w);
-    const uint32_t len = e >> 6, z = e & 63;
-    if (len == 0) [[unlikely]]
+    uint64_t gap = reader.Next(w);
+    if (gap == 0) [[unlikely]]
       return kInvalidRow;
-    if (len + z <= 64 - used) {
-      value += (1ull << z) | ((w >> len) & LowMask(z));
-      used += len + z;
-    } else {  // a long gap running past the window
-      const uint64_t at = base + used;
-      value += (1ull << z) | (psi_gaps_.Read64(at + len) & LowMask(z));
-      base = at + len + z;
-      window = psi_gaps_.Read64(base);
-      used = 0;
-    }
+    value += gap;
     --steps;
   }
   return value;
@@ -399,24 +421,20 @@ uint64_t CompressedFile::Impl::LowerBound(uint32_t col, uint64_t x) const {
   ReadBlock(col, block, &value, &pos);
   if (pos > psi_gap_bits_) [[unlikely]]
     return col_start_[col + 1];
-  const GapCode& code = codes_[col];
-  const bool unit_ones = code.ones_are_unit_gaps();
+  GapReader reader(psi_gaps_, codes_[col], pos);
   uint64_t i = 1;
   while (i < rows_in_block) {
-    uint64_t w = psi_gaps_.Read64(pos);
-    if (unit_ones) {
-      uint64_t ones = static_cast<uint64_t>(std::countr_one(w));
-      if (ones > 0) {
-        // Gaps of 1: the value reaches x after x - value of them.
-        uint64_t k = std::min({ones, rows_in_block - i, x - value});
-        value += k;
-        pos += k;
-        i += k;
-        if (value >= x) return block_first_row + i - 1;
-        continue;
-      }
+    const uint64_t w = reader.Window();
+    if (uint64_t run = reader.UnitRun(w); run > 0) {
+      // Gaps of 1: the value reaches x after x - value of them.
+      uint64_t k = std::min({run, rows_in_block - i, x - value});
+      reader.SkipUnits(k);
+      value += k;
+      i += k;
+      if (value >= x) return block_first_row + i - 1;
+      continue;
     }
-    uint64_t gap = NextGap(code, w, &pos);
+    uint64_t gap = reader.Next(w);
     if (gap == 0) [[unlikely]]
       return col_start_[col + 1];
     value += gap;

@@ -195,7 +195,7 @@ Status Serialize(const Built& b, const CompressedFileOptions& opt, const FileSin
   std::string header(format::kHeaderSize, '\0');
   std::memcpy(header.data() + format::kOffMagic, format::kMagic, sizeof(format::kMagic));
   auto put32 = [&](int off, uint32_t v) { EncodeFixed32(header.data() + off, v); };
-  auto put64 = [&](int off, uint64_t v) { std::memcpy(header.data() + off, &v, 8); };
+  auto put64 = [&](int off, uint64_t v) { EncodeFixed64(header.data() + off, v); };
   put32(format::kOffVersion, format::kVersion);
   put32(format::kOffNumSections, format::kNumSections);
   put64(format::kOffTextSize, b.n);

@@ -32,5 +32,6 @@ inline uint64_t DecodeFixed64(const char* p) {
   return v;
 }
 inline void EncodeFixed32(char* p, uint32_t v) { std::memcpy(p, &v, 4); }
+inline void EncodeFixed64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 }  // namespace zipg
