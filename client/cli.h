@@ -34,6 +34,7 @@ class Args {
   StatusOr<uint64_t> GetUint(const std::string& name, uint64_t fallback) const;
   // INVALID_ARGUMENT naming the first option not in `known`.
   Status CheckKnown(const std::vector<std::string>& known) const;
+  const std::map<std::string, std::string>& options() const { return options_; }
 
  private:
   std::vector<std::string> positional_;
@@ -47,7 +48,9 @@ StatusOr<uint64_t> ParseUint(const std::string& text, const std::string& what);
 int Fail(const Status& status);
 int UsageError(const std::string& message, const std::string& usage);
 
-int RunFile(int argc, char** argv);  // zipg file ...
-int RunGen(int argc, char** argv);   // zipg gen ...
+int RunFile(int argc, char** argv);      // zipg file ...
+int RunGen(int argc, char** argv);       // zipg gen ...
+int RunCompress(int argc, char** argv);  // zipg compress ...
+int RunQuery(int argc, char** argv);     // zipg query ...
 
 }  // namespace zipg::cli

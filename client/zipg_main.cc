@@ -12,7 +12,9 @@ const char kHelp[] =
     "\n"
     "commands:\n"
     "  zipg file build|extract|search|count|stats ...   the compressed flat file (zipg file help)\n"
-    "  zipg gen text --bytes N --out FILE [--seed S]     generate text-like sample data\n"
+    "  zipg gen text|graph ...                         generate sample data (zipg gen help)\n"
+    "  zipg compress --nodes F --edges F --out DIR ...  build a compressed graph store\n"
+    "  zipg query --store DIR OP [--ARG V] | --batch F  run operations on a store in-process\n"
     "  zipg help                                         this list\n";
 
 }  // namespace
@@ -22,6 +24,8 @@ int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "help";
   if (cmd == "file") return zipg::cli::RunFile(argc, argv);
   if (cmd == "gen") return zipg::cli::RunGen(argc, argv);
+  if (cmd == "compress") return zipg::cli::RunCompress(argc, argv);
+  if (cmd == "query") return zipg::cli::RunQuery(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::cout << kHelp;
     return zipg::cli::kExitOk;

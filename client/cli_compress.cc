@@ -1,0 +1,175 @@
+// zipg compress: CSV / SNAP input -> a compressed store directory, with a progress display and a
+// size report.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "client/cli.h"
+#include "graph/compress.h"
+
+namespace zipg::cli {
+namespace {
+
+const graph::CompressOptions kDefaults;
+
+const std::string kUsage =
+    "usage:\n"
+    "  zipg compress --nodes F --edges F --out DIR [--shards N] [--format csv|snap] [--force]\n"
+    "                [--threads N] [--sa-rate N] [--isa-rate N] [--psi-block N]\n"
+    "                [--edge-sa-rate N] [--edge-isa-rate N] [--edge-psi-block N]\n"
+    "      builds a store in DIR (nodes CSV `id,<prop>,...`; edges CSV\n"
+    "      `src,dst,type,timestamp[,<prop>...]`, or with --format snap a `src dst` list and "
+    "--nodes\n"
+    "      optional). --force replaces an existing store. Defaults: one shard per core; NodeFile\n"
+    "      sampling --sa-rate " +
+    std::to_string(kDefaults.node_file.sa_sampling_rate) + " --isa-rate " +
+    std::to_string(kDefaults.node_file.isa_sampling_rate) + " --psi-block " +
+    std::to_string(kDefaults.node_file.psi_block_size) + "; EdgeFile --edge-sa-rate " +
+    std::to_string(kDefaults.edge_file.sa_sampling_rate) + " --edge-isa-rate " +
+    std::to_string(kDefaults.edge_file.isa_sampling_rate) + " --edge-psi-block " +
+    std::to_string(kDefaults.edge_file.psi_block_size) + ".\n";
+
+std::string Megabytes(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+// Progress on stderr: one rewritten line on a terminal, plain log lines otherwise.
+class ProgressDisplay {
+ public:
+  ProgressDisplay() : tty_(::isatty(STDERR_FILENO)), start_(Clock::now()) {}
+
+  void Update(std::string_view phase, uint64_t done, uint64_t total) {
+    const auto now = Clock::now();
+    if (phase != phase_) {
+      EndPhase(now);
+      phase_ = phase;
+      phase_start_ = now;
+      if (!tty_) std::fprintf(stderr, "zipg compress: %s ...\n", phase_.c_str());
+    }
+    total_ = total;
+    done_ = done;
+    if (!tty_ || now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    const double seconds = Seconds(phase_start_, now);
+    const double rate = seconds > 0 ? done / seconds : 0;
+    char eta[32] = "--:--";
+    if (rate > 0 && total >= done) {
+      const uint64_t left = static_cast<uint64_t>((total - done) / rate);
+      std::snprintf(eta, sizeof eta, "%llu:%02llu", static_cast<unsigned long long>(left / 60),
+                    static_cast<unsigned long long>(left % 60));
+    }
+    std::fprintf(stderr, "\r\033[K%-10s %5.1f%%  %s / %s  %.1f MB/s  ETA %s", phase_.c_str(),
+                 total ? 100.0 * done / total : 100.0, Megabytes(done).c_str(),
+                 Megabytes(total).c_str(), rate / 1e6, eta);
+  }
+  void Finish() { EndPhase(Clock::now()); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double Seconds(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  }
+  void EndPhase(Clock::time_point now) {
+    if (phase_.empty()) return;
+    const double seconds = Seconds(phase_start_, now);
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "zipg compress: %s done: %s in %.1f s\n", phase_.c_str(),
+                 Megabytes(total_).c_str(), seconds);
+    phase_.clear();
+  }
+
+  const bool tty_;
+  const Clock::time_point start_;
+  Clock::time_point phase_start_, last_draw_;
+  std::string phase_;
+  uint64_t done_ = 0, total_ = 0;
+};
+
+StatusOr<uint32_t> GetRate(const Args& args, const char* name, uint32_t fallback) {
+  ZIPG_ASSIGN_OR_RETURN(uint64_t v, args.GetUint(name, fallback));
+  if (v > UINT32_MAX) return Status::InvalidArgument(std::string("--") + name + " is too large");
+  return static_cast<uint32_t>(v);
+}
+
+}  // namespace
+
+int RunCompress(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, 2, {"force"});
+  if (!args.ok()) return UsageError(args.status().message(), kUsage);
+  if (Status s = args->CheckKnown({"nodes", "edges", "out", "shards", "format", "force", "threads",
+                                   "sa-rate", "isa-rate", "psi-block", "edge-sa-rate",
+                                   "edge-isa-rate", "edge-psi-block"});
+      !s.ok()) {
+    return UsageError(s.message(), kUsage);
+  }
+  if (!args->positional().empty()) return UsageError("compress takes only options", kUsage);
+  graph::CompressInputs inputs;
+  inputs.nodes_path = args->Get("nodes").value_or("");
+  inputs.edges_path = args->Get("edges").value_or("");
+  const std::string format = args->Get("format").value_or("csv");
+  if (format == "snap") {
+    inputs.format = graph::InputFormat::kSnap;
+  } else if (format != "csv") {
+    return UsageError("--format must be csv or snap", kUsage);
+  }
+  const auto out = args->Get("out");
+  if (!out || inputs.edges_path.empty() ||
+      (inputs.format == graph::InputFormat::kCsv && inputs.nodes_path.empty())) {
+    return UsageError("compress needs --nodes (for csv), --edges and --out", kUsage);
+  }
+  graph::CompressOptions options;
+  options.overwrite = args->Has("force");
+  struct RateOption {
+    const char* name;
+    uint32_t* field;
+  } rates[] = {{"shards", &options.shards},
+               {"threads", &options.threads},
+               {"sa-rate", &options.node_file.sa_sampling_rate},
+               {"isa-rate", &options.node_file.isa_sampling_rate},
+               {"psi-block", &options.node_file.psi_block_size},
+               {"edge-sa-rate", &options.edge_file.sa_sampling_rate},
+               {"edge-isa-rate", &options.edge_file.isa_sampling_rate},
+               {"edge-psi-block", &options.edge_file.psi_block_size}};
+  for (auto& rate : rates) {
+    auto v = GetRate(*args, rate.name, *rate.field);
+    if (!v.ok()) return UsageError(v.status().message(), kUsage);
+    *rate.field = *v;
+  }
+  if (args->Has("shards") && options.shards == 0)
+    return UsageError("--shards must be >= 1", kUsage);
+  if (Status s = options.Validate(); !s.ok()) return UsageError(s.message(), kUsage);
+
+  ProgressDisplay display;
+  const auto start = std::chrono::steady_clock::now();
+  graph::CompressReport report;
+  Status s = graph::CompressFiles(
+      inputs, *out, options,
+      [&](std::string_view phase, uint64_t done, uint64_t total) {
+        display.Update(phase, done, total);
+      },
+      &report);
+  display.Finish();
+  if (!s.ok()) return Fail(s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("store %s: %u shards, %llu nodes, %llu edges, built in %.1f s\n", out->c_str(),
+              report.shards, static_cast<unsigned long long>(report.nodes),
+              static_cast<unsigned long long>(report.edges), seconds);
+  std::printf("raw input   %14llu bytes\n", static_cast<unsigned long long>(report.raw_bytes));
+  std::printf("stored      %14llu bytes  ratio %.3f\n",
+              static_cast<unsigned long long>(report.stored_bytes),
+              report.raw_bytes ? static_cast<double>(report.stored_bytes) / report.raw_bytes : 0.0);
+  for (const auto& [name, bytes] : report.breakdown) {
+    std::printf("  %-24s %12llu bytes  %5.1f%%\n", name.c_str(),
+                static_cast<unsigned long long>(bytes),
+                report.stored_bytes ? 100.0 * bytes / report.stored_bytes : 0.0);
+  }
+  return kExitOk;
+}
+
+}  // namespace zipg::cli

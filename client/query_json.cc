@@ -1,0 +1,295 @@
+// JSON requests and responses for the contract's operations.
+
+#include "client/query_json.h"
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace zipg::cli {
+
+namespace {
+using nlohmann::json;
+
+// Public code names; engine-internal codes are reported as INTERNAL.
+std::string CodeName(StatusCode code) {
+  if (code == StatusCode::kCorruption || code == StatusCode::kIOError) return "INTERNAL";
+  return std::string(StatusCodeName(code));
+}
+
+// Typed access to a request's arguments, collecting the first error.
+class Request {
+ public:
+  Request(const json& j, std::string op) : j_(j), op_(std::move(op)) {}
+
+  bool Has(const char* name) const { return j_.contains(name) && !j_.at(name).is_null(); }
+
+  StatusOr<int64_t> Int(const char* name) {
+    used_.insert(name);
+    if (!Has(name)) return Missing(name);
+    const json& v = j_.at(name);
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return Bad(name, "an int64");
+      }
+      return static_cast<int64_t>(v.get<uint64_t>());
+    }
+    if (!v.is_number_integer()) return Bad(name, "an integer");
+    return v.get<int64_t>();
+  }
+  StatusOr<std::optional<int64_t>> OptionalInt(const char* name) {
+    used_.insert(name);
+    if (!Has(name)) return std::optional<int64_t>();
+    ZIPG_ASSIGN_OR_RETURN(int64_t v, Int(name));
+    return std::optional<int64_t>(v);
+  }
+  StatusOr<std::vector<int64_t>> IntList(const char* name) {
+    used_.insert(name);
+    if (!Has(name)) return Missing(name);
+    const json& v = j_.at(name);
+    if (!v.is_array()) return Bad(name, "an array of integers");
+    std::vector<int64_t> out;
+    for (const json& e : v) {
+      if (e.is_number_unsigned() &&
+          e.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        out.push_back(static_cast<int64_t>(e.get<uint64_t>()));
+      } else if (e.is_number_integer() && !e.is_number_unsigned()) {
+        out.push_back(e.get<int64_t>());
+      } else {
+        return Bad(name, "an array of int64 integers");
+      }
+    }
+    return out;
+  }
+  // An object of string values, as sorted Properties; absent -> empty unless required.
+  StatusOr<Properties> Props(const char* name, bool required) {
+    used_.insert(name);
+    if (!Has(name)) {
+      if (required) return Missing(name);
+      return Properties();
+    }
+    const json& v = j_.at(name);
+    if (!v.is_object()) return Bad(name, "an object of string values");
+    Properties out;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it.value().is_string()) return Bad(name, "an object of string values");
+      out.emplace_back(it.key(), it.value().get<std::string>());
+    }
+    return out;  // json objects iterate in key order
+  }
+  StatusOr<std::optional<std::vector<std::string>>> OptionalNames(const char* name) {
+    used_.insert(name);
+    if (!Has(name)) return std::optional<std::vector<std::string>>();
+    const json& v = j_.at(name);
+    if (!v.is_array()) return Bad(name, "an array of property names");
+    std::vector<std::string> out;
+    for (const json& e : v) {
+      if (!e.is_string()) return Bad(name, "an array of property names");
+      out.push_back(e.get<std::string>());
+    }
+    return std::optional<std::vector<std::string>>(std::move(out));
+  }
+  // INVALID_ARGUMENT for an argument the operation does not take (catches typos).
+  Status CheckNoExtra() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (it.key() != "op" && !used_.count(it.key())) {
+        return Status::InvalidArgument(op_ + " takes no argument '" + it.key() + "'");
+      }
+    }
+    return Status::OK();
+  }
+
+ private:
+  Status Missing(const char* name) const {
+    return Status::InvalidArgument(op_ + " needs argument '" + name + "'");
+  }
+  Status Bad(const char* name, const char* expected) const {
+    return Status::InvalidArgument(op_ + ": argument '" + name + "' must be " + expected);
+  }
+  const json& j_;
+  std::string op_;
+  std::set<std::string> used_;
+};
+
+json PropsJson(const Properties& props) {
+  json j = json::object();
+  for (const auto& [name, value] : props) j[name] = value;
+  return j;
+}
+json EdgeJson(const Edge& e) {
+  return {{"src", e.src},
+          {"type", e.type},
+          {"dst", e.dst},
+          {"timestamp", e.timestamp},
+          {"properties", PropsJson(e.properties)}};
+}
+json EdgesJson(const std::vector<Edge>& edges) {
+  json j = json::array();
+  for (const auto& e : edges) j.push_back(EdgeJson(e));
+  return j;
+}
+
+using Handler = std::function<StatusOr<json>(GraphApi&, Request&)>;
+
+// Reads every argument first (so that missing/mistyped ones are reported before running).
+#define ARG(var, expr) ZIPG_ASSIGN_OR_RETURN(auto var, expr)
+
+const std::map<std::string, Handler>& Handlers() {
+  static const std::map<std::string, Handler> handlers = {
+      {"get_node_property",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(names, r.OptionalNames("properties"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(props, g.GetNodeProperty(id, names ? &*names : nullptr));
+         return props ? PropsJson(*props) : json(nullptr);
+       }},
+      {"get_node_ids",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(props, r.Props("properties", true));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(ids, g.GetNodeIds(props));
+         return json(ids);
+       }},
+      {"get_neighbor_ids",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.OptionalInt("type"));
+         ARG(props, r.Props("properties", false));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(ids, g.GetNeighborIds(id, type, props));
+         return json(ids);
+       }},
+      {"get_edge_record",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.Int("type"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(rec, g.GetEdgeRecord(id, type));
+         return json{{"src", rec.src}, {"type", rec.type}, {"count", rec.count}};
+       }},
+      {"get_edge_range",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.Int("type"));
+         ARG(lo, r.Int("t_lo"));
+         ARG(hi, r.Int("t_hi"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(range, g.GetEdgeRange(id, type, lo, hi));
+         return json::array({range.first, range.second});
+       }},
+      {"get_edge_data",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.Int("type"));
+         ARG(order, r.Int("time_order"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(edge, g.GetEdgeData(id, type, order));
+         return edge ? EdgeJson(*edge) : json(nullptr);
+       }},
+      {"obj_get",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(node, g.ObjGet(id));
+         if (!node) return json(nullptr);
+         return json{{"id", node->id}, {"properties", PropsJson(node->properties)}};
+       }},
+      {"assoc_range",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.Int("type"));
+         ARG(pos, r.Int("pos"));
+         ARG(limit, r.Int("limit"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(edges, g.AssocRange(id, type, pos, limit));
+         return EdgesJson(edges);
+       }},
+      {"assoc_count",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.Int("type"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(count, g.AssocCount(id, type));
+         return json(count);
+       }},
+      {"assoc_get",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.Int("type"));
+         ARG(ids, r.IntList("ids"));
+         ARG(low, r.Int("low"));
+         ARG(high, r.Int("high"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(edges, g.AssocGet(id, type, ids, low, high));
+         return EdgesJson(edges);
+       }},
+      {"assoc_time_range",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(type, r.Int("type"));
+         ARG(low, r.Int("low"));
+         ARG(high, r.Int("high"));
+         ARG(limit, r.Int("limit"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(edges, g.AssocTimeRange(id, type, low, high, limit));
+         return EdgesJson(edges);
+       }},
+  };
+  return handlers;
+}
+#undef ARG
+
+const std::set<std::string>& WriteOps() {
+  static const std::set<std::string> ops = {"obj_add",   "obj_update",   "obj_delete",
+                                            "assoc_add", "assoc_update", "assoc_delete"};
+  return ops;
+}
+
+}  // namespace
+
+json ErrorJson(const Status& status) {
+  return {{"error", {{"code", CodeName(status.code())}, {"message", status.message()}}}};
+}
+
+json ExecuteJson(GraphApi& graph, const json& request) {
+  if (!request.is_object()) {
+    return ErrorJson(Status::InvalidArgument("a request must be a JSON object"));
+  }
+  auto op_it = request.find("op");
+  if (op_it == request.end() || !op_it->is_string()) {
+    return ErrorJson(Status::InvalidArgument("a request needs \"op\": \"<operation>\""));
+  }
+  const std::string op = op_it->get<std::string>();
+  auto it = Handlers().find(op);
+  if (it == Handlers().end()) {
+    if (WriteOps().count(op)) {
+      return ErrorJson(Status::InvalidArgument(
+          op + " is a write; this store is read-only (writes go to a cluster's LogStore)"));
+    }
+    return ErrorJson(Status::InvalidArgument("unknown operation '" + op + "'"));
+  }
+  try {
+    Request args(request, op);
+    StatusOr<json> result = it->second(graph, args);
+    if (!result.ok()) return ErrorJson(result.status());
+    return json{{"ok", std::move(result.value())}};
+  } catch (const std::exception& e) {  // a bug, never user input: report, do not crash
+    return ErrorJson(Status::Internal(std::string("unexpected exception: ") + e.what()));
+  }
+}
+
+json ExecuteJsonLine(GraphApi& graph, const std::string& line) {
+  json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (request.is_discarded()) {
+    return ErrorJson(Status::InvalidArgument("malformed JSON request"));
+  }
+  return ExecuteJson(graph, request);
+}
+
+std::string ResponseLine(const json& response) {
+  return response.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace zipg::cli

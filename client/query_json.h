@@ -1,0 +1,28 @@
+// The JSON form of the contract's operations: one request object {"op": "...", named args} in,
+// one response object out ({"ok": result} or {"error": {"code", "message"}}), for `zipg query`
+// (single operation and --batch) over any GraphApi: the embedded store now, a cluster later.
+// Result shapes are listed in docs/graph-layout.md ("Query output").
+//
+// Thread-safety: stateless; safe to call concurrently if the GraphApi is.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "graph/api.h"
+
+namespace zipg::cli {
+
+// Executes one request. Never throws: malformed requests (unknown op, missing or extra or mistyped
+// arguments) come back as INVALID_ARGUMENT errors.
+nlohmann::json ExecuteJson(GraphApi& graph, const nlohmann::json& request);
+
+// Parses one line of a batch and executes it; a line that is not JSON yields an error response.
+nlohmann::json ExecuteJsonLine(GraphApi& graph, const std::string& line);
+
+// Serializes a response as one line (invalid UTF-8 replaced, which valid stores never produce).
+std::string ResponseLine(const nlohmann::json& response);
+
+nlohmann::json ErrorJson(const Status& status);
+
+}  // namespace zipg::cli

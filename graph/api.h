@@ -1,0 +1,60 @@
+// GraphApi: the read operations of the user-facing contract (../shared/spec/interface.md), one
+// virtual function per operation, with the contract's names and argument order. The embedded store
+// (graph/graph.h) implements it today; the RPC client will implement the same interface, so the
+// CLI's JSON layer and the tests run unchanged against either.
+//
+// Thread-safety: implementations document their own; the embedded Graph is safe for concurrent use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/types.h"
+#include "util/status.h"
+
+namespace zipg {
+
+struct EdgeRecordInfo {
+  int64_t src = 0;
+  int64_t type = 0;
+  int64_t count = 0;
+  friend bool operator==(const EdgeRecordInfo&, const EdgeRecordInfo&) = default;
+};
+
+class GraphApi {
+ public:
+  virtual ~GraphApi() = default;
+
+  // Paper primitives (ZipG Table 1).
+  // `names` null = every present property. nullopt if there is no node `id`.
+  virtual StatusOr<std::optional<Properties>> GetNodeProperty(
+      int64_t id, const std::vector<std::string>* names) = 0;
+  // Sorted ids of the nodes matching all pairs; INVALID_ARGUMENT for an empty map.
+  virtual StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) = 0;
+  // Sorted distinct dst of id's edges (of `type`, or all types), kept if the dst node matches all
+  // of `properties` (a missing node matches no non-empty filter).
+  virtual StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                        const Properties& properties) = 0;
+  virtual StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) = 0;
+  // [begin, end) TimeOrder range of the edges with t_lo <= timestamp <= t_hi.
+  virtual StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t id, int64_t type, int64_t t_lo,
+                                                             int64_t t_hi) = 0;
+  virtual StatusOr<std::optional<Edge>> GetEdgeData(int64_t id, int64_t type,
+                                                    int64_t time_order) = 0;
+
+  // TAO / LinkBench reads.
+  virtual StatusOr<std::optional<Node>> ObjGet(int64_t id) = 0;
+  virtual StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
+                                                 int64_t limit) = 0;
+  virtual StatusOr<int64_t> AssocCount(int64_t id, int64_t type) = 0;
+  virtual StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type,
+                                               const std::vector<int64_t>& ids, int64_t low,
+                                               int64_t high) = 0;
+  virtual StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                     int64_t high, int64_t limit) = 0;
+};
+
+}  // namespace zipg

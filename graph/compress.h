@@ -1,0 +1,71 @@
+// The compress pipeline: input graph -> hash-partitioned shards of NodeFile + EdgeFile -> a store
+// directory with a manifest, built in a temporary directory and renamed into place at the end so
+// that a failure never leaves a partial store (docs/graph-layout.md).
+//
+// Thread-safety: CompressGraph is reentrant; it runs shard builds on its own threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/input.h"
+#include "layout/compressed_file.h"
+#include "util/status.h"
+
+namespace zipg::graph {
+
+struct CompressOptions {
+  // Hash partitions. 0 (default) = one per hardware thread, as in ZipG.
+  uint32_t shards = 0;
+  // Parallel shard builds. 0 (default) = min(shards, hardware threads). Each build needs about 14
+  // bytes of memory per byte of the shard's larger text.
+  uint32_t threads = 0;
+  // Sampling of the NodeFiles: denser than the default file options because obj_get latency rides
+  // on their random access and get_node_ids on their search.
+  layout::CompressedFileOptions node_file = {32, 32, 64, false};
+  // Sampling of the EdgeFiles: edge text is mostly property values that are extracted but never
+  // searched, so its SA is sampled sparsely.
+  layout::CompressedFileOptions edge_file = {64, 32, 64, false};
+  // Replace an existing store at the output directory (never any other directory).
+  bool overwrite = false;
+
+  Status Validate() const;
+};
+
+struct CompressReport {
+  uint64_t raw_bytes = 0;
+  uint64_t stored_bytes = 0;
+  uint64_t nodes = 0;
+  uint64_t edges = 0;  // after merging repeated (src, type, dst)
+  uint32_t shards = 0;
+  // Summed over shards: "nodes.text.psi_gaps", ..., "nodes.index", "edges.text.*", "edges.meta",
+  // "manifest".
+  std::vector<std::pair<std::string, uint64_t>> breakdown;
+};
+
+// Called with a phase name ("load nodes", "load edges", "partition", "build", "finish") and the
+// progress within it, in bytes of input (done <= total).
+using CompressProgress = std::function<void(std::string_view phase, uint64_t done, uint64_t total)>;
+
+enum class InputFormat { kCsv, kSnap };
+
+struct CompressInputs {
+  std::string nodes_path;  // optional for kSnap and for edge-only graphs
+  std::string edges_path;
+  InputFormat format = InputFormat::kCsv;
+};
+
+// Loads the inputs and compresses them into `out_dir`.
+Status CompressFiles(const CompressInputs& inputs, const std::string& out_dir,
+                     const CompressOptions& options, const CompressProgress& progress,
+                     CompressReport* report);
+
+// Compresses an already loaded graph (consumed) into `out_dir`. An edge repeated with the same
+// (src, type, dst) keeps its last occurrence (upsert, as assoc_add).
+Status CompressGraph(InputGraph graph, const std::string& out_dir, const CompressOptions& options,
+                     const CompressProgress& progress, CompressReport* report);
+
+}  // namespace zipg::graph

@@ -1,0 +1,109 @@
+// Store manifest as JSON (nlohmann::json).
+
+#include "graph/manifest.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "util/checksum.h"
+#include "util/file.h"
+
+namespace zipg::graph {
+
+namespace {
+using nlohmann::json;
+
+json OptionsToJson(const layout::CompressedFileOptions& o) {
+  return {{"sa_sampling_rate", o.sa_sampling_rate},
+          {"isa_sampling_rate", o.isa_sampling_rate},
+          {"psi_block_size", o.psi_block_size}};
+}
+layout::CompressedFileOptions OptionsFromJson(const json& j) {
+  layout::CompressedFileOptions o;
+  o.sa_sampling_rate = j.at("sa_sampling_rate").get<uint32_t>();
+  o.isa_sampling_rate = j.at("isa_sampling_rate").get<uint32_t>();
+  o.psi_block_size = j.at("psi_block_size").get<uint32_t>();
+  return o;
+}
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+}  // namespace
+
+std::string ShardDirName(uint32_t shard) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shard-%04u", shard);
+  return buf;
+}
+
+Status WriteManifest(const std::string& store_dir, const Manifest& m) {
+  json files = json::array();
+  for (const auto& f : m.files) {
+    files.push_back({{"path", f.path}, {"bytes", f.bytes}, {"xxh3", Hex(f.xxh3)}});
+  }
+  json j = {{"format", "zipg-store"},
+            {"version", m.version},
+            {"shards", m.shards},
+            {"partition", m.partition},
+            {"node_file", OptionsToJson(m.node_file)},
+            {"edge_file", OptionsToJson(m.edge_file)},
+            {"node_properties", m.node_properties},
+            {"edge_properties", m.edge_properties},
+            {"nodes", m.nodes},
+            {"edges", m.edges},
+            {"raw_bytes", m.raw_bytes},
+            {"files", files}};
+  const std::string text = j.dump(2) + "\n";
+  return WriteFileAtomically(store_dir + "/" + kManifestName,
+                             [&](const FileSink& sink) { return sink(text); });
+}
+
+StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
+  const std::string path = store_dir + "/" + kManifestName;
+  if (!std::filesystem::exists(path)) {
+    return Status::NotFound(store_dir + " is not a zipg store (no " + kManifestName + ")");
+  }
+  ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  Manifest m;
+  try {
+    const json j = json::parse(text);
+    if (j.at("format").get<std::string>() != "zipg-store") {
+      return Status::Corruption(path + ": not a zipg store manifest");
+    }
+    m.version = j.at("version").get<uint32_t>();
+    if (m.version != kStoreFormatVersion) {
+      return Status::Corruption(path + ": unsupported store format version " +
+                                std::to_string(m.version));
+    }
+    m.shards = j.at("shards").get<uint32_t>();
+    m.partition = j.at("partition").get<std::string>();
+    m.node_file = OptionsFromJson(j.at("node_file"));
+    m.edge_file = OptionsFromJson(j.at("edge_file"));
+    m.node_properties = j.at("node_properties").get<std::vector<std::string>>();
+    m.edge_properties = j.at("edge_properties").get<std::vector<std::string>>();
+    m.nodes = j.at("nodes").get<uint64_t>();
+    m.edges = j.at("edges").get<uint64_t>();
+    m.raw_bytes = j.at("raw_bytes").get<uint64_t>();
+    for (const auto& f : j.at("files")) {
+      ManifestFile file;
+      file.path = f.at("path").get<std::string>();
+      file.bytes = f.at("bytes").get<uint64_t>();
+      file.xxh3 = std::stoull(f.at("xxh3").get<std::string>(), nullptr, 16);
+      m.files.push_back(std::move(file));
+    }
+  } catch (const std::exception& e) {
+    return Status::Corruption(path + ": malformed manifest: " + e.what());
+  }
+  if (m.shards == 0) return Status::Corruption(path + ": zero shards");
+  return m;
+}
+
+StatusOr<uint64_t> FileChecksum(const std::string& path) {
+  ZIPG_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+  return Checksum64(file->data(), file->size());
+}
+
+}  // namespace zipg::graph

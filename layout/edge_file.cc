@@ -1,0 +1,329 @@
+// EdgeFile: building, opening and querying (format in docs/graph-layout.md).
+//
+// An EdgeRecord:
+//   0xFE varint6(src) varint6(type)                                   key: search pattern
+//   varint6(count) varint6(zigzag(ts_min)) varint6(ts_width)
+//   varint6(zigzag(dst_min)) varint6(dst_width) varint6(end_width)    metadata
+//   ts_width digits of (ts - ts_min) x count                          newest first
+//   dst_width digits of (dst - dst_min) x count                       same order
+//   end_width digits x count: end of edge i's property list, relative to the lists' start
+//   { delimiter(p) value 0xF5 }* per edge                             property lists
+// Columns are fixed width per record, so TimeOrder i is random access and a time range is a binary
+// search over timestamps extracted from the compressed text.
+
+#include "layout/edge_file.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "layout/record_coding.h"
+#include "layout/side_file.h"
+#include "util/coding.h"
+
+namespace zipg::layout {
+
+namespace {
+constexpr char kMetaMagic[] = "ZIPGEMET";
+constexpr uint32_t kMetaVersion = 1;
+// Bytes extracted when a record is found: key, metadata and, for small records, all columns.
+constexpr uint64_t kHeadBytes = 192;
+// A column slice at most this long is read whole for a binary search.
+constexpr uint64_t kWholeColumnBytes = 512;
+
+bool AllValueBytes(const std::string& value) {
+  return std::all_of(value.begin(), value.end(),
+                     [](char c) { return IsValueByte(static_cast<uint8_t>(c)); });
+}
+
+std::string SrcKey(int64_t src) {
+  std::string key(1, static_cast<char>(kEdgeRecordMarker));
+  PutVarint6(&key, static_cast<uint64_t>(src));
+  return key;
+}
+}  // namespace
+
+Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
+                       std::vector<EdgeRecordInput> records, const CompressedFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  if (property_names.size() > kMaxProperties ||
+      !std::is_sorted(property_names.begin(), property_names.end()) ||
+      std::adjacent_find(property_names.begin(), property_names.end()) != property_names.end()) {
+    return Status::InvalidArgument("EdgeFile property names must be sorted, distinct and at most " +
+                                   std::to_string(kMaxProperties));
+  }
+  std::string text;
+  for (size_t r = 0; r < records.size(); ++r) {
+    EdgeRecordInput& record = records[r];
+    const std::string where =
+        "edge record (" + std::to_string(record.src) + ", " + std::to_string(record.type) + ")";
+    if (record.src < 0 || record.type < 0 || record.edges.empty()) {
+      return Status::InvalidArgument(where + ": src and type must be >= 0 and it needs edges");
+    }
+    if (r > 0 &&
+        std::pair(record.src, record.type) <= std::pair(records[r - 1].src, records[r - 1].type)) {
+      return Status::InvalidArgument("edge records must be sorted by (src, type) and distinct");
+    }
+    auto& edges = record.edges;
+    std::sort(edges.begin(), edges.end(), [](const EdgeInput& a, const EdgeInput& b) {
+      return a.timestamp != b.timestamp ? a.timestamp > b.timestamp : a.dst < b.dst;
+    });
+    int64_t ts_min = edges[0].timestamp, ts_max = edges[0].timestamp;
+    int64_t dst_min = edges[0].dst, dst_max = edges[0].dst;
+    std::vector<int64_t> dsts;
+    for (const auto& e : edges) {
+      ts_min = std::min(ts_min, e.timestamp);
+      ts_max = std::max(ts_max, e.timestamp);
+      dst_min = std::min(dst_min, e.dst);
+      dst_max = std::max(dst_max, e.dst);
+      dsts.push_back(e.dst);
+    }
+    std::sort(dsts.begin(), dsts.end());
+    if (std::adjacent_find(dsts.begin(), dsts.end()) != dsts.end()) {
+      return Status::InvalidArgument(where + ": repeated destination");
+    }
+    std::string lists;
+    std::vector<uint64_t> ends;
+    for (const auto& e : edges) {
+      int64_t previous = -1;
+      for (const auto& [p, value] : e.properties) {
+        if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
+          return Status::InvalidArgument(where + ": property numbers must be ascending and known");
+        }
+        if (!AllValueBytes(value)) {
+          return Status::InvalidArgument(where + ": the value of '" + property_names[p] +
+                                         "' is not valid UTF-8");
+        }
+        previous = p;
+        PutDelimiter(&lists, p);
+        lists.append(value);
+        lists.push_back(static_cast<char>(kValueEnd));
+      }
+      ends.push_back(lists.size());
+    }
+    const uint32_t ts_width =
+        DigitsFor(static_cast<uint64_t>(ts_max) - static_cast<uint64_t>(ts_min));
+    const uint32_t dst_width =
+        DigitsFor(static_cast<uint64_t>(dst_max) - static_cast<uint64_t>(dst_min));
+    const uint32_t end_width = DigitsFor(lists.size());
+    text.push_back(static_cast<char>(kEdgeRecordMarker));
+    PutVarint6(&text, static_cast<uint64_t>(record.src));
+    PutVarint6(&text, static_cast<uint64_t>(record.type));
+    PutVarint6(&text, edges.size());
+    PutVarint6(&text, ZigZag(ts_min));
+    PutVarint6(&text, ts_width);
+    PutVarint6(&text, ZigZag(dst_min));
+    PutVarint6(&text, dst_width);
+    PutVarint6(&text, end_width);
+    for (const auto& e : edges) {
+      PutDigits(&text, static_cast<uint64_t>(e.timestamp) - static_cast<uint64_t>(ts_min),
+                ts_width);
+    }
+    for (const auto& e : edges) {
+      PutDigits(&text, static_cast<uint64_t>(e.dst) - static_cast<uint64_t>(dst_min), dst_width);
+    }
+    for (uint64_t end : ends) PutDigits(&text, end, end_width);
+    text.append(lists);
+    std::vector<EdgeInput>().swap(edges);  // release memory as we go
+  }
+  std::string meta;
+  PutFixed32(&meta, static_cast<uint32_t>(property_names.size()));
+  for (const auto& name : property_names) PutLengthPrefixed(&meta, name);
+  ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options, base + ".zcf"));
+  return WriteSideFile(base + ".meta", kMetaMagic, kMetaVersion, meta);
+}
+
+StatusOr<std::unique_ptr<EdgeFile>> EdgeFile::Open(const std::string& base,
+                                                   const OpenOptions& options) {
+  std::unique_ptr<EdgeFile> file(new EdgeFile());
+  ZIPG_ASSIGN_OR_RETURN(file->text_, CompressedFile::Open(base + ".zcf", options));
+  ZIPG_ASSIGN_OR_RETURN(std::string meta, ReadSideFile(base + ".meta", kMetaMagic, kMetaVersion));
+  file->meta_bytes_ = meta.size() + 28;
+  PayloadReader reader(meta);
+  uint32_t num_names;
+  const Status bad = Status::Corruption(base + ".meta: malformed edge metadata");
+  if (!reader.GetFixed32(&num_names) || num_names > kMaxProperties) return bad;
+  file->names_.resize(num_names);
+  for (auto& name : file->names_) {
+    if (!reader.GetString(&name)) return bad;
+  }
+  if (!reader.empty()) return bad;
+  return file;
+}
+
+EdgeFile::~EdgeFile() = default;
+
+StatusOr<EdgeFile::Record> EdgeFile::ReadRecord(uint64_t marker_offset) const {
+  std::string bytes;
+  ZIPG_RETURN_IF_ERROR(text_->Extract(marker_offset, kHeadBytes, &bytes));
+  const Status bad = Status::Corruption("edge record at text offset " +
+                                        std::to_string(marker_offset) + " is malformed");
+  if (bytes.empty() || static_cast<uint8_t>(bytes[0]) != kEdgeRecordMarker) return bad;
+  Record r;
+  size_t pos = 1;
+  uint64_t src, type, count, ts_min, ts_width, dst_min, dst_width, end_width;
+  if (!GetVarint6(bytes, &pos, &src) || !GetVarint6(bytes, &pos, &type) ||
+      !GetVarint6(bytes, &pos, &count) || !GetVarint6(bytes, &pos, &ts_min) ||
+      !GetVarint6(bytes, &pos, &ts_width) || !GetVarint6(bytes, &pos, &dst_min) ||
+      !GetVarint6(bytes, &pos, &dst_width) || !GetVarint6(bytes, &pos, &end_width) ||
+      ts_width > 10 || dst_width > 10 || end_width > 10 || count == 0) {
+    return bad;
+  }
+  r.src = static_cast<int64_t>(src);
+  r.type = static_cast<int64_t>(type);
+  r.count = count;
+  r.ts_min = UnZigZag(ts_min);
+  r.dst_min = UnZigZag(dst_min);
+  r.ts_width = static_cast<uint32_t>(ts_width);
+  r.dst_width = static_cast<uint32_t>(dst_width);
+  r.end_width = static_cast<uint32_t>(end_width);
+  r.columns = marker_offset + pos;
+  if (r.properties() > text_->size()) return bad;
+  r.head = bytes.substr(pos);
+  return r;
+}
+
+StatusOr<std::optional<EdgeFile::Record>> EdgeFile::Find(int64_t src, int64_t type) const {
+  if (src < 0 || type < 0) return std::optional<Record>();
+  std::string key = SrcKey(src);
+  PutVarint6(&key, static_cast<uint64_t>(type));
+  ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, text_->Search(key));
+  if (hits.empty()) return std::optional<Record>();
+  if (hits.size() > 1) return Status::Corruption("edge text: two records with the same key");
+  ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(hits[0]));
+  if (r.src != src || r.type != type) return Status::Corruption("edge text: key mismatch");
+  return std::optional<Record>(std::move(r));
+}
+
+StatusOr<std::vector<EdgeFile::Record>> EdgeFile::FindAll(int64_t src) const {
+  std::vector<Record> records;
+  if (src < 0) return records;
+  const std::string key = SrcKey(src);
+  ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, text_->Search(key));
+  for (uint64_t hit : hits) {
+    ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(hit));
+    if (r.src != src) return Status::Corruption("edge text: key mismatch");
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+Status EdgeFile::Read(const Record& r, uint64_t offset, uint64_t len, std::string* out) const {
+  if (offset >= r.columns && offset + len <= r.columns + r.head.size()) {
+    out->append(r.head, offset - r.columns, len);
+    return Status::OK();
+  }
+  const size_t before = out->size();
+  ZIPG_RETURN_IF_ERROR(text_->Extract(offset, len, out));
+  if (out->size() - before != len) return Status::Corruption("edge text: record runs past the end");
+  return Status::OK();
+}
+
+StatusOr<std::vector<uint64_t>> EdgeFile::Column(const Record& r, uint64_t column, uint32_t width,
+                                                 uint64_t begin, uint64_t end) const {
+  std::vector<uint64_t> values(end - begin, 0);
+  if (width == 0 || begin >= end) return values;
+  std::string bytes;
+  ZIPG_RETURN_IF_ERROR(Read(r, column + begin * width, (end - begin) * width, &bytes));
+  for (uint64_t i = 0; i < end - begin; ++i) {
+    if (!GetDigits(bytes.data() + i * width, width, &values[i])) {
+      return Status::Corruption("edge text: bad digit in a column");
+    }
+  }
+  return values;
+}
+
+StatusOr<std::vector<int64_t>> EdgeFile::Timestamps(const Record& r, uint64_t begin,
+                                                    uint64_t end) const {
+  end = std::min(end, r.count);
+  begin = std::min(begin, end);
+  ZIPG_ASSIGN_OR_RETURN(auto raw, Column(r, r.columns, r.ts_width, begin, end));
+  std::vector<int64_t> out(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    out[i] = static_cast<int64_t>(static_cast<uint64_t>(r.ts_min) + raw[i]);
+  }
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> EdgeFile::Destinations(const Record& r, uint64_t begin,
+                                                      uint64_t end) const {
+  end = std::min(end, r.count);
+  begin = std::min(begin, end);
+  ZIPG_ASSIGN_OR_RETURN(auto raw, Column(r, r.dst_column(), r.dst_width, begin, end));
+  std::vector<int64_t> out(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    out[i] = static_cast<int64_t>(static_cast<uint64_t>(r.dst_min) + raw[i]);
+  }
+  return out;
+}
+
+StatusOr<std::pair<uint64_t, uint64_t>> EdgeFile::TimeRange(const Record& r, int64_t lo,
+                                                            int64_t hi) const {
+  // Timestamps descend with TimeOrder: begin = first i with ts <= hi, end = first i with ts < lo.
+  std::vector<int64_t> all;
+  const bool whole = r.count * r.ts_width <= std::max<uint64_t>(kWholeColumnBytes, r.head.size());
+  if (whole) {
+    ZIPG_ASSIGN_OR_RETURN(all, Timestamps(r, 0, r.count));
+  }
+  auto first_where = [&](auto pred) -> StatusOr<uint64_t> {
+    if (whole) return std::partition_point(all.begin(), all.end(), std::not_fn(pred)) - all.begin();
+    uint64_t low = 0, high = r.count;
+    while (low < high) {
+      const uint64_t mid = low + (high - low) / 2;
+      ZIPG_ASSIGN_OR_RETURN(auto ts, Timestamps(r, mid, mid + 1));
+      if (pred(ts[0])) {
+        high = mid;
+      } else {
+        low = mid + 1;
+      }
+    }
+    return low;
+  };
+  ZIPG_ASSIGN_OR_RETURN(uint64_t begin, first_where([hi](int64_t ts) { return ts <= hi; }));
+  ZIPG_ASSIGN_OR_RETURN(uint64_t end, first_where([lo](int64_t ts) { return ts < lo; }));
+  return std::pair(begin, std::max(begin, end));
+}
+
+StatusOr<std::vector<Edge>> EdgeFile::Edges(const Record& r, uint64_t begin, uint64_t end) const {
+  end = std::min(end, r.count);
+  begin = std::min(begin, end);
+  std::vector<Edge> edges;
+  if (begin == end) return edges;
+  ZIPG_ASSIGN_OR_RETURN(auto timestamps, Timestamps(r, begin, end));
+  ZIPG_ASSIGN_OR_RETURN(auto dsts, Destinations(r, begin, end));
+  const uint64_t first_end = begin > 0 ? begin - 1 : 0;
+  ZIPG_ASSIGN_OR_RETURN(auto ends, Column(r, r.end_column(), r.end_width, first_end, end));
+  const uint64_t start = begin > 0 ? ends[0] : 0;
+  if (begin > 0) ends.erase(ends.begin());
+  const uint64_t stop = ends.back();
+  std::string lists;
+  if (stop < start) return Status::Corruption("edge text: property list ends go backwards");
+  ZIPG_RETURN_IF_ERROR(Read(r, r.properties() + start, stop - start, &lists));
+  const Status bad = Status::Corruption("edge text: malformed property list");
+  uint64_t pos = 0;
+  for (uint64_t i = 0; i < end - begin; ++i) {
+    Edge e{r.src, r.type, dsts[i], timestamps[i], {}};
+    const uint64_t list_end = ends[i] - start;
+    if (list_end > lists.size() || list_end < pos) return bad;
+    while (pos < list_end) {
+      const int p = DecodeDelimiter(std::string_view(lists).substr(pos, list_end - pos));
+      if (p < 0 || static_cast<size_t>(p) >= names_.size()) return bad;
+      const size_t value_end = lists.find(static_cast<char>(kValueEnd), pos + 2);
+      if (value_end == std::string::npos || value_end >= list_end) return bad;
+      e.properties.emplace_back(names_[p], lists.substr(pos + 2, value_end - pos - 2));
+      pos = value_end + 1;
+    }
+    edges.push_back(std::move(e));
+  }
+  return edges;
+}
+
+std::vector<ComponentSize> EdgeFile::Breakdown() const {
+  std::vector<ComponentSize> parts;
+  for (auto& part : text_->Breakdown()) parts.push_back({"text." + part.name, part.bytes});
+  parts.push_back({"meta", meta_bytes_});
+  return parts;
+}
+
+uint64_t EdgeFile::SizeInBytes() const { return text_->SizeInBytes() + meta_bytes_; }
+
+}  // namespace zipg::layout

@@ -1,0 +1,94 @@
+// EdgeFile: the outgoing edges of one shard's nodes as EdgeRecords (all edges of one (src, type),
+// newest first) in a CompressedFile, found by searching their headers and read by random access on
+// the compressed form (ZipG section 3.3; our format is in docs/graph-layout.md).
+//
+// Files: <base>.zcf (the compressed text) and <base>.meta (a side file with the property names).
+//
+// Thread-safety: immutable once opened; all const methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/types.h"
+#include "layout/compressed_file.h"
+#include "layout/node_file.h"
+#include "util/status.h"
+
+namespace zipg::layout {
+
+struct EdgeInput {
+  int64_t dst = 0;
+  int64_t timestamp = 0;
+  NumberedProperties properties;
+};
+
+struct EdgeRecordInput {
+  int64_t src = 0;
+  int64_t type = 0;
+  std::vector<EdgeInput> edges;  // any order, distinct dst; Build orders them newest first
+};
+
+class EdgeFile {
+ public:
+  // An EdgeRecord's location and metadata, as found by Find / FindAll.
+  struct Record {
+    int64_t src = 0;
+    int64_t type = 0;
+    uint64_t count = 0;
+    int64_t ts_min = 0;
+    int64_t dst_min = 0;
+    uint32_t ts_width = 0, dst_width = 0, end_width = 0;  // base-128 digits per column entry
+    uint64_t columns = 0;                                 // text offset of the timestamp column
+    std::string head;  // text already extracted from `columns` on (saves later extracts)
+
+    uint64_t dst_column() const { return columns + count * ts_width; }
+    uint64_t end_column() const { return dst_column() + count * dst_width; }
+    uint64_t properties() const { return end_column() + count * end_width; }
+  };
+
+  // Writes <base>.zcf and <base>.meta. `records` sorted by (src, type), distinct, each non-empty;
+  // src, type >= 0. Edges of a record are sorted newest first (timestamp descending, dst
+  // ascending).
+  static Status Build(const std::string& base, const std::vector<std::string>& property_names,
+                      std::vector<EdgeRecordInput> records, const CompressedFileOptions& options);
+  static StatusOr<std::unique_ptr<EdgeFile>> Open(const std::string& base,
+                                                  const OpenOptions& options = {});
+  ~EdgeFile();
+
+  const std::vector<std::string>& property_names() const { return names_; }
+
+  // The record of (src, type), or nullopt if it has no edges here.
+  StatusOr<std::optional<Record>> Find(int64_t src, int64_t type) const;
+  // Every record of src, ascending type.
+  StatusOr<std::vector<Record>> FindAll(int64_t src) const;
+
+  // [begin, end): the TimeOrder range of edges with lo <= timestamp <= hi (binary search).
+  StatusOr<std::pair<uint64_t, uint64_t>> TimeRange(const Record& r, int64_t lo, int64_t hi) const;
+  StatusOr<std::vector<int64_t>> Timestamps(const Record& r, uint64_t begin, uint64_t end) const;
+  StatusOr<std::vector<int64_t>> Destinations(const Record& r, uint64_t begin, uint64_t end) const;
+  // Whole edges at TimeOrder [begin, end) (clamped to the record).
+  StatusOr<std::vector<Edge>> Edges(const Record& r, uint64_t begin, uint64_t end) const;
+
+  std::vector<ComponentSize> Breakdown() const;
+  uint64_t SizeInBytes() const;
+  uint64_t text_size() const { return text_->size(); }
+
+ private:
+  EdgeFile() = default;
+  StatusOr<Record> ReadRecord(uint64_t marker_offset) const;
+  // text[offset, offset + len), from r.head when it covers the range.
+  Status Read(const Record& r, uint64_t offset, uint64_t len, std::string* out) const;
+  StatusOr<std::vector<uint64_t>> Column(const Record& r, uint64_t column, uint32_t width,
+                                         uint64_t begin, uint64_t end) const;
+
+  std::unique_ptr<CompressedFile> text_;
+  std::vector<std::string> names_;
+  uint64_t meta_bytes_ = 0;
+};
+
+}  // namespace zipg::layout

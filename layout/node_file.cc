@@ -1,0 +1,347 @@
+// NodeFile: building, opening and querying (format in docs/graph-layout.md).
+//
+// A record is a header and the values:
+//   varint6(k) { varint6(p[i] - p[i-1] - 1) varint6(len[i]) } x k      (p[-1] = -1)
+//   { delimiter(p[i]) value[i] 0xF5 } x k
+// The header lets a lookup of a few properties extract only the header and those values; the
+// delimiters and value ends make `delimiter(p) value 0xF5` a search pattern that matches exactly
+// the nodes whose property p equals value.
+
+#include "layout/node_file.h"
+
+#include <algorithm>
+
+#include "layout/record_coding.h"
+#include "layout/side_file.h"
+#include "util/coding.h"
+
+namespace zipg::layout {
+
+namespace {
+constexpr char kIndexMagic[] = "ZIPGNIDX";
+constexpr uint32_t kIndexVersion = 1;
+// First guess of a header's length: k = 40 dense properties with values < 64 bytes need 81.
+constexpr uint64_t kHeaderGuess = 96;
+}  // namespace
+
+struct NodeFile::Header {
+  std::vector<uint32_t> props;
+  std::vector<uint64_t> value_pos;  // offset of value i's delimiter within the record
+  std::vector<uint64_t> lengths;
+};
+
+Status NodeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
+                       const std::vector<NodeInput>& nodes, const CompressedFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  if (property_names.size() > kMaxProperties) {
+    return Status::InvalidArgument("a NodeFile holds at most " + std::to_string(kMaxProperties) +
+                                   " property names, got " + std::to_string(property_names.size()));
+  }
+  if (!std::is_sorted(property_names.begin(), property_names.end()) ||
+      std::adjacent_find(property_names.begin(), property_names.end()) != property_names.end()) {
+    return Status::InvalidArgument("NodeFile property names must be sorted and distinct");
+  }
+  std::string text, index;
+  PutFixed32(&index, static_cast<uint32_t>(property_names.size()));
+  for (const auto& name : property_names) PutLengthPrefixed(&index, name);
+  PutFixed64(&index, nodes.size());
+  std::string offsets;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInput& node = nodes[i];
+    if (i > 0 && node.id <= nodes[i - 1].id) {
+      return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
+    }
+    PutFixed64(&index, static_cast<uint64_t>(node.id));
+    PutFixed64(&offsets, text.size());
+    PutVarint6(&text, node.properties.size());
+    int64_t previous = -1;
+    for (const auto& [p, value] : node.properties) {
+      if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
+        return Status::InvalidArgument("node " + std::to_string(node.id) +
+                                       ": property numbers must be ascending and known");
+      }
+      PutVarint6(&text, static_cast<uint64_t>(p - previous - 1));
+      PutVarint6(&text, value.size());
+      previous = p;
+    }
+    for (const auto& [p, value] : node.properties) {
+      if (!std::all_of(value.begin(), value.end(),
+                       [](char c) { return IsValueByte(static_cast<uint8_t>(c)); })) {
+        return Status::InvalidArgument("node " + std::to_string(node.id) + ": the value of '" +
+                                       property_names[p] + "' is not valid UTF-8");
+      }
+      PutDelimiter(&text, p);
+      text.append(value);
+      text.push_back(static_cast<char>(kValueEnd));
+    }
+  }
+  PutFixed64(&offsets, text.size());
+  index.append(offsets);
+  ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options, base + ".zcf"));
+  return WriteSideFile(base + ".idx", kIndexMagic, kIndexVersion, index);
+}
+
+StatusOr<std::unique_ptr<NodeFile>> NodeFile::Open(const std::string& base,
+                                                   const OpenOptions& options) {
+  std::unique_ptr<NodeFile> file(new NodeFile());
+  ZIPG_ASSIGN_OR_RETURN(file->text_, CompressedFile::Open(base + ".zcf", options));
+  ZIPG_ASSIGN_OR_RETURN(std::string index, ReadSideFile(base + ".idx", kIndexMagic, kIndexVersion));
+  file->index_bytes_ = index.size() + 28;
+  const Status bad = Status::Corruption(base + ".idx: malformed node index");
+  PayloadReader reader(index);
+  uint32_t num_names;
+  if (!reader.GetFixed32(&num_names) || num_names > kMaxProperties) return bad;
+  file->names_.resize(num_names);
+  for (auto& name : file->names_) {
+    if (!reader.GetString(&name)) return bad;
+  }
+  uint64_t count;
+  if (!reader.GetFixed64(&count) || count > index.size() / 16) return bad;
+  file->ids_.resize(count);
+  file->offsets_.resize(count + 1);
+  for (auto& id : file->ids_) {
+    uint64_t v;
+    if (!reader.GetFixed64(&v)) return bad;
+    id = static_cast<int64_t>(v);
+  }
+  for (auto& offset : file->offsets_) {
+    if (!reader.GetFixed64(&offset)) return bad;
+  }
+  if (!reader.empty() || !std::is_sorted(file->offsets_.begin(), file->offsets_.end()) ||
+      file->offsets_.back() != file->text_->size() ||
+      std::adjacent_find(file->ids_.begin(), file->ids_.end(),
+                         [](int64_t a, int64_t b) { return a >= b; }) != file->ids_.end()) {
+    return bad;
+  }
+  return file;
+}
+
+NodeFile::~NodeFile() = default;
+
+int NodeFile::PropertyNumber(const std::string& name) const {
+  auto it = std::lower_bound(names_.begin(), names_.end(), name);
+  return it != names_.end() && *it == name ? static_cast<int>(it - names_.begin()) : -1;
+}
+
+int64_t NodeFile::RecordIndex(int64_t id) const {
+  auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+  return it != ids_.end() && *it == id ? it - ids_.begin() : -1;
+}
+
+bool NodeFile::Contains(int64_t id) const { return RecordIndex(id) >= 0; }
+
+namespace {
+// Parses a header from the first bytes of a record; false if `bytes` ends inside it.
+bool ParseHeader(std::string_view bytes, std::vector<uint32_t>* props,
+                 std::vector<uint64_t>* lengths, uint64_t* header_len, bool* malformed) {
+  size_t pos = 0;
+  uint64_t k;
+  *malformed = false;
+  if (!GetVarint6(bytes, &pos, &k)) return false;
+  if (k > kMaxProperties) {
+    *malformed = true;
+    return false;
+  }
+  props->clear();
+  lengths->clear();
+  int64_t previous = -1;
+  for (uint64_t i = 0; i < k; ++i) {
+    uint64_t delta, len;
+    if (!GetVarint6(bytes, &pos, &delta) || !GetVarint6(bytes, &pos, &len)) return false;
+    if (delta >= kMaxProperties || previous + 1 + static_cast<int64_t>(delta) >= kMaxProperties) {
+      *malformed = true;
+      return false;
+    }
+    previous += 1 + static_cast<int64_t>(delta);
+    props->push_back(static_cast<uint32_t>(previous));
+    lengths->push_back(len);
+  }
+  *header_len = pos;
+  return true;
+}
+}  // namespace
+
+Status NodeFile::ReadHeader(int64_t index, Header* header) const {
+  const uint64_t begin = offsets_[index], end = offsets_[index + 1];
+  std::string bytes;
+  uint64_t want = std::min(end - begin, kHeaderGuess), header_len = 0;
+  for (;;) {
+    bytes.clear();
+    ZIPG_RETURN_IF_ERROR(text_->Extract(begin, want, &bytes));
+    bool malformed;
+    if (ParseHeader(bytes, &header->props, &header->lengths, &header_len, &malformed)) break;
+    if (malformed || want == end - begin) {
+      return Status::Corruption("node record " + std::to_string(ids_[index]) + ": bad header");
+    }
+    want = std::min(end - begin, want * 4);
+  }
+  header->value_pos.resize(header->props.size());
+  uint64_t pos = header_len;
+  for (size_t i = 0; i < header->props.size(); ++i) {
+    header->value_pos[i] = pos;
+    pos += 2 + header->lengths[i] + 1;
+  }
+  if (begin + pos != end) {
+    return Status::Corruption("node record " + std::to_string(ids_[index]) +
+                              ": header does not match the record length");
+  }
+  return Status::OK();
+}
+
+Status NodeFile::ParseRecord(int64_t index, std::string_view record, Properties* out) const {
+  std::vector<uint32_t> props;
+  std::vector<uint64_t> lengths;
+  uint64_t pos;
+  bool malformed;
+  const Status bad =
+      Status::Corruption("node record " + std::to_string(ids_[index]) + " is malformed");
+  if (!ParseHeader(record, &props, &lengths, &pos, &malformed)) return bad;
+  out->clear();
+  out->reserve(props.size());
+  for (size_t i = 0; i < props.size(); ++i) {
+    if (pos + 3 + lengths[i] > record.size() ||
+        DecodeDelimiter(record.substr(pos)) != static_cast<int>(props[i]) ||
+        static_cast<uint8_t>(record[pos + 2 + lengths[i]]) != kValueEnd ||
+        props[i] >= names_.size()) {
+      return bad;
+    }
+    out->emplace_back(names_[props[i]], std::string(record.substr(pos + 2, lengths[i])));
+    pos += 3 + lengths[i];
+  }
+  return pos == record.size() ? Status::OK() : bad;
+}
+
+StatusOr<std::optional<Properties>> NodeFile::Get(int64_t id,
+                                                  const std::vector<std::string>* names) const {
+  const int64_t index = RecordIndex(id);
+  if (index < 0) return std::optional<Properties>();
+  Properties props;
+  if (names == nullptr) {
+    std::string record;
+    ZIPG_RETURN_IF_ERROR(
+        text_->Extract(offsets_[index], offsets_[index + 1] - offsets_[index], &record));
+    ZIPG_RETURN_IF_ERROR(ParseRecord(index, record, &props));
+    return std::optional<Properties>(std::move(props));
+  }
+  std::vector<int> wanted;
+  for (const auto& name : *names) {
+    if (int p = PropertyNumber(name); p >= 0) wanted.push_back(p);
+  }
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  if (wanted.empty()) return std::optional<Properties>(std::move(props));
+  Header header;
+  ZIPG_RETURN_IF_ERROR(ReadHeader(index, &header));
+  for (int p : wanted) {
+    auto it = std::lower_bound(header.props.begin(), header.props.end(), static_cast<uint32_t>(p));
+    if (it == header.props.end() || *it != static_cast<uint32_t>(p)) continue;
+    const size_t i = it - header.props.begin();
+    std::string value;
+    ZIPG_RETURN_IF_ERROR(
+        text_->Extract(offsets_[index] + header.value_pos[i] + 2, header.lengths[i], &value));
+    props.emplace_back(names_[p], std::move(value));
+  }
+  return std::optional<Properties>(std::move(props));
+}
+
+StatusOr<bool> NodeFile::Matches(int64_t id, const Properties& filter) const {
+  const int64_t index = RecordIndex(id);
+  if (index < 0) return false;
+  if (filter.empty()) return true;
+  std::vector<std::pair<uint32_t, const std::string*>> wanted;
+  for (const auto& [name, value] : filter) {
+    const int p = PropertyNumber(name);
+    if (p < 0) return false;
+    wanted.emplace_back(p, &value);
+  }
+  Header header;
+  ZIPG_RETURN_IF_ERROR(ReadHeader(index, &header));
+  // Compare lengths first: a mismatch there costs no extraction.
+  std::vector<size_t> positions;
+  for (const auto& [p, value] : wanted) {
+    auto it = std::lower_bound(header.props.begin(), header.props.end(), p);
+    if (it == header.props.end() || *it != p) return false;
+    const size_t i = it - header.props.begin();
+    if (header.lengths[i] != value->size()) return false;
+    positions.push_back(i);
+  }
+  for (size_t j = 0; j < wanted.size(); ++j) {
+    const size_t i = positions[j];
+    std::string stored;
+    ZIPG_RETURN_IF_ERROR(
+        text_->Extract(offsets_[index] + header.value_pos[i] + 2, header.lengths[i], &stored));
+    if (stored != *wanted[j].second) return false;
+  }
+  return true;
+}
+
+StatusOr<std::vector<int64_t>> NodeFile::FindIds(const Properties& match) const {
+  if (match.empty()) return Status::InvalidArgument("get_node_ids needs at least one property");
+  struct Term {
+    std::string pattern;
+    uint64_t count;
+    size_t filter_index;
+  };
+  std::vector<Term> terms;
+  for (size_t i = 0; i < match.size(); ++i) {
+    const int p = PropertyNumber(match[i].first);
+    const std::string& value = match[i].second;
+    if (p < 0 || !std::all_of(value.begin(), value.end(),
+                              [](char c) { return IsValueByte(static_cast<uint8_t>(c)); })) {
+      return std::vector<int64_t>();  // no stored value can equal it
+    }
+    Term term{std::string(), 0, i};
+    PutDelimiter(&term.pattern, p);
+    term.pattern.append(value);
+    term.pattern.push_back(static_cast<char>(kValueEnd));
+    ZIPG_ASSIGN_OR_RETURN(term.count, text_->Count(term.pattern));
+    if (term.count == 0) return std::vector<int64_t>();
+    terms.push_back(std::move(term));
+  }
+  std::sort(terms.begin(), terms.end(),
+            [](const Term& a, const Term& b) { return a.count < b.count; });
+  auto ids_of = [&](const Term& term) -> StatusOr<std::vector<int64_t>> {
+    ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, text_->Search(term.pattern));
+    std::vector<int64_t> ids;
+    ids.reserve(hits.size());
+    for (uint64_t hit : hits) {
+      auto it = std::upper_bound(offsets_.begin(), offsets_.end(), hit);
+      if (it == offsets_.begin() || it == offsets_.end()) {
+        return Status::Corruption("node text: a search hit lies outside every record");
+      }
+      ids.push_back(ids_[it - offsets_.begin() - 1]);
+    }
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());  // hits ascend, so ids do
+    return ids;
+  };
+  ZIPG_ASSIGN_OR_RETURN(std::vector<int64_t> result, ids_of(terms[0]));
+  // Each further term either locates its own hits and intersects, or, when the candidates are
+  // few next to its hits, checks the candidates' values directly (header + value extraction).
+  for (size_t t = 1; t < terms.size() && !result.empty(); ++t) {
+    std::vector<int64_t> kept;
+    if (result.size() * 4 < terms[t].count) {
+      const Properties single{match[terms[t].filter_index]};
+      for (int64_t id : result) {
+        ZIPG_ASSIGN_OR_RETURN(bool ok, Matches(id, single));
+        if (ok) kept.push_back(id);
+      }
+    } else {
+      ZIPG_ASSIGN_OR_RETURN(std::vector<int64_t> other, ids_of(terms[t]));
+      std::set_intersection(result.begin(), result.end(), other.begin(), other.end(),
+                            std::back_inserter(kept));
+    }
+    result = std::move(kept);
+  }
+  return result;
+}
+
+std::vector<ComponentSize> NodeFile::Breakdown() const {
+  std::vector<ComponentSize> parts;
+  for (auto& part : text_->Breakdown()) parts.push_back({"text." + part.name, part.bytes});
+  parts.push_back({"index", index_bytes_});
+  return parts;
+}
+
+uint64_t NodeFile::SizeInBytes() const { return text_->SizeInBytes() + index_bytes_; }
+
+}  // namespace zipg::layout

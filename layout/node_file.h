@@ -1,0 +1,78 @@
+// NodeFile: the node properties of one shard, stored as a CompressedFile that answers property
+// lookups and value searches directly on the compressed form (ZipG section 3.3; our format is in
+// docs/graph-layout.md).
+//
+// Files: <base>.zcf (the compressed text of all node records, ascending id) and <base>.idx (a side
+// file with the property names and the sorted (node id, record offset) table).
+//
+// Thread-safety: immutable once opened; all const methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/types.h"
+#include "layout/compressed_file.h"
+#include "util/status.h"
+
+namespace zipg::layout {
+
+// (property number, value) pairs, ascending by number; numbers index the file's property names.
+using NumberedProperties = std::vector<std::pair<uint32_t, std::string>>;
+
+struct NodeInput {
+  int64_t id = 0;
+  NumberedProperties properties;
+};
+
+class NodeFile {
+ public:
+  // Writes <base>.zcf and <base>.idx. `property_names` must be sorted and distinct (at most
+  // kMaxProperties); `nodes` sorted by id with distinct ids; values must be valid UTF-8 (they may
+  // not contain bytes 0xF5..0xFF; INVALID_ARGUMENT otherwise).
+  static Status Build(const std::string& base, const std::vector<std::string>& property_names,
+                      const std::vector<NodeInput>& nodes, const CompressedFileOptions& options);
+  static StatusOr<std::unique_ptr<NodeFile>> Open(const std::string& base,
+                                                  const OpenOptions& options = {});
+  ~NodeFile();
+
+  uint64_t num_nodes() const { return ids_.size(); }
+  const std::vector<std::string>& property_names() const { return names_; }
+  bool Contains(int64_t id) const;
+
+  // The node's properties (all of them if `names` is null, else the listed ones that are present),
+  // sorted by name; nullopt if the node is not in this file.
+  StatusOr<std::optional<Properties>> Get(int64_t id,
+                                          const std::vector<std::string>* names = nullptr) const;
+  // Whether the node exists and has every (name, value) of `filter` (an empty filter matches any
+  // existing node).
+  StatusOr<bool> Matches(int64_t id, const Properties& filter) const;
+  // Ids (ascending) of the nodes that have every (name, value) of `match`; `match` non-empty.
+  StatusOr<std::vector<int64_t>> FindIds(const Properties& match) const;
+
+  // Stored bytes: the compressed text's components prefixed "text." and "index" (the side file).
+  std::vector<ComponentSize> Breakdown() const;
+  uint64_t SizeInBytes() const;
+  uint64_t text_size() const { return text_->size(); }
+
+ private:
+  struct Header;
+  NodeFile() = default;
+  int PropertyNumber(const std::string& name) const;
+  // Index of the record of `id` in ids_, or -1.
+  int64_t RecordIndex(int64_t id) const;
+  Status ReadHeader(int64_t index, Header* header) const;
+  Status ParseRecord(int64_t index, std::string_view record, Properties* out) const;
+
+  std::unique_ptr<CompressedFile> text_;
+  std::vector<std::string> names_;
+  std::vector<int64_t> ids_;
+  std::vector<uint64_t> offsets_;  // ids_.size() + 1 entries; the last is the text size
+  uint64_t index_bytes_ = 0;
+};
+
+}  // namespace zipg::layout

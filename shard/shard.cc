@@ -1,0 +1,108 @@
+// Shard-local reads over a NodeFile and an EdgeFile.
+
+#include "shard/shard.h"
+
+#include <algorithm>
+
+namespace zipg::shard {
+
+StatusOr<std::unique_ptr<Shard>> Shard::Open(const std::string& dir,
+                                             const layout::OpenOptions& options) {
+  std::unique_ptr<Shard> shard(new Shard());
+  ZIPG_ASSIGN_OR_RETURN(shard->nodes_, layout::NodeFile::Open(dir + "/nodes", options));
+  ZIPG_ASSIGN_OR_RETURN(shard->edges_, layout::EdgeFile::Open(dir + "/edges", options));
+  return shard;
+}
+
+StatusOr<std::optional<Properties>> Shard::GetNodeProperty(
+    int64_t id, const std::vector<std::string>* names) const {
+  return nodes_->Get(id, names);
+}
+
+StatusOr<bool> Shard::NodeMatches(int64_t id, const Properties& filter) const {
+  return nodes_->Matches(id, filter);
+}
+
+StatusOr<std::vector<int64_t>> Shard::GetNodeIds(const Properties& properties) const {
+  return nodes_->FindIds(properties);
+}
+
+StatusOr<std::vector<int64_t>> Shard::NeighborIds(int64_t id, std::optional<int64_t> type) const {
+  std::vector<layout::EdgeFile::Record> records;
+  if (type) {
+    ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, *type));
+    if (record) records.push_back(std::move(*record));
+  } else {
+    ZIPG_ASSIGN_OR_RETURN(records, edges_->FindAll(id));
+  }
+  std::vector<int64_t> ids;
+  for (const auto& record : records) {
+    ZIPG_ASSIGN_OR_RETURN(auto dsts, edges_->Destinations(record, 0, record.count));
+    ids.insert(ids.end(), dsts.begin(), dsts.end());
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+StatusOr<int64_t> Shard::AssocCount(int64_t id, int64_t type) const {
+  ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
+  return record ? static_cast<int64_t>(record->count) : 0;
+}
+
+StatusOr<std::pair<int64_t, int64_t>> Shard::EdgeRange(int64_t id, int64_t type, int64_t lo,
+                                                       int64_t hi) const {
+  ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
+  if (!record) return std::pair<int64_t, int64_t>(0, 0);
+  ZIPG_ASSIGN_OR_RETURN(auto range, edges_->TimeRange(*record, lo, hi));
+  return std::pair<int64_t, int64_t>(range.first, range.second);
+}
+
+StatusOr<std::optional<Edge>> Shard::EdgeData(int64_t id, int64_t type, int64_t time_order) const {
+  ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
+  if (!record || time_order < 0 || static_cast<uint64_t>(time_order) >= record->count) {
+    return std::optional<Edge>();
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto edges, edges_->Edges(*record, time_order, time_order + 1));
+  return std::optional<Edge>(std::move(edges.at(0)));
+}
+
+StatusOr<std::vector<Edge>> Shard::AssocRange(int64_t id, int64_t type, int64_t pos,
+                                              int64_t limit) const {
+  ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
+  if (!record || limit == 0) return std::vector<Edge>();
+  const uint64_t begin = static_cast<uint64_t>(pos);
+  const uint64_t end = begin + std::min<uint64_t>(static_cast<uint64_t>(limit), record->count);
+  return edges_->Edges(*record, begin, end);
+}
+
+StatusOr<std::vector<Edge>> Shard::AssocGet(int64_t id, int64_t type,
+                                            const std::vector<int64_t>& ids, int64_t low,
+                                            int64_t high) const {
+  std::vector<Edge> out;
+  if (ids.empty()) return out;
+  ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
+  if (!record) return out;
+  ZIPG_ASSIGN_OR_RETURN(auto range, edges_->TimeRange(*record, low, high));
+  ZIPG_ASSIGN_OR_RETURN(auto dsts, edges_->Destinations(*record, range.first, range.second));
+  std::vector<int64_t> wanted = ids;
+  std::sort(wanted.begin(), wanted.end());
+  for (uint64_t i = 0; i < dsts.size(); ++i) {
+    if (!std::binary_search(wanted.begin(), wanted.end(), dsts[i])) continue;
+    ZIPG_ASSIGN_OR_RETURN(auto edge, edges_->Edges(*record, range.first + i, range.first + i + 1));
+    out.push_back(std::move(edge.at(0)));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Edge>> Shard::AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                  int64_t high, int64_t limit) const {
+  ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
+  if (!record || limit == 0) return std::vector<Edge>();
+  ZIPG_ASSIGN_OR_RETURN(auto range, edges_->TimeRange(*record, low, high));
+  const uint64_t end =
+      range.first + std::min<uint64_t>(range.second - range.first, static_cast<uint64_t>(limit));
+  return edges_->Edges(*record, range.first, end);
+}
+
+}  // namespace zipg::shard
