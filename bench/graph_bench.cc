@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   const uint64_t raw = m.raw_bytes;
   std::printf(
       "graph: %llu nodes, %llu edges, %u shards; node file %s, edge file sa/isa/psi "
-      "%u/%u/%u vs %u/%u/%u\n",
+      "%u/%u/%u, edge file %u/%u/%u\n",
       static_cast<unsigned long long>(m.nodes), static_cast<unsigned long long>(m.edges), m.shards,
       "", m.node_file.sa_sampling_rate, m.node_file.isa_sampling_rate, m.node_file.psi_block_size,
       m.edge_file.sa_sampling_rate, m.edge_file.isa_sampling_rate, m.edge_file.psi_block_size);
