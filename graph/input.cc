@@ -1,0 +1,465 @@
+// The loaders of input.h: nodes and edges CSV on top of CsvReader (csv.h), and a line scanner for
+// SNAP edge lists. Each loader reads its whole file (mmap'd when it is a regular file), validates
+// every row and changes `graph` only when the file loaded completely.
+
+#include "graph/input.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "graph/csv.h"
+#include "util/file.h"
+
+namespace zipg::graph {
+namespace {
+
+// The progress callback is called each time this many more bytes have been consumed.
+constexpr uint64_t kProgressStep = uint64_t{4} << 20;
+
+// A file's bytes: mapped when it is a regular file, read into memory otherwise (a pipe, such as
+// the `<(zcat edges.csv.gz)` of a shell).
+struct InputText {
+  std::unique_ptr<MappedFile> mapped;
+  std::string owned;
+  std::string_view text() const {
+    return mapped ? std::string_view(mapped->data(), mapped->size()) : std::string_view(owned);
+  }
+};
+
+StatusOr<InputText> ReadInput(const std::string& path) {
+  InputText input;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return Status::IOError("cannot open '" + path + "': " + std::strerror(errno));
+  }
+  if (S_ISREG(st.st_mode)) {
+    StatusOr<std::unique_ptr<MappedFile>> mapped = MappedFile::Open(path);
+    if (!mapped.ok()) return Status::IOError(mapped.status().message());
+    input.mapped = std::move(mapped).value();
+  } else {
+    StatusOr<std::string> owned = ReadFileToString(path);
+    if (!owned.ok()) return Status::IOError(owned.status().message());
+    input.owned = std::move(owned).value();
+  }
+  return input;
+}
+
+// Calls a LoadProgress every kProgressStep bytes and once at the end, if it is set.
+class ProgressReporter {
+ public:
+  ProgressReporter(const LoadProgress& progress, uint64_t total)
+      : progress_(progress), total_(total), next_(progress ? kProgressStep : kNever) {}
+  void Update(uint64_t done) {
+    if (done < next_) return;
+    Report(done);
+    next_ = done + kProgressStep;
+  }
+  void Finish() {
+    if (progress_ && last_ != total_) Report(total_);
+  }
+
+ private:
+  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  void Report(uint64_t done) {
+    progress_(done, total_);
+    last_ = done;
+  }
+  const LoadProgress& progress_;
+  const uint64_t total_;
+  uint64_t next_;
+  uint64_t last_ = kNever;
+};
+
+// True if `text` holds nothing but maybe a byte order mark.
+bool IsEmpty(std::string_view text) { return text.empty() || text == kByteOrderMark; }
+
+enum class IntResult { kOk, kNotInteger, kOutOfRange };
+
+// A decimal int64: an optional '-' (if `allow_negative`) and one or more digits, nothing else.
+IntResult ParseInt64(std::string_view s, bool allow_negative, int64_t* out) {
+  size_t i = 0;
+  const bool negative = !s.empty() && s[0] == '-';
+  if (negative) {
+    if (!allow_negative) return IntResult::kNotInteger;
+    i = 1;
+  }
+  if (i == s.size()) return IntResult::kNotInteger;
+  const uint64_t limit =
+      static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + (negative ? 1 : 0);
+  uint64_t v = 0;
+  bool overflow = false;
+  for (; i < s.size(); ++i) {
+    const unsigned d = static_cast<unsigned char>(s[i]) - '0';
+    if (d > 9) return IntResult::kNotInteger;
+    if (v > (limit - d) / 10) overflow = true;  // keep going: a later non-digit is the worse error
+    v = v * 10 + d;
+  }
+  if (overflow) return IntResult::kOutOfRange;
+  *out = negative ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return IntResult::kOk;
+}
+
+// "expected an integer WHAT, found "VALUE"" (with why, if it is out of range).
+std::string BadInteger(std::string_view what, std::string_view value, IntResult result) {
+  std::string m = "expected an integer " + std::string(what) + ", found " + QuoteForMessage(value);
+  if (result == IntResult::kOutOfRange) m += " (out of the int64 range)";
+  return m;
+}
+
+// Parses the int64 field `field` described by `what` ("node id >= 0").
+Status ParseIntField(const CsvReader& reader, const CsvField& field, bool allow_negative,
+                     std::string_view what, int64_t* out) {
+  const IntResult r = ParseInt64(field.value, allow_negative, out);
+  if (r == IntResult::kOk) return Status::OK();
+  return reader.ErrorAt(field.offset, BadInteger(what, field.value, r));
+}
+
+// Checks the header's columns from `first` on as property names (non-empty, distinct from each
+// other and from the fixed columns before `first`) and returns them.
+Status ReadPropertyNames(const CsvReader& reader, const std::vector<CsvField>& header, size_t first,
+                         std::vector<std::string>* names) {
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (i >= first && header[i].value.empty()) {
+      return reader.ErrorAt(header[i].offset, "expected a property name in header column " +
+                                                  std::to_string(i + 1) + ", found an empty one");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (header[j].value == header[i].value) {
+        return reader.ErrorAt(header[i].offset, "duplicate column name " +
+                                                    QuoteForMessage(header[i].value) +
+                                                    " (also column " + std::to_string(j + 1) + ")");
+      }
+    }
+  }
+  names->clear();
+  for (size_t i = first; i < header.size(); ++i) names->emplace_back(header[i].value);
+  return Status::OK();
+}
+
+// Checks that a row has as many fields as the header.
+Status CheckWidth(const CsvReader& reader, const std::vector<CsvField>& fields, size_t width) {
+  if (fields.size() == width) return Status::OK();
+  const std::string what = "expected " + std::to_string(width) +
+                           " fields as in the header, found " + std::to_string(fields.size());
+  // Too many: point at the first extra field; too few: at the end of the row.
+  return reader.ErrorAt(fields.size() > width ? fields[width].offset : reader.record_end(), what);
+}
+
+// The non-empty fields from `first` on, as properties indexed from 0.
+IndexedProperties TakeProperties(const std::vector<CsvField>& fields, size_t first) {
+  IndexedProperties properties;
+  properties.reserve(static_cast<size_t>(std::count_if(
+      fields.begin() + first, fields.end(), [](const CsvField& f) { return !f.value.empty(); })));
+  for (size_t i = first; i < fields.size(); ++i) {
+    if (!fields[i].value.empty()) {
+      properties.emplace_back(static_cast<uint32_t>(i - first), std::string(fields[i].value));
+    }
+  }
+  return properties;
+}
+
+// A set of ids (all >= 0) by open addressing with linear probing; -1 marks a free slot.
+class IdHashSet {
+ public:
+  // Starts loading the memory that Insert(id) will probe first.
+  void Prefetch(int64_t id) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[Slot(id)]);
+  }
+  // Adds `id`; false if it was already there.
+  bool Insert(int64_t id) {
+    if ((size_ + 1) * 10 > slots_.size() * 7) Grow();
+    for (size_t i = Slot(id);; i = (i + 1) & mask_) {
+      if (slots_[i] == id) return false;
+      if (slots_[i] < 0) {
+        slots_[i] = id;
+        ++size_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  size_t Slot(int64_t id) const {
+    return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  void Grow() {
+    std::vector<int64_t> old = std::move(slots_);
+    const size_t capacity = old.empty() ? 1024 : old.size() * 2;
+    slots_.assign(capacity, -1);
+    mask_ = capacity - 1;
+    shift_ = 64 - std::countr_zero(capacity);
+    for (int64_t id : old) {
+      if (id < 0) continue;
+      size_t i = Slot(id);
+      while (slots_[i] >= 0) i = (i + 1) & mask_;
+      slots_[i] = id;
+    }
+  }
+
+  std::vector<int64_t> slots_;
+  size_t size_ = 0;
+  size_t mask_ = 0;
+  int shift_ = 64;
+};
+
+// The node ids of a file, to find duplicates as soon as they occur. While ids arrive in increasing
+// order (the usual case) a new id only needs comparing with the last one; at the first id out of
+// order all ids so far move into a hash set, which checks the rest (a random memory access each).
+class NodeIdSet {
+ public:
+  // Call some work before Insert(id), so that the memory it needs is on its way.
+  void Prefetch(int64_t id) const {
+    if (!increasing_) hashed_.Prefetch(id);
+  }
+  // Adds `id`, the id of the node after `nodes`; false if one of `nodes` has it.
+  bool Insert(int64_t id, const std::vector<InputNode>& nodes) {
+    if (increasing_) {
+      if (nodes.empty() || id > nodes.back().id) return true;
+      increasing_ = false;
+      for (const InputNode& node : nodes) hashed_.Insert(node.id);
+    }
+    return hashed_.Insert(id);
+  }
+
+ private:
+  bool increasing_ = true;
+  IdHashSet hashed_;
+};
+
+// Reserves a vector's room for a whole file once a sample of it has been read, so that the vector
+// grows about once instead of ~log2(n) times (each growth copies it and faults in fresh pages).
+class Extrapolator {
+ public:
+  explicit Extrapolator(uint64_t total_bytes) : total_(total_bytes) {}
+  // `items` holds `base` items from before the file and those read from its first `bytes_done`.
+  template <typename T>
+  void Update(uint64_t bytes_done, std::vector<T>* items, size_t base = 0) {
+    if (done_ || bytes_done < kSampleBytes) return;
+    done_ = true;
+    if (bytes_done >= total_) return;
+    const double per_byte =
+        static_cast<double>(items->size() - base) / static_cast<double>(bytes_done);
+    items->reserve(base + static_cast<size_t>(per_byte * static_cast<double>(total_) * 1.02) + 16);
+  }
+
+ private:
+  static constexpr uint64_t kSampleBytes = uint64_t{1} << 20;
+  const uint64_t total_;
+  bool done_ = false;
+};
+
+// The byte offset of data row `row` (0-based, after the header) of a CSV text that parses cleanly
+// up to it. Used only to name the line of a duplicate's first occurrence.
+size_t RowOffset(const std::string& path, std::string_view text, size_t row) {
+  CsvReader reader(path, text);
+  std::vector<CsvField> fields;
+  for (size_t i = 0; i <= row + 1; ++i) {
+    if (!reader.ReadRecord(&fields).ok() || fields.empty()) return 0;
+  }
+  return fields[0].offset;
+}
+
+}  // namespace
+
+Status LoadNodesCsv(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
+  if (!graph->nodes.empty() || !graph->node_property_names.empty()) {
+    return Status::InvalidArgument("cannot load nodes from '" + path +
+                                   "': the graph already holds nodes");
+  }
+  ZIPG_ASSIGN_OR_RETURN(const InputText input, ReadInput(path));
+  const std::string_view text = input.text();
+  CsvReader reader(path, text);
+  std::vector<CsvField> fields;
+  ZIPG_RETURN_IF_ERROR(reader.ReadRecord(&fields));
+  if (fields.empty()) {
+    return reader.ErrorAt(reader.offset(),
+                          "expected a header line id,<property>,..., found " +
+                              std::string(IsEmpty(text) ? "an empty file" : "only blank lines"));
+  }
+  if (fields[0].value != "id") {
+    return reader.ErrorAt(fields[0].offset,
+                          "expected the header's first column to be \"id\", found " +
+                              QuoteForMessage(fields[0].value));
+  }
+  std::vector<std::string> names;
+  ZIPG_RETURN_IF_ERROR(ReadPropertyNames(reader, fields, 1, &names));
+  const size_t width = fields.size();
+
+  ProgressReporter reporter(progress, text.size());
+  Extrapolator extrapolator(text.size());
+  std::vector<InputNode> nodes;
+  NodeIdSet ids;
+  while (true) {
+    ZIPG_RETURN_IF_ERROR(reader.ReadRecord(&fields));
+    if (fields.empty()) break;
+    ZIPG_RETURN_IF_ERROR(CheckWidth(reader, fields, width));
+    InputNode node;
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[0], false, "node id >= 0", &node.id));
+    ids.Prefetch(node.id);
+    node.properties = TakeProperties(fields, 1);
+    if (!ids.Insert(node.id, nodes)) {
+      const size_t first =
+          static_cast<size_t>(std::find_if(nodes.begin(), nodes.end(),
+                                           [&](const InputNode& n) { return n.id == node.id; }) -
+                              nodes.begin());
+      const uint64_t first_line = PositionOf(text, RowOffset(path, text, first)).line;
+      return reader.ErrorAt(fields[0].offset, "duplicate node id " + std::to_string(node.id) +
+                                                  " (first defined on line " +
+                                                  std::to_string(first_line) + ")");
+    }
+    nodes.push_back(std::move(node));
+    reporter.Update(reader.offset());
+    extrapolator.Update(reader.offset(), &nodes);
+  }
+  graph->node_property_names = std::move(names);
+  graph->nodes = std::move(nodes);
+  graph->raw_bytes += text.size();
+  reporter.Finish();
+  return Status::OK();
+}
+
+Status LoadEdgesCsv(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
+  if (!graph->edge_property_names.empty()) {
+    return Status::InvalidArgument("cannot load edges from '" + path +
+                                   "': the graph already has edge property names");
+  }
+  ZIPG_ASSIGN_OR_RETURN(const InputText input, ReadInput(path));
+  const std::string_view text = input.text();
+  CsvReader reader(path, text);
+  std::vector<CsvField> fields;
+  ZIPG_RETURN_IF_ERROR(reader.ReadRecord(&fields));
+  static constexpr std::string_view kColumns[] = {"src", "dst", "type", "timestamp"};
+  constexpr size_t kFixed = std::size(kColumns);
+  if (fields.empty()) {
+    return reader.ErrorAt(reader.offset(),
+                          "expected a header line src,dst,type,timestamp[,<property>...], found " +
+                              std::string(IsEmpty(text) ? "an empty file" : "only blank lines"));
+  }
+  for (size_t i = 0; i < kFixed; ++i) {
+    if (i >= fields.size()) {
+      return reader.ErrorAt(reader.record_end(),
+                            "expected the header to start with src,dst,type,timestamp, found " +
+                                std::to_string(fields.size()) + " column(s)");
+    }
+    if (fields[i].value != kColumns[i]) {
+      return reader.ErrorAt(fields[i].offset, "expected header column " + std::to_string(i + 1) +
+                                                  " to be \"" + std::string(kColumns[i]) +
+                                                  "\", found " + QuoteForMessage(fields[i].value));
+    }
+  }
+  std::vector<std::string> names;
+  ZIPG_RETURN_IF_ERROR(ReadPropertyNames(reader, fields, kFixed, &names));
+  const size_t width = fields.size();
+
+  ProgressReporter reporter(progress, text.size());
+  Extrapolator extrapolator(text.size());
+  std::vector<InputEdge> edges;
+  while (true) {
+    ZIPG_RETURN_IF_ERROR(reader.ReadRecord(&fields));
+    if (fields.empty()) break;
+    ZIPG_RETURN_IF_ERROR(CheckWidth(reader, fields, width));
+    InputEdge edge;
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[0], false, "src >= 0", &edge.src));
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[1], false, "dst >= 0", &edge.dst));
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[2], false, "type >= 0", &edge.type));
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[3], true, "timestamp", &edge.timestamp));
+    edge.properties = TakeProperties(fields, kFixed);
+    edges.push_back(std::move(edge));
+    reporter.Update(reader.offset());
+    extrapolator.Update(reader.offset(), &edges);
+  }
+  graph->edge_property_names = std::move(names);
+  if (graph->edges.empty()) {
+    graph->edges = std::move(edges);
+  } else {
+    graph->edges.insert(graph->edges.end(), std::make_move_iterator(edges.begin()),
+                        std::make_move_iterator(edges.end()));
+  }
+  graph->raw_bytes += text.size();
+  reporter.Finish();
+  return Status::OK();
+}
+
+Status LoadSnapEdges(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
+  ZIPG_ASSIGN_OR_RETURN(const InputText input, ReadInput(path));
+  const std::string_view text = input.text();
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  const size_t old_size = graph->edges.size();
+  ProgressReporter reporter(progress, text.size());
+  Extrapolator extrapolator(text.size());
+  auto fail = [&](const char* at, const std::string& what) {
+    graph->edges.resize(old_size);
+    return ErrorAtOffset(path, text, static_cast<size_t>(at - begin), what);
+  };
+  auto is_blank = [](char c) { return c == ' ' || c == '\t'; };
+  // The token at p: up to a blank or a line ending.
+  auto token_end = [&](const char* p) {
+    while (p < end && !is_blank(*p) && *p != '\n' && *p != '\r') ++p;
+    return p;
+  };
+  static constexpr std::string_view kWhat[] = {"source node id >= 0", "destination node id >= 0"};
+
+  const char* p = text.starts_with(kByteOrderMark) ? begin + kByteOrderMark.size() : begin;
+  while (p < end) {  // one line per iteration
+    while (p < end && is_blank(*p)) ++p;
+    if (p < end && *p == '#') {
+      const void* nl = std::memchr(p, '\n', static_cast<size_t>(end - p));
+      p = nl == nullptr ? end : static_cast<const char*>(nl) + 1;
+      continue;
+    }
+    int64_t ids[2];
+    int count = 0;
+    while (true) {
+      // p is after blanks: at a token, a line ending or the end.
+      const bool line_end = p == end || *p == '\n' || *p == '\r';
+      if (line_end) {
+        if (p < end && *p == '\r' && (p + 1 == end || p[1] != '\n')) {
+          return fail(p, "expected a line feed after the carriage return");
+        }
+        if (count == 1) {
+          return fail(p,
+                      "expected a destination node id after the source node id, found the "
+                      "end of the line");
+        }
+        break;  // a full edge or a blank line
+      }
+      const char* const t = token_end(p);
+      const std::string_view token(p, static_cast<size_t>(t - p));
+      if (count == 2) {
+        return fail(
+            p, "expected the end of the line after \"src dst\", found " + QuoteForMessage(token));
+      }
+      const IntResult r = ParseInt64(token, false, &ids[count]);
+      if (r != IntResult::kOk) return fail(p, BadInteger(kWhat[count], token, r));
+      ++count;
+      p = t;
+      while (p < end && is_blank(*p)) ++p;
+    }
+    if (count == 2) {
+      InputEdge edge;
+      edge.src = ids[0];
+      edge.dst = ids[1];
+      graph->edges.push_back(std::move(edge));
+    }
+    if (p < end) p += *p == '\r' ? 2 : 1;
+    reporter.Update(static_cast<uint64_t>(p - begin));
+    extrapolator.Update(static_cast<uint64_t>(p - begin), &graph->edges, old_size);
+  }
+  graph->raw_bytes += text.size();
+  reporter.Finish();
+  return Status::OK();
+}
+
+}  // namespace zipg::graph
