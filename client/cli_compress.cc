@@ -67,7 +67,15 @@ class ProgressDisplay {
                  total ? 100.0 * done / total : 100.0, Megabytes(done).c_str(),
                  Megabytes(total).c_str(), rate / 1e6, eta);
   }
-  void Finish() { EndPhase(Clock::now()); }
+  // Ends the display; a failed run reports its last phase as failed, not done.
+  void Finish(bool ok) {
+    if (!ok && !phase_.empty()) {
+      if (tty_) std::fprintf(stderr, "\r\033[K");
+      std::fprintf(stderr, "zipg compress: %s failed\n", phase_.c_str());
+      phase_.clear();
+    }
+    EndPhase(Clock::now());
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -153,7 +161,7 @@ int RunCompress(int argc, char** argv) {
         display.Update(phase, done, total);
       },
       &report);
-  display.Finish();
+  display.Finish(s.ok());
   if (!s.ok()) return Fail(s);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -166,6 +166,31 @@ Status CompressGraph(InputGraph graph, const std::string& out_dir, const Compres
 
   // Partition: a node's properties and its outgoing edges go to the shard that owns its id.
   if (progress) progress("partition", 0, graph.raw_bytes);
+  // Ids and property indexes come from the loaders or from library callers: check them here.
+  for (const auto& node : graph.nodes) {
+    if (node.id < 0) {
+      return Status::InvalidArgument("node id " + std::to_string(node.id) + " is negative");
+    }
+    for (const auto& [p, value] : node.properties) {
+      if (p >= graph.node_property_names.size()) {
+        return Status::InvalidArgument("node " + std::to_string(node.id) +
+                                       ": property index out of range");
+      }
+    }
+  }
+  for (const auto& edge : graph.edges) {
+    if (edge.src < 0 || edge.dst < 0 || edge.type < 0) {
+      return Status::InvalidArgument("edge (" + std::to_string(edge.src) + ", " +
+                                     std::to_string(edge.type) + ", " + std::to_string(edge.dst) +
+                                     "): src, dst and type must be >= 0");
+    }
+    for (const auto& [p, value] : edge.properties) {
+      if (p >= graph.edge_property_names.size()) {
+        return Status::InvalidArgument("edge from " + std::to_string(edge.src) +
+                                       ": property index out of range");
+      }
+    }
+  }
   std::vector<ShardInput> inputs(num_shards);
   for (auto& node : graph.nodes) {
     ShardInput& in = inputs[ShardOf(node.id, num_shards)];
@@ -184,7 +209,8 @@ Status CompressGraph(InputGraph graph, const std::string& out_dir, const Compres
   for (const auto& in : inputs) total_weight += in.weight;
 
   // Build every shard in a temporary directory next to the destination.
-  const fs::path out = fs::absolute(out_dir).lexically_normal();
+  fs::path out = fs::absolute(out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "DIR/" names DIR
   const std::string tmp = out.string() + ".tmp-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);

@@ -29,6 +29,22 @@ StatusOr<std::unique_ptr<Graph>> Graph::Open(const std::string& dir,
     return Status::Corruption(dir + ": unknown partition function '" + g->manifest_.partition +
                               "'");
   }
+  // The file list must be exactly the shards' files: a shard count that disagrees with it would
+  // route ids with the wrong modulus and answer wrongly without any error.
+  std::vector<std::string> expected, listed;
+  for (uint32_t i = 0; i < g->manifest_.shards; ++i) {
+    for (const char* name : {"edges.meta", "edges.zcf", "nodes.idx", "nodes.zcf"}) {
+      expected.push_back(graph::ShardDirName(i) + "/" + name);
+    }
+  }
+  for (const auto& file : g->manifest_.files) listed.push_back(file.path);
+  std::sort(expected.begin(), expected.end());
+  std::sort(listed.begin(), listed.end());
+  if (expected != listed) {
+    return Status::Corruption(dir + "/" + graph::kManifestName + ": " +
+                              std::to_string(g->manifest_.shards) +
+                              " shards do not match the listed files");
+  }
   for (const auto& file : g->manifest_.files) {
     const std::string path = dir + "/" + file.path;
     std::error_code ec;

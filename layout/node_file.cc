@@ -48,6 +48,7 @@ Status NodeFile::Build(const std::string& base, const std::vector<std::string>& 
   std::string offsets;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInput& node = nodes[i];
+    if (node.id < 0) return Status::InvalidArgument("NodeFile node ids must be >= 0");
     if (i > 0 && node.id <= nodes[i - 1].id) {
       return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
     }
