@@ -37,10 +37,11 @@ int RunBatch(GraphApi& graph, const std::string& source) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are skipped
-    nlohmann::json response = ExecuteJsonLine(graph, line);
-    if (response.contains("error") && response["error"]["message"] == "malformed JSON request") {
-      response["error"]["message"] = "line " + std::to_string(number) + ": malformed JSON request";
-    }
+    const nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json response =
+        request.is_discarded() ? ErrorJson(Status::InvalidArgument(
+                                     "line " + std::to_string(number) + ": malformed JSON request"))
+                               : ExecuteJson(graph, request);
     std::cout << ResponseLine(response) << '\n';
   }
   std::cout.flush();

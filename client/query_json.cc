@@ -18,6 +18,18 @@ std::string CodeName(StatusCode code) {
   return std::string(StatusCodeName(code));
 }
 
+// The value as an int64, or nullopt if it is not an integer in range.
+std::optional<int64_t> AsInt64(const json& v) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
+
 // Typed access to a request's arguments, collecting the first error.
 class Request {
  public:
@@ -29,14 +41,8 @@ class Request {
     used_.insert(name);
     if (!Has(name)) return Missing(name);
     const json& v = j_.at(name);
-    if (v.is_number_unsigned()) {
-      if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Bad(name, "an int64");
-      }
-      return static_cast<int64_t>(v.get<uint64_t>());
-    }
-    if (!v.is_number_integer()) return Bad(name, "an integer");
-    return v.get<int64_t>();
+    if (auto i = AsInt64(v)) return *i;
+    return Bad(name, v.is_number_unsigned() ? "an int64" : "an integer");
   }
   StatusOr<std::optional<int64_t>> OptionalInt(const char* name) {
     used_.insert(name);
@@ -51,14 +57,9 @@ class Request {
     if (!v.is_array()) return Bad(name, "an array of integers");
     std::vector<int64_t> out;
     for (const json& e : v) {
-      if (e.is_number_unsigned() &&
-          e.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        out.push_back(static_cast<int64_t>(e.get<uint64_t>()));
-      } else if (e.is_number_integer() && !e.is_number_unsigned()) {
-        out.push_back(e.get<int64_t>());
-      } else {
-        return Bad(name, "an array of int64 integers");
-      }
+      auto i = AsInt64(e);
+      if (!i) return Bad(name, "an array of int64 integers");
+      out.push_back(*i);
     }
     return out;
   }
@@ -278,14 +279,6 @@ json ExecuteJson(GraphApi& graph, const json& request) {
   } catch (const std::exception& e) {  // a bug, never user input: report, do not crash
     return ErrorJson(Status::Internal(std::string("unexpected exception: ") + e.what()));
   }
-}
-
-json ExecuteJsonLine(GraphApi& graph, const std::string& line) {
-  json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (request.is_discarded()) {
-    return ErrorJson(Status::InvalidArgument("malformed JSON request"));
-  }
-  return ExecuteJson(graph, request);
 }
 
 std::string ResponseLine(const json& response) {

@@ -17,9 +17,6 @@ namespace zipg::cli {
 // arguments) come back as INVALID_ARGUMENT errors.
 nlohmann::json ExecuteJson(GraphApi& graph, const nlohmann::json& request);
 
-// Parses one line of a batch and executes it; a line that is not JSON yields an error response.
-nlohmann::json ExecuteJsonLine(GraphApi& graph, const std::string& line);
-
 // Serializes a response as one line (invalid UTF-8 replaced, which valid stores never produce).
 std::string ResponseLine(const nlohmann::json& response);
 

@@ -17,6 +17,7 @@
 #include "layout/edge_file.h"
 #include "layout/node_file.h"
 #include "layout/record_coding.h"
+#include "shard/shard.h"
 
 namespace zipg::graph {
 
@@ -259,7 +260,7 @@ Status CompressGraph(InputGraph graph, const std::string& out_dir, const Compres
   std::map<std::string, uint64_t> breakdown;
   for (uint32_t s = 0; s < num_shards; ++s) {
     const std::string dir = tmp + "/" + ShardDirName(s);
-    for (const char* name : {"nodes.zcf", "nodes.idx", "edges.zcf", "edges.meta"}) {
+    for (const char* name : shard::kShardFiles) {
       ManifestFile file;
       file.path = ShardDirName(s) + "/" + name;
       file.bytes = fs::file_size(dir + "/" + name, ec);

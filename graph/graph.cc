@@ -33,7 +33,7 @@ StatusOr<std::unique_ptr<Graph>> Graph::Open(const std::string& dir,
   // route ids with the wrong modulus and answer wrongly without any error.
   std::vector<std::string> expected, listed;
   for (uint32_t i = 0; i < g->manifest_.shards; ++i) {
-    for (const char* name : {"edges.meta", "edges.zcf", "nodes.idx", "nodes.zcf"}) {
+    for (const char* name : shard::kShardFiles) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
     }
   }

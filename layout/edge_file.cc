@@ -30,11 +30,6 @@ constexpr uint64_t kHeadBytes = 192;
 // A column slice at most this long is read whole for a binary search.
 constexpr uint64_t kWholeColumnBytes = 512;
 
-bool AllValueBytes(const std::string& value) {
-  return std::all_of(value.begin(), value.end(),
-                     [](char c) { return IsValueByte(static_cast<uint8_t>(c)); });
-}
-
 std::string SrcKey(int64_t src) {
   std::string key(1, static_cast<char>(kEdgeRecordMarker));
   PutVarint6(&key, static_cast<uint64_t>(src));
@@ -89,7 +84,7 @@ Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& 
         if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
           return Status::InvalidArgument(where + ": property numbers must be ascending and known");
         }
-        if (!AllValueBytes(value)) {
+        if (!IsValueText(value)) {
           return Status::InvalidArgument(where + ": the value of '" + property_names[p] +
                                          "' is not valid UTF-8");
         }

@@ -66,8 +66,7 @@ Status NodeFile::Build(const std::string& base, const std::vector<std::string>& 
       previous = p;
     }
     for (const auto& [p, value] : node.properties) {
-      if (!std::all_of(value.begin(), value.end(),
-                       [](char c) { return IsValueByte(static_cast<uint8_t>(c)); })) {
+      if (!IsValueText(value)) {
         return Status::InvalidArgument("node " + std::to_string(node.id) + ": the value of '" +
                                        property_names[p] + "' is not valid UTF-8");
       }
@@ -287,8 +286,7 @@ StatusOr<std::vector<int64_t>> NodeFile::FindIds(const Properties& match) const 
   for (size_t i = 0; i < match.size(); ++i) {
     const int p = PropertyNumber(match[i].first);
     const std::string& value = match[i].second;
-    if (p < 0 || !std::all_of(value.begin(), value.end(),
-                              [](char c) { return IsValueByte(static_cast<uint8_t>(c)); })) {
+    if (p < 0 || !IsValueText(value)) {
       return std::vector<int64_t>();  // no stored value can equal it
     }
     Term term{std::string(), 0, i};

@@ -28,6 +28,13 @@ inline constexpr uint8_t kEdgeRecordMarker = 0xFE;
 
 // True for bytes that valid UTF-8 can contain, i.e. bytes that may appear inside a value.
 inline bool IsValueByte(uint8_t b) { return b < kValueEnd; }
+// True if every byte of `s` may appear inside a value (it holds no structure byte).
+inline bool IsValueText(std::string_view s) {
+  for (char c : s) {
+    if (!IsValueByte(static_cast<uint8_t>(c))) return false;
+  }
+  return true;
+}
 
 // Appends the two-byte delimiter of property number p < kMaxProperties.
 inline void PutDelimiter(std::string* dst, uint32_t p) {

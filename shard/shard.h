@@ -21,6 +21,9 @@
 
 namespace zipg::shard {
 
+// The files of a shard directory, as listed in the store manifest.
+inline constexpr const char* kShardFiles[] = {"edges.meta", "edges.zcf", "nodes.idx", "nodes.zcf"};
+
 class Shard {
  public:
   static StatusOr<std::unique_ptr<Shard>> Open(const std::string& dir,
