@@ -1,0 +1,148 @@
+#include "graph/router.h"
+
+#include <algorithm>
+
+#include "graph/partition.h"
+
+namespace zipg {
+
+namespace {
+Status CheckId(int64_t id, const char* what) {
+  if (id < 0) return Status::InvalidArgument(std::string(what) + " must be >= 0");
+  return Status::OK();
+}
+Status CheckEdgeArgs(int64_t id, int64_t type) {
+  ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
+  return CheckId(type, "type");
+}
+}  // namespace
+
+StatusOr<const shard::Shard*> ShardRouter::Owner(int64_t id) {
+  return LocalShard(ShardOf(id, num_shards_));
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::NodeIdsOnAllShards(const Properties& properties) {
+  std::vector<int64_t> ids;
+  for (uint32_t i = 0; i < num_shards_; ++i) {
+    ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, LocalShard(i));
+    ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
+    ids.insert(ids.end(), part.begin(), part.end());
+  }
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::FilterLocal(const std::vector<int64_t>& ids,
+                                                        const Properties& properties) {
+  std::vector<int64_t> kept;
+  for (int64_t id : ids) {
+    ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
+    ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+    ZIPG_ASSIGN_OR_RETURN(bool ok, shard->NodeMatches(id, properties));
+    if (ok) kept.push_back(id);
+  }
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::FilterGroups(
+    const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties) {
+  std::vector<int64_t> kept;
+  for (const auto& [shard, group] : groups) {
+    ZIPG_ASSIGN_OR_RETURN(auto part, FilterLocal(group, properties));
+    kept.insert(kept.end(), part.begin(), part.end());
+  }
+  return kept;
+}
+
+StatusOr<std::optional<Properties>> ShardRouter::GetNodeProperty(
+    int64_t id, const std::vector<std::string>* names) {
+  ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  return shard->GetNodeProperty(id, names);
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::GetNodeIds(const Properties& properties) {
+  if (properties.empty()) {
+    return Status::InvalidArgument("get_node_ids needs at least one property");
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto ids, NodeIdsOnAllShards(properties));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                           const Properties& properties) {
+  ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
+  if (type) ZIPG_RETURN_IF_ERROR(CheckId(*type, "type"));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(auto neighbors, shard->NeighborIds(id, type));
+  if (properties.empty()) return neighbors;
+  std::map<uint32_t, std::vector<int64_t>> groups;
+  for (int64_t dst : neighbors) groups[ShardOf(dst, num_shards_)].push_back(dst);
+  ZIPG_ASSIGN_OR_RETURN(auto kept, FilterGroups(groups, properties));
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+StatusOr<EdgeRecordInfo> ShardRouter::GetEdgeRecord(int64_t id, int64_t type) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(int64_t count, shard->AssocCount(id, type));
+  return EdgeRecordInfo{id, type, count};
+}
+
+StatusOr<std::pair<int64_t, int64_t>> ShardRouter::GetEdgeRange(int64_t id, int64_t type,
+                                                                int64_t t_lo, int64_t t_hi) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  return shard->EdgeRange(id, type, t_lo, t_hi);
+}
+
+StatusOr<std::optional<Edge>> ShardRouter::GetEdgeData(int64_t id, int64_t type,
+                                                       int64_t time_order) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
+  if (time_order < 0) return std::optional<Edge>();
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  return shard->EdgeData(id, type, time_order);
+}
+
+StatusOr<std::optional<Node>> ShardRouter::ObjGet(int64_t id) {
+  ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(auto props, shard->GetNodeProperty(id, nullptr));
+  if (!props) return std::optional<Node>();
+  return std::optional<Node>(Node{id, std::move(*props)});
+}
+
+StatusOr<std::vector<Edge>> ShardRouter::AssocRange(int64_t id, int64_t type, int64_t pos,
+                                                    int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
+  ZIPG_RETURN_IF_ERROR(CheckId(pos, "pos"));
+  ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  return shard->AssocRange(id, type, pos, limit);
+}
+
+StatusOr<int64_t> ShardRouter::AssocCount(int64_t id, int64_t type) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  return shard->AssocCount(id, type);
+}
+
+StatusOr<std::vector<Edge>> ShardRouter::AssocGet(int64_t id, int64_t type,
+                                                  const std::vector<int64_t>& ids, int64_t low,
+                                                  int64_t high) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  return shard->AssocGet(id, type, ids, low, high);
+}
+
+StatusOr<std::vector<Edge>> ShardRouter::AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                        int64_t high, int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
+  ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
+  ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, Owner(id));
+  return shard->AssocTimeRange(id, type, low, high, limit);
+}
+
+}  // namespace zipg

@@ -1,0 +1,66 @@
+// ShardRouter: the contract's read operations over hash-partitioned shards (graph/partition.h):
+// argument checks, routing each node-keyed operation to the shard that owns the node, and the two
+// cross-shard steps, which subclasses may run elsewhere:
+//   - get_node_ids asks every shard and merges (NodeIdsOnAllShards);
+//   - get_neighbor_ids with a property filter groups the neighbors by owning shard and checks
+//     each group where it lives (FilterGroups).
+// The embedded Graph has every shard in-process; a shard server has some of them and ships the
+// rest of the work to its peers (shard/server.h).
+//
+// Thread-safety: as the subclass's LocalShard and cross-shard steps; both in-tree subclasses are
+// safe for concurrent use.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "graph/api.h"
+#include "shard/shard.h"
+
+namespace zipg {
+
+class ShardRouter : public GraphApi {
+ public:
+  uint32_t num_shards() const { return num_shards_; }
+
+  StatusOr<std::optional<Properties>> GetNodeProperty(
+      int64_t id, const std::vector<std::string>* names) override;
+  StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override;
+  StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                const Properties& properties) override;
+  StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;
+  StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t id, int64_t type, int64_t t_lo,
+                                                     int64_t t_hi) override;
+  StatusOr<std::optional<Edge>> GetEdgeData(int64_t id, int64_t type, int64_t time_order) override;
+  StatusOr<std::optional<Node>> ObjGet(int64_t id) override;
+  StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
+                                         int64_t limit) override;
+  StatusOr<int64_t> AssocCount(int64_t id, int64_t type) override;
+  StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
+                                       int64_t low, int64_t high) override;
+  StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
+                                             int64_t limit) override;
+
+  // The ids (all owned by shards open here) whose node matches every pair, sorted.
+  StatusOr<std::vector<int64_t>> FilterLocal(const std::vector<int64_t>& ids,
+                                             const Properties& properties);
+
+ protected:
+  ShardRouter() = default;
+  void set_num_shards(uint32_t n) { num_shards_ = n; }
+
+  // Shard `index` if it is open in this process; UNAVAILABLE otherwise.
+  virtual StatusOr<const shard::Shard*> LocalShard(uint32_t index) = 0;
+  // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
+  virtual StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties);
+  // The ids of `groups` (shard -> ids it owns) whose node matches every pair (any order).
+  // Default: FilterLocal on each group.
+  virtual StatusOr<std::vector<int64_t>> FilterGroups(
+      const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties);
+
+ private:
+  StatusOr<const shard::Shard*> Owner(int64_t id);
+  uint32_t num_shards_ = 0;
+};
+
+}  // namespace zipg

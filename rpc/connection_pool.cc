@@ -1,0 +1,127 @@
+#include "rpc/connection_pool.h"
+
+#include <thrift/TApplicationException.h>
+#include <thrift/TConfiguration.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSocket.h>
+#include <thrift/transport/TTransportException.h>
+
+#include "rpc/convert.h"
+#include "zipg_rpc/ShardService.h"
+
+namespace zipg::rpc {
+
+using apache::thrift::TApplicationException;
+using apache::thrift::TConfiguration;
+using apache::thrift::TException;
+using apache::thrift::protocol::TBinaryProtocol;
+using apache::thrift::transport::TFramedTransport;
+using apache::thrift::transport::TSocket;
+using apache::thrift::transport::TTransport;
+using apache::thrift::transport::TTransportException;
+
+StatusOr<Endpoint> Endpoint::Parse(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    return Status::InvalidArgument("'" + text + "' is not HOST:PORT");
+  }
+  Endpoint e;
+  e.host = text.substr(0, colon);
+  const std::string port = text.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    return Status::InvalidArgument("'" + text + "': port must be 1..65535");
+  }
+  e.port = std::stoi(port);
+  return e;
+}
+
+struct ConnectionPool::Connection {
+  std::shared_ptr<TTransport> transport;
+  std::unique_ptr<ShardServiceClient> client;
+};
+
+ConnectionPool::ConnectionPool(Endpoint endpoint, ConnectionOptions options)
+    : endpoint_(std::move(endpoint)), options_(options) {}
+
+ConnectionPool::~ConnectionPool() = default;
+
+StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() {
+  auto config = std::make_shared<TConfiguration>(options_.max_reply_bytes, options_.max_reply_bytes);
+  auto socket = std::make_shared<TSocket>(endpoint_.host, endpoint_.port, config);
+  socket->setConnTimeout(options_.connect_timeout_ms);
+  socket->setRecvTimeout(options_.call_timeout_ms);
+  socket->setSendTimeout(options_.call_timeout_ms);
+  socket->setNoDelay(true);
+  auto conn = std::make_unique<Connection>();
+  conn->transport = std::make_shared<TFramedTransport>(socket, config);
+  try {
+    conn->transport->open();
+  } catch (const TException& e) {
+    return Status::Unavailable("cannot connect to " + endpoint_.ToString() + ": " + e.what());
+  }
+  conn->client = std::make_unique<ShardServiceClient>(std::make_shared<TBinaryProtocol>(conn->transport));
+  return conn;
+}
+
+void ConnectionPool::Clear() {
+  std::vector<std::unique_ptr<Connection>> idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle.swap(idle_);
+  }
+  for (auto& c : idle) {
+    try {
+      c->transport->close();
+    } catch (const TException&) {
+    }
+  }
+}
+
+Status ConnectionPool::Call(const std::function<void(ShardServiceClient&)>& call,
+                            bool idempotent) {
+  for (int attempt = 0;; ++attempt) {
+    std::unique_ptr<Connection> conn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        conn = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    const bool reused = conn != nullptr;
+    if (!conn) {
+      ZIPG_ASSIGN_OR_RETURN(conn, Connect());
+    }
+
+    Status failure;
+    bool keep = false;
+    try {
+      call(*conn->client);
+      keep = true;
+    } catch (const GraphError& e) {
+      keep = true;  // a declared error leaves the connection in a clean state
+      failure = FromError(e);
+    } catch (const TTransportException& e) {
+      Clear();
+      if (e.getType() == TTransportException::TIMED_OUT) {
+        return Status::DeadlineExceeded(endpoint_.ToString() + " did not answer within " +
+                                        std::to_string(options_.call_timeout_ms) + " ms");
+      }
+      if (reused && idempotent && attempt == 0) continue;  // stale pooled connection: retry once
+      return Status::Unavailable("server " + endpoint_.ToString() + " failed: " + e.what());
+    } catch (const TApplicationException& e) {
+      return Status::Internal("server " + endpoint_.ToString() + " rejected the call: " + e.what());
+    } catch (const TException& e) {
+      return Status::Internal("call to " + endpoint_.ToString() + " failed: " + e.what());
+    }
+    if (keep) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (idle_.size() < options_.max_idle) idle_.push_back(std::move(conn));
+    }
+    return failure;
+  }
+}
+
+}  // namespace zipg::rpc

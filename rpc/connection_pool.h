@@ -1,0 +1,70 @@
+// ConnectionPool: reusable Thrift connections to one server (framed transport, binary protocol),
+// and the one place where transport failures become Status codes:
+//   - cannot connect, connection reset/closed      -> UNAVAILABLE (retryable; names the server)
+//   - no reply within the call timeout              -> DEADLINE_EXCEEDED
+//   - GraphError thrown by the server               -> its code
+//   - protocol/application errors (a bug or a version mismatch) -> INTERNAL
+// A connection that saw any transport error is closed, and so are the idle ones (the server has
+// probably restarted); the next call connects again, so a server that comes back is used again
+// without any action. An idempotent call that fails on a reused idle connection is retried once
+// on a fresh one, so a restart costs no failed reads.
+//
+// Thread-safety: all methods may be called concurrently; each call has a connection to itself.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace zipg::rpc {
+
+class ShardServiceClient;  // generated; also a GraphServiceClient
+
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  std::string ToString() const { return host + ":" + std::to_string(port); }
+  // "host:port"; INVALID_ARGUMENT otherwise.
+  static StatusOr<Endpoint> Parse(const std::string& text);
+};
+
+struct ConnectionOptions {
+  int connect_timeout_ms = 1000;
+  // Send and receive timeout of one call.
+  int call_timeout_ms = 10000;
+  // Idle connections kept for reuse.
+  size_t max_idle = 64;
+  // Largest reply accepted (replies such as get_node_ids can be large).
+  int max_reply_bytes = 1 << 30;
+};
+
+class ConnectionPool {
+ public:
+  ConnectionPool(Endpoint endpoint, ConnectionOptions options = {});
+  ~ConnectionPool();
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+  const Endpoint& endpoint() const { return endpoint_; }
+
+  // Runs `call` with a connected client and maps every failure to a Status (above).
+  Status Call(const std::function<void(ShardServiceClient&)>& call, bool idempotent = true);
+
+  // Closes the idle connections.
+  void Clear();
+
+ private:
+  struct Connection;
+  StatusOr<std::unique_ptr<Connection>> Connect();
+
+  const Endpoint endpoint_;
+  const ConnectionOptions options_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+};
+
+}  // namespace zipg::rpc

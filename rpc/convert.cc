@@ -1,0 +1,97 @@
+#include "rpc/convert.h"
+
+namespace zipg::rpc {
+
+GraphError ToError(const Status& status) {
+  GraphError e;
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      e.code = ErrorCode::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kNotFound:
+      e.code = ErrorCode::NOT_FOUND;
+      break;
+    case StatusCode::kAlreadyExists:
+      e.code = ErrorCode::ALREADY_EXISTS;
+      break;
+    case StatusCode::kUnavailable:
+      e.code = ErrorCode::UNAVAILABLE;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      e.code = ErrorCode::DEADLINE_EXCEEDED;
+      break;
+    case StatusCode::kResourceExhausted:
+      e.code = ErrorCode::RESOURCE_EXHAUSTED;
+      break;
+    default:  // kInternal, kCorruption, kIOError (and kOk, which never gets here)
+      e.code = ErrorCode::INTERNAL;
+      break;
+  }
+  e.message = status.code() == StatusCode::kCorruption || status.code() == StatusCode::kIOError
+                  ? std::string(StatusCodeName(status.code())) + ": " + status.message()
+                  : status.message();
+  return e;
+}
+
+Status FromError(const GraphError& error) {
+  switch (error.code) {
+    case ErrorCode::INVALID_ARGUMENT:
+      return Status::InvalidArgument(error.message);
+    case ErrorCode::NOT_FOUND:
+      return Status::NotFound(error.message);
+    case ErrorCode::ALREADY_EXISTS:
+      return Status::AlreadyExists(error.message);
+    case ErrorCode::UNAVAILABLE:
+      return Status::Unavailable(error.message);
+    case ErrorCode::DEADLINE_EXCEEDED:
+      return Status::DeadlineExceeded(error.message);
+    case ErrorCode::RESOURCE_EXHAUSTED:
+      return Status::ResourceExhausted(error.message);
+    case ErrorCode::INTERNAL:
+      return Status::Internal(error.message);
+  }
+  return Status::Internal("unknown error code " + std::to_string(static_cast<int>(error.code)) +
+                          ": " + error.message);
+}
+
+void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw ToError(status);
+}
+
+std::map<std::string, std::string> ToThrift(const Properties& properties) {
+  return std::map<std::string, std::string>(properties.begin(), properties.end());
+}
+
+Properties FromThrift(const std::map<std::string, std::string>& properties) {
+  return Properties(properties.begin(), properties.end());  // std::map iterates sorted
+}
+
+rpc::Edge ToThrift(const zipg::Edge& edge) {
+  rpc::Edge e;
+  e.src = edge.src;
+  e.type = edge.type;
+  e.dst = edge.dst;
+  e.timestamp = edge.timestamp;
+  e.properties = ToThrift(edge.properties);
+  return e;
+}
+
+zipg::Edge FromThrift(const rpc::Edge& edge) {
+  return zipg::Edge{edge.src, edge.type, edge.dst, edge.timestamp, FromThrift(edge.properties)};
+}
+
+std::vector<rpc::Edge> ToThrift(const std::vector<zipg::Edge>& edges) {
+  std::vector<rpc::Edge> out;
+  out.reserve(edges.size());
+  for (const auto& e : edges) out.push_back(ToThrift(e));
+  return out;
+}
+
+std::vector<zipg::Edge> FromThrift(const std::vector<rpc::Edge>& edges) {
+  std::vector<zipg::Edge> out;
+  out.reserve(edges.size());
+  for (const auto& e : edges) out.push_back(FromThrift(e));
+  return out;
+}
+
+}  // namespace zipg::rpc

@@ -1,0 +1,36 @@
+// Conversions between the engine's types (graph/types.h, util/status.h) and the generated Thrift
+// types (thrift/zipg.thrift), in both directions.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/types.h"
+#include "util/status.h"
+#include "zipg_rpc/zipg_types.h"
+
+namespace zipg::rpc {
+
+// A non-OK Status as the declared exception; engine-internal codes become INTERNAL.
+GraphError ToError(const Status& status);
+Status FromError(const GraphError& error);
+
+// Throws ToError(status) unless it is OK: the handler side of every call.
+void ThrowIfError(const Status& status);
+template <typename T>
+T ValueOrThrow(StatusOr<T> v) {
+  ThrowIfError(v.status());
+  return std::move(v.value());
+}
+
+std::map<std::string, std::string> ToThrift(const Properties& properties);
+Properties FromThrift(const std::map<std::string, std::string>& properties);
+rpc::Edge ToThrift(const zipg::Edge& edge);
+zipg::Edge FromThrift(const rpc::Edge& edge);
+std::vector<rpc::Edge> ToThrift(const std::vector<zipg::Edge>& edges);
+std::vector<zipg::Edge> FromThrift(const std::vector<rpc::Edge>& edges);
+
+}  // namespace zipg::rpc

@@ -1,0 +1,99 @@
+#include "rpc/graph_handler.h"
+
+#include "rpc/convert.h"
+
+namespace zipg::rpc {
+
+namespace {
+[[noreturn]] void ReadOnly(const char* op) {
+  throw ToError(Status::InvalidArgument(
+      std::string(op) + " is a write; this cluster serves a read-only store (no LogStore yet)"));
+}
+}  // namespace
+
+void GraphHandler::get_node_property(MaybeProperties& _return, int64_t id, bool all_properties,
+                                     const std::vector<std::string>& properties) {
+  auto props = ValueOrThrow(graph_->GetNodeProperty(id, all_properties ? nullptr : &properties));
+  if (props) _return.__set_properties(ToThrift(*props));
+}
+
+void GraphHandler::get_node_ids(std::vector<int64_t>& _return,
+                                const std::map<std::string, std::string>& properties) {
+  _return = ValueOrThrow(graph_->GetNodeIds(FromThrift(properties)));
+}
+
+void GraphHandler::get_neighbor_ids(std::vector<int64_t>& _return, int64_t id, bool any_type,
+                                    int64_t type,
+                                    const std::map<std::string, std::string>& properties) {
+  _return = ValueOrThrow(graph_->GetNeighborIds(
+      id, any_type ? std::nullopt : std::optional<int64_t>(type), FromThrift(properties)));
+}
+
+void GraphHandler::get_edge_record(EdgeRecord& _return, int64_t id, int64_t type) {
+  const auto rec = ValueOrThrow(graph_->GetEdgeRecord(id, type));
+  _return.src = rec.src;
+  _return.type = rec.type;
+  _return.count = rec.count;
+}
+
+void GraphHandler::get_edge_range(EdgeRange& _return, int64_t id, int64_t type, int64_t t_lo,
+                                  int64_t t_hi) {
+  const auto range = ValueOrThrow(graph_->GetEdgeRange(id, type, t_lo, t_hi));
+  _return.begin_order = range.first;
+  _return.end_order = range.second;
+}
+
+void GraphHandler::get_edge_data(MaybeEdge& _return, int64_t id, int64_t type,
+                                 int64_t time_order) {
+  auto edge = ValueOrThrow(graph_->GetEdgeData(id, type, time_order));
+  if (edge) _return.__set_edge(ToThrift(*edge));
+}
+
+void GraphHandler::obj_get(MaybeNode& _return, int64_t id) {
+  auto node = ValueOrThrow(graph_->ObjGet(id));
+  if (!node) return;
+  rpc::Node n;
+  n.id = node->id;
+  n.properties = ToThrift(node->properties);
+  _return.__set_node(std::move(n));
+}
+
+void GraphHandler::obj_add(int64_t, const std::map<std::string, std::string>&) {
+  ReadOnly("obj_add");
+}
+void GraphHandler::obj_update(int64_t, const std::map<std::string, std::string>&) {
+  ReadOnly("obj_update");
+}
+bool GraphHandler::obj_delete(int64_t) { ReadOnly("obj_delete"); }
+void GraphHandler::assoc_add(int64_t, int64_t, int64_t, int64_t,
+                             const std::map<std::string, std::string>&) {
+  ReadOnly("assoc_add");
+}
+void GraphHandler::assoc_update(int64_t, int64_t, int64_t, int64_t,
+                                const std::map<std::string, std::string>&) {
+  ReadOnly("assoc_update");
+}
+bool GraphHandler::assoc_delete(int64_t, int64_t, int64_t) { ReadOnly("assoc_delete"); }
+
+void GraphHandler::assoc_range(std::vector<Edge>& _return, int64_t id, int64_t type, int64_t pos,
+                               int64_t limit) {
+  _return = ToThrift(ValueOrThrow(graph_->AssocRange(id, type, pos, limit)));
+}
+
+int64_t GraphHandler::assoc_count(int64_t id, int64_t type) {
+  return ValueOrThrow(graph_->AssocCount(id, type));
+}
+
+void GraphHandler::assoc_get(std::vector<Edge>& _return, int64_t id, int64_t type,
+                             const std::vector<int64_t>& ids, int64_t low, int64_t high) {
+  _return = ToThrift(ValueOrThrow(graph_->AssocGet(id, type, ids, low, high)));
+}
+
+void GraphHandler::assoc_time_range(std::vector<Edge>& _return, int64_t id, int64_t type,
+                                    int64_t low, int64_t high, int64_t limit) {
+  _return = ToThrift(ValueOrThrow(graph_->AssocTimeRange(id, type, low, high, limit)));
+}
+
+void GraphHandler::status(std::string& _return) { _return = ValueOrThrow(status_()); }
+
+}  // namespace zipg::rpc

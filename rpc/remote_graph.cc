@@ -1,0 +1,143 @@
+#include "rpc/remote_graph.h"
+
+#include "rpc/convert.h"
+#include "zipg_rpc/ShardService.h"
+
+namespace zipg::rpc {
+
+Status CheckRequestSize(size_t ids, const Properties* properties,
+                        const std::vector<std::string>* names) {
+  size_t bytes = 9 * ids;  // one i64 each (8 B) plus slack for the list header
+  if (properties) {
+    for (const auto& [name, value] : *properties) bytes += 8 + name.size() + value.size();
+  }
+  if (names) {
+    for (const auto& name : *names) bytes += 4 + name.size();
+  }
+  if (bytes > kMaxRequestBytes) {
+    return Status::ResourceExhausted("request of ~" + std::to_string(bytes) +
+                                     " bytes exceeds the limit of " +
+                                     std::to_string(kMaxRequestBytes));
+  }
+  return Status::OK();
+}
+
+StatusOr<std::optional<Properties>> RemoteGraph::GetNodeProperty(
+    int64_t id, const std::vector<std::string>* names) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, nullptr, names));
+  MaybeProperties r;
+  static const std::vector<std::string> kNone;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) {
+    c.get_node_property(r, id, names == nullptr, names ? *names : kNone);
+  }));
+  if (!r.__isset.properties) return std::optional<Properties>();
+  return std::optional<Properties>(FromThrift(r.properties));
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::GetNodeIds(const Properties& properties) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
+  std::vector<int64_t> ids;
+  const auto props = ToThrift(properties);
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.get_node_ids(ids, props); }));
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                           const Properties& properties) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
+  std::vector<int64_t> ids;
+  const auto props = ToThrift(properties);
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) {
+    c.get_neighbor_ids(ids, id, !type.has_value(), type.value_or(0), props);
+  }));
+  return ids;
+}
+
+StatusOr<EdgeRecordInfo> RemoteGraph::GetEdgeRecord(int64_t id, int64_t type) {
+  EdgeRecord r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.get_edge_record(r, id, type); }));
+  return EdgeRecordInfo{r.src, r.type, r.count};
+}
+
+StatusOr<std::pair<int64_t, int64_t>> RemoteGraph::GetEdgeRange(int64_t id, int64_t type,
+                                                                int64_t t_lo, int64_t t_hi) {
+  EdgeRange r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](ShardServiceClient& c) { c.get_edge_range(r, id, type, t_lo, t_hi); }));
+  return std::make_pair(r.begin_order, r.end_order);
+}
+
+StatusOr<std::optional<zipg::Edge>> RemoteGraph::GetEdgeData(int64_t id, int64_t type,
+                                                             int64_t time_order) {
+  MaybeEdge r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](ShardServiceClient& c) { c.get_edge_data(r, id, type, time_order); }));
+  if (!r.__isset.edge) return std::optional<zipg::Edge>();
+  return std::optional<zipg::Edge>(FromThrift(r.edge));
+}
+
+StatusOr<std::optional<zipg::Node>> RemoteGraph::ObjGet(int64_t id) {
+  MaybeNode r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.obj_get(r, id); }));
+  if (!r.__isset.node) return std::optional<zipg::Node>();
+  return std::optional<zipg::Node>(zipg::Node{r.node.id, FromThrift(r.node.properties)});
+}
+
+StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocRange(int64_t id, int64_t type, int64_t pos,
+                                                          int64_t limit) {
+  std::vector<rpc::Edge> r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](ShardServiceClient& c) { c.assoc_range(r, id, type, pos, limit); }));
+  return FromThrift(r);
+}
+
+StatusOr<int64_t> RemoteGraph::AssocCount(int64_t id, int64_t type) {
+  int64_t count = 0;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](ShardServiceClient& c) { count = c.assoc_count(id, type); }));
+  return count;
+}
+
+StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocGet(int64_t id, int64_t type,
+                                                        const std::vector<int64_t>& ids,
+                                                        int64_t low, int64_t high) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(ids.size(), nullptr, nullptr));
+  std::vector<rpc::Edge> r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](ShardServiceClient& c) { c.assoc_get(r, id, type, ids, low, high); }));
+  return FromThrift(r);
+}
+
+StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocTimeRange(int64_t id, int64_t type,
+                                                              int64_t low, int64_t high,
+                                                              int64_t limit) {
+  std::vector<rpc::Edge> r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](ShardServiceClient& c) { c.assoc_time_range(r, id, type, low, high, limit); }));
+  return FromThrift(r);
+}
+
+StatusOr<std::string> RemoteGraph::ServerStatus() {
+  std::string r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.status(r); }));
+  return r;
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::FilterNodes(const std::vector<int64_t>& ids,
+                                                        const Properties& properties) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(ids.size(), &properties, nullptr));
+  std::vector<int64_t> r;
+  const auto props = ToThrift(properties);
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.filter_nodes(r, ids, props); }));
+  return r;
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::LocalNodeIds(const Properties& properties) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
+  std::vector<int64_t> r;
+  const auto props = ToThrift(properties);
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.local_node_ids(r, props); }));
+  return r;
+}
+
+}  // namespace zipg::rpc

@@ -1,0 +1,63 @@
+// RemoteGraph: the GraphApi over RPC to one server (an aggregator, or a shard server for the
+// aggregators' and shard servers' own sub-queries), through a ConnectionPool. This is the C++
+// client library's engine (client/client.h) and the stub the serving layer uses between servers.
+//
+// Requests larger than kMaxRequestBytes are refused locally with RESOURCE_EXHAUSTED before anything
+// is sent; servers refuse larger frames too (docs/serving.md, "Limits").
+//
+// Thread-safety: safe for concurrent use (the pool gives each call its own connection).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/api.h"
+#include "rpc/connection_pool.h"
+
+namespace zipg::rpc {
+
+// The largest request a client sends and a server accepts.
+inline constexpr size_t kMaxRequestBytes = 16u << 20;
+
+class RemoteGraph final : public GraphApi {
+ public:
+  explicit RemoteGraph(std::shared_ptr<ConnectionPool> pool) : pool_(std::move(pool)) {}
+
+  ConnectionPool& pool() { return *pool_; }
+
+  StatusOr<std::optional<Properties>> GetNodeProperty(
+      int64_t id, const std::vector<std::string>* names) override;
+  StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override;
+  StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                const Properties& properties) override;
+  StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;
+  StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t id, int64_t type, int64_t t_lo,
+                                                     int64_t t_hi) override;
+  StatusOr<std::optional<Edge>> GetEdgeData(int64_t id, int64_t type, int64_t time_order) override;
+  StatusOr<std::optional<Node>> ObjGet(int64_t id) override;
+  StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
+                                         int64_t limit) override;
+  StatusOr<int64_t> AssocCount(int64_t id, int64_t type) override;
+  StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
+                                       int64_t low, int64_t high) override;
+  StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
+                                             int64_t limit) override;
+
+  // The server's status document (JSON text).
+  StatusOr<std::string> ServerStatus();
+
+  // Shard-server sub-queries (ShardService).
+  StatusOr<std::vector<int64_t>> FilterNodes(const std::vector<int64_t>& ids,
+                                             const Properties& properties);
+  StatusOr<std::vector<int64_t>> LocalNodeIds(const Properties& properties);
+
+ private:
+  std::shared_ptr<ConnectionPool> pool_;
+};
+
+// RESOURCE_EXHAUSTED if a request carrying these would exceed kMaxRequestBytes.
+Status CheckRequestSize(size_t ids, const Properties* properties,
+                        const std::vector<std::string>* names);
+
+}  // namespace zipg::rpc

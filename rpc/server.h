@@ -1,0 +1,51 @@
+// RpcServer: a Thrift server (framed transport, binary protocol) running in background threads:
+// one thread per open connection (callers pool their connections, so these threads are reused),
+// at most max_connections at once. Frames larger than max_request_bytes are refused by closing
+// that connection; the server keeps running.
+//
+// Thread-safety: Start/Stop from one thread; the processor's handler must be thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "util/status.h"
+
+namespace apache::thrift {
+class TProcessor;
+namespace server {
+class TThreadedServer;
+}
+}  // namespace apache::thrift
+
+namespace zipg::rpc {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: any free port (see RpcServer::port())
+  int max_request_bytes = 64 << 20;
+  int64_t max_connections = 1024;
+};
+
+class RpcServer {
+ public:
+  // Binds and starts serving; returns once the socket listens (or the bind failed: UNAVAILABLE).
+  static StatusOr<std::unique_ptr<RpcServer>> Start(
+      std::shared_ptr<apache::thrift::TProcessor> processor, const ServerOptions& options);
+  ~RpcServer();
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  int port() const { return port_; }
+  // Stops accepting, closes open connections and joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  RpcServer() = default;
+  std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace zipg::rpc

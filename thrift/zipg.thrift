@@ -1,0 +1,111 @@
+// The RPC interface of the ZipG-style graph store. Contract: ../shared/spec/interface.md;
+// design and wire settings: docs/serving.md.
+//
+// GraphService is what clients call on an aggregator: every operation of the contract, with the
+// contract's names. ShardService is what aggregators and shard servers call on a shard server: the
+// same operations (answered for the nodes the server hosts) plus the sub-queries of function
+// shipping. Every failure is a GraphError carrying one of the contract's error codes.
+//
+// Transport: framed, binary protocol. Thrift cannot return null, so optional results are wrapped
+// in Maybe* structs whose single field is unset for "null".
+// SPDX-License-Identifier: GPL-3.0-or-later
+
+namespace cpp zipg.rpc
+namespace py zipg.rpc
+
+enum ErrorCode {
+  INVALID_ARGUMENT = 1,
+  NOT_FOUND = 2,
+  ALREADY_EXISTS = 3,
+  UNAVAILABLE = 4,          // a server or shard cannot be reached; retryable
+  DEADLINE_EXCEEDED = 5,
+  RESOURCE_EXHAUSTED = 6,   // request too large
+  INTERNAL = 7,
+}
+
+exception GraphError {
+  1: ErrorCode code,
+  2: string message,
+}
+
+// Property name -> value; both UTF-8.
+typedef map<string, string> PropertyMap
+
+struct Node {
+  1: i64 id,
+  2: PropertyMap properties,
+}
+
+struct Edge {
+  1: i64 src,
+  2: i64 type,
+  3: i64 dst,
+  4: i64 timestamp,
+  5: PropertyMap properties,
+}
+
+struct EdgeRecord {
+  1: i64 src,
+  2: i64 type,
+  3: i64 count,
+}
+
+// [begin, end) in TimeOrder.
+struct EdgeRange {
+  1: i64 begin_order,
+  2: i64 end_order,
+}
+
+struct MaybeProperties {
+  1: optional PropertyMap properties,
+}
+
+struct MaybeNode {
+  1: optional Node node,
+}
+
+struct MaybeEdge {
+  1: optional Edge edge,
+}
+
+service GraphService {
+  // Paper primitives (ZipG Table 1). all_properties=true ignores `properties`.
+  MaybeProperties get_node_property(1: i64 id, 2: bool all_properties, 3: list<string> properties)
+      throws (1: GraphError error),
+  list<i64> get_node_ids(1: PropertyMap properties) throws (1: GraphError error),
+  // any_type=true ignores `type`.
+  list<i64> get_neighbor_ids(1: i64 id, 2: bool any_type, 3: i64 type, 4: PropertyMap properties)
+      throws (1: GraphError error),
+  EdgeRecord get_edge_record(1: i64 id, 2: i64 type) throws (1: GraphError error),
+  EdgeRange get_edge_range(1: i64 id, 2: i64 type, 3: i64 t_lo, 4: i64 t_hi)
+      throws (1: GraphError error),
+  MaybeEdge get_edge_data(1: i64 id, 2: i64 type, 3: i64 time_order) throws (1: GraphError error),
+
+  // TAO / LinkBench.
+  MaybeNode obj_get(1: i64 id) throws (1: GraphError error),
+  void obj_add(1: i64 id, 2: PropertyMap properties) throws (1: GraphError error),
+  void obj_update(1: i64 id, 2: PropertyMap properties) throws (1: GraphError error),
+  bool obj_delete(1: i64 id) throws (1: GraphError error),
+  void assoc_add(1: i64 src, 2: i64 type, 3: i64 dst, 4: i64 timestamp, 5: PropertyMap properties)
+      throws (1: GraphError error),
+  void assoc_update(1: i64 src, 2: i64 type, 3: i64 dst, 4: i64 timestamp,
+                    5: PropertyMap properties) throws (1: GraphError error),
+  bool assoc_delete(1: i64 src, 2: i64 type, 3: i64 dst) throws (1: GraphError error),
+  list<Edge> assoc_range(1: i64 id, 2: i64 type, 3: i64 pos, 4: i64 limit)
+      throws (1: GraphError error),
+  i64 assoc_count(1: i64 id, 2: i64 type) throws (1: GraphError error),
+  list<Edge> assoc_get(1: i64 id, 2: i64 type, 3: list<i64> ids, 4: i64 low, 5: i64 high)
+      throws (1: GraphError error),
+  list<Edge> assoc_time_range(1: i64 id, 2: i64 type, 3: i64 low, 4: i64 high, 5: i64 limit)
+      throws (1: GraphError error),
+
+  // The cluster as this server sees it, as a JSON document (docs/serving.md, "Status").
+  string status() throws (1: GraphError error),
+}
+
+service ShardService extends GraphService {
+  // The ids (all owned by shards this server hosts) whose node matches every pair; sorted.
+  list<i64> filter_nodes(1: list<i64> ids, 2: PropertyMap properties) throws (1: GraphError error),
+  // get_node_ids over the shards this server hosts only; sorted.
+  list<i64> local_node_ids(1: PropertyMap properties) throws (1: GraphError error),
+}
