@@ -1,10 +1,12 @@
-// zipg query: run contract operations against a store in-process (--store DIR): one operation
-// from the command line, or JSON lines with --batch.
+// zipg query: run contract operations against a store in-process (--store DIR) or a cluster
+// (--connect HOST:PORT): one operation from the command line, or JSON lines with --batch. The
+// output is the same either way (client/query_json.h).
 
 #include <fstream>
 #include <iostream>
 
 #include "client/cli.h"
+#include "client/client.h"
 #include "client/query_json.h"
 #include "graph/graph.h"
 
@@ -17,10 +19,13 @@ const char kUsage[] =
     "      one operation; VALUE is JSON when it parses as JSON, else a string, e.g.\n"
     "      zipg query --store s obj_get --id 7\n"
     "      zipg query --store s get_node_ids --properties '{\"city\": \"Paris\"}'\n"
-    "  zipg query --store DIR --batch FILE|-\n"
+    "  zipg query --connect HOST:PORT OP [--ARG VALUE ...]\n"
+    "      the same against a cluster, through one of its aggregators\n"
+    "  zipg query (--store DIR | --connect HOST:PORT) --batch FILE|-\n"
     "      JSON lines {\"op\": OP, ARG: VALUE, ...} in, one {\"ok\": ...} or\n"
     "      {\"error\": {\"code\", \"message\"}} line out per request, in order\n"
     "  --no-verify   skip checksum verification when opening the store\n"
+    "  --timeout-ms MS  per-call timeout with --connect (default 10000)\n"
     "  prints {\"ok\": result} or {\"error\": ...}; exit status 1 if a single operation fails\n";
 
 int RunBatch(GraphApi& graph, const std::string& source) {
@@ -54,24 +59,41 @@ int RunQuery(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"no-verify"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   const auto store = args->Get("store");
-  if (!store) return UsageError("query needs --store DIR", kUsage);
-  GraphOpenOptions open_options;
-  open_options.verify_checksums = !args->Has("no-verify");
-  auto graph = Graph::Open(*store, open_options);
-  if (!graph.ok()) return Fail(graph.status());
+  const auto connect = args->Get("connect");
+  if (!store == !connect) return UsageError("query needs --store DIR or --connect HOST:PORT", kUsage);
+  std::unique_ptr<GraphApi> graph;
+  if (store) {
+    GraphOpenOptions open_options;
+    open_options.verify_checksums = !args->Has("no-verify");
+    auto opened = Graph::Open(*store, open_options);
+    if (!opened.ok()) return Fail(opened.status());
+    graph = std::move(*opened);
+  } else {
+    auto timeout = args->GetUint("timeout-ms", 10000);
+    if (!timeout.ok() || *timeout == 0 || *timeout > 3600000) {
+      return UsageError("--timeout-ms must be 1..3600000", kUsage);
+    }
+    ClientOptions options;
+    options.timeout_ms = static_cast<int>(*timeout);
+    auto client = Connect(*connect, options);
+    if (!client.ok()) return Fail(client.status());
+    graph = std::move(*client);
+  }
 
   if (auto batch = args->Get("batch")) {
     if (!args->positional().empty()) return UsageError("--batch takes no operation", kUsage);
-    return RunBatch(**graph, *batch);
+    return RunBatch(*graph, *batch);
   }
   if (args->positional().size() != 1) return UsageError("query needs one operation", kUsage);
   nlohmann::json request = {{"op", args->positional()[0]}};
   for (const auto& [name, value] : args->options()) {
-    if (name == "store" || name == "no-verify") continue;
+    if (name == "store" || name == "connect" || name == "no-verify" || name == "timeout-ms") {
+      continue;
+    }
     nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
     request[name] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
   }
-  const nlohmann::json response = ExecuteJson(**graph, request);
+  const nlohmann::json response = ExecuteJson(*graph, request);
   std::cout << ResponseLine(response) << '\n';
   return response.contains("ok") ? kExitOk : kExitFailure;
 }

@@ -15,6 +15,7 @@ const char kHelp[] =
     "  zipg gen text|graph ...                         generate sample data (zipg gen help)\n"
     "  zipg compress --nodes F --edges F --out DIR ...  build a compressed graph store\n"
     "  zipg query --store DIR OP [--ARG V] | --batch F  run operations on a store in-process\n"
+    "  zipg serve shard|aggregator ...                 run one server process (zipg serve help)\n"
     "  zipg help                                         this list\n";
 
 }  // namespace
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   if (cmd == "gen") return zipg::cli::RunGen(argc, argv);
   if (cmd == "compress") return zipg::cli::RunCompress(argc, argv);
   if (cmd == "query") return zipg::cli::RunQuery(argc, argv);
+  if (cmd == "serve") return zipg::cli::RunServe(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::cout << kHelp;
     return zipg::cli::kExitOk;

@@ -9,32 +9,43 @@
 
 namespace zipg {
 
-StatusOr<std::unique_ptr<Graph>> Graph::Open(const std::string& dir,
-                                             const GraphOpenOptions& options) {
-  std::unique_ptr<Graph> g(new Graph());
-  ZIPG_ASSIGN_OR_RETURN(g->manifest_, graph::ReadManifest(dir));
-  g->set_num_shards(g->manifest_.shards);
-  if (g->manifest_.partition != kPartitionFunction) {
-    return Status::Corruption(dir + ": unknown partition function '" + g->manifest_.partition +
+StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& options,
+                                const std::vector<uint32_t>* only) {
+  std::unique_ptr<OpenedStore> g(new OpenedStore());
+  ZIPG_ASSIGN_OR_RETURN(g->manifest, graph::ReadManifest(dir));
+  std::vector<bool> wanted(g->manifest.shards, only == nullptr);
+  if (only) {
+    for (uint32_t s : *only) {
+      if (s >= g->manifest.shards) {
+        return Status::InvalidArgument(dir + " has " + std::to_string(g->manifest.shards) +
+                                       " shards; there is no shard " + std::to_string(s));
+      }
+      wanted[s] = true;
+    }
+  }
+  if (g->manifest.partition != kPartitionFunction) {
+    return Status::Corruption(dir + ": unknown partition function '" + g->manifest.partition +
                               "'");
   }
   // The file list must be exactly the shards' files: a shard count that disagrees with it would
   // route ids with the wrong modulus and answer wrongly without any error.
   std::vector<std::string> expected, listed;
-  for (uint32_t i = 0; i < g->manifest_.shards; ++i) {
+  for (uint32_t i = 0; i < g->manifest.shards; ++i) {
     for (const char* name : shard::kShardFiles) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
     }
   }
-  for (const auto& file : g->manifest_.files) listed.push_back(file.path);
+  for (const auto& file : g->manifest.files) listed.push_back(file.path);
   std::sort(expected.begin(), expected.end());
   std::sort(listed.begin(), listed.end());
   if (expected != listed) {
     return Status::Corruption(dir + "/" + graph::kManifestName + ": " +
-                              std::to_string(g->manifest_.shards) +
+                              std::to_string(g->manifest.shards) +
                               " shards do not match the listed files");
   }
-  for (const auto& file : g->manifest_.files) {
+  for (const auto& file : g->manifest.files) {
+    const uint32_t shard = static_cast<uint32_t>(std::stoul(file.path.substr(6, file.path.find('/') - 6)));
+    if (!wanted[shard]) continue;  // another server's files
     const std::string path = dir + "/" + file.path;
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
@@ -51,11 +62,25 @@ StatusOr<std::unique_ptr<Graph>> Graph::Open(const std::string& dir,
   // Whole-file checksums above cover every byte; the per-section pass would read it all again.
   layout::OpenOptions open_options;
   open_options.verify_checksums = false;
-  for (uint32_t i = 0; i < g->manifest_.shards; ++i) {
+  for (uint32_t i = 0; i < g->manifest.shards; ++i) {
+    if (!wanted[i]) {
+      g->shards.emplace_back();
+      continue;
+    }
     ZIPG_ASSIGN_OR_RETURN(auto shard,
                           shard::Shard::Open(dir + "/" + graph::ShardDirName(i), open_options));
-    g->shards_.push_back(std::move(shard));
+    g->shards.push_back(std::move(shard));
   }
+  return std::move(*g);
+}
+
+StatusOr<std::unique_ptr<Graph>> Graph::Open(const std::string& dir,
+                                             const GraphOpenOptions& options) {
+  ZIPG_ASSIGN_OR_RETURN(OpenedStore store, OpenStore(dir, options, nullptr));
+  std::unique_ptr<Graph> g(new Graph());
+  g->manifest_ = std::move(store.manifest);
+  g->shards_ = std::move(store.shards);
+  g->set_num_shards(g->manifest_.shards);
   return g;
 }
 

@@ -21,6 +21,15 @@ struct GraphOpenOptions {
   bool verify_checksums = true;
 };
 
+// A store's manifest and shards, checked as Graph::Open describes.
+struct OpenedStore {
+  graph::Manifest manifest;
+  std::vector<std::unique_ptr<shard::Shard>> shards;  // null for shards not opened
+};
+// Opens the shards listed in `only` (every shard if null); only their files are checked.
+StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& options,
+                                const std::vector<uint32_t>* only);
+
 class Graph final : public ShardRouter {
  public:
   static StatusOr<std::unique_ptr<Graph>> Open(const std::string& dir,

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,6 +66,29 @@ class ConnectionPool {
   const ConnectionOptions options_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
+};
+
+}  // namespace zipg::rpc
+
+namespace zipg::rpc {
+
+// One ConnectionPool per endpoint, created on first use and kept for the life of the set.
+//
+// Thread-safety: Get may be called concurrently.
+class PoolSet {
+ public:
+  explicit PoolSet(ConnectionOptions options = {}) : options_(options) {}
+  std::shared_ptr<ConnectionPool> Get(const Endpoint& endpoint) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& pool = pools_[endpoint.ToString()];
+    if (!pool) pool = std::make_shared<ConnectionPool>(endpoint, options_);
+    return pool;
+  }
+
+ private:
+  const ConnectionOptions options_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<ConnectionPool>> pools_;
 };
 
 }  // namespace zipg::rpc

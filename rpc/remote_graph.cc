@@ -132,11 +132,12 @@ StatusOr<std::vector<int64_t>> RemoteGraph::FilterNodes(const std::vector<int64_
   return r;
 }
 
-StatusOr<std::vector<int64_t>> RemoteGraph::LocalNodeIds(const Properties& properties) {
+StatusOr<std::vector<int64_t>> RemoteGraph::LocalNodeIds(const std::vector<int32_t>& shards,
+                                                         const Properties& properties) {
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.local_node_ids(r, props); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.local_node_ids(r, shards, props); }));
   return r;
 }
 

@@ -34,14 +34,14 @@ class RemoteGraph final : public GraphApi {
   StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;
   StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t id, int64_t type, int64_t t_lo,
                                                      int64_t t_hi) override;
-  StatusOr<std::optional<Edge>> GetEdgeData(int64_t id, int64_t type, int64_t time_order) override;
-  StatusOr<std::optional<Node>> ObjGet(int64_t id) override;
-  StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
+  StatusOr<std::optional<zipg::Edge>> GetEdgeData(int64_t id, int64_t type, int64_t time_order) override;
+  StatusOr<std::optional<zipg::Node>> ObjGet(int64_t id) override;
+  StatusOr<std::vector<zipg::Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
                                          int64_t limit) override;
   StatusOr<int64_t> AssocCount(int64_t id, int64_t type) override;
-  StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
+  StatusOr<std::vector<zipg::Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
                                        int64_t low, int64_t high) override;
-  StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
+  StatusOr<std::vector<zipg::Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) override;
 
   // The server's status document (JSON text).
@@ -50,7 +50,8 @@ class RemoteGraph final : public GraphApi {
   // Shard-server sub-queries (ShardService).
   StatusOr<std::vector<int64_t>> FilterNodes(const std::vector<int64_t>& ids,
                                              const Properties& properties);
-  StatusOr<std::vector<int64_t>> LocalNodeIds(const Properties& properties);
+  StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
+                                              const Properties& properties);
 
  private:
   std::shared_ptr<ConnectionPool> pool_;

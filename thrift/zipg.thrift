@@ -106,6 +106,7 @@ service GraphService {
 service ShardService extends GraphService {
   // The ids (all owned by shards this server hosts) whose node matches every pair; sorted.
   list<i64> filter_nodes(1: list<i64> ids, 2: PropertyMap properties) throws (1: GraphError error),
-  // get_node_ids over the shards this server hosts only; sorted.
-  list<i64> local_node_ids(1: PropertyMap properties) throws (1: GraphError error),
+  // get_node_ids over the listed shards, all hosted by this server; sorted.
+  list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties)
+      throws (1: GraphError error),
 }

@@ -1,0 +1,123 @@
+#include "aggregator/aggregator.h"
+
+#include <algorithm>
+#include <map>
+
+#include "graph/partition.h"
+#include "rpc/fanout.h"
+
+namespace zipg::aggregator {
+
+StatusOr<rpc::RemoteGraph> ClusterGraph::Owner(int64_t id) {
+  if (id < 0) return Status::InvalidArgument("id must be >= 0");
+  auto map = view_->Current();
+  if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
+  ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, map->Pick(ShardOf(id, map->num_shards)));
+  return rpc::RemoteGraph(pools_->Get(owner->endpoint));
+}
+
+// Every node-keyed operation: find the owner, forward the call whole.
+#define FORWARD(id, call)                                \
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph owner, Owner(id)); \
+  return owner.call
+
+StatusOr<std::optional<Properties>> ClusterGraph::GetNodeProperty(
+    int64_t id, const std::vector<std::string>* names) {
+  FORWARD(id, GetNodeProperty(id, names));
+}
+
+StatusOr<std::vector<int64_t>> ClusterGraph::GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                            const Properties& properties) {
+  FORWARD(id, GetNeighborIds(id, type, properties));
+}
+
+StatusOr<EdgeRecordInfo> ClusterGraph::GetEdgeRecord(int64_t id, int64_t type) {
+  FORWARD(id, GetEdgeRecord(id, type));
+}
+
+StatusOr<std::pair<int64_t, int64_t>> ClusterGraph::GetEdgeRange(int64_t id, int64_t type,
+                                                                 int64_t t_lo, int64_t t_hi) {
+  FORWARD(id, GetEdgeRange(id, type, t_lo, t_hi));
+}
+
+StatusOr<std::optional<Edge>> ClusterGraph::GetEdgeData(int64_t id, int64_t type,
+                                                        int64_t time_order) {
+  FORWARD(id, GetEdgeData(id, type, time_order));
+}
+
+StatusOr<std::optional<Node>> ClusterGraph::ObjGet(int64_t id) { FORWARD(id, ObjGet(id)); }
+
+StatusOr<std::vector<Edge>> ClusterGraph::AssocRange(int64_t id, int64_t type, int64_t pos,
+                                                     int64_t limit) {
+  FORWARD(id, AssocRange(id, type, pos, limit));
+}
+
+StatusOr<int64_t> ClusterGraph::AssocCount(int64_t id, int64_t type) {
+  FORWARD(id, AssocCount(id, type));
+}
+
+StatusOr<std::vector<Edge>> ClusterGraph::AssocGet(int64_t id, int64_t type,
+                                                   const std::vector<int64_t>& ids, int64_t low,
+                                                   int64_t high) {
+  FORWARD(id, AssocGet(id, type, ids, low, high));
+}
+
+StatusOr<std::vector<Edge>> ClusterGraph::AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                         int64_t high, int64_t limit) {
+  FORWARD(id, AssocTimeRange(id, type, low, high, limit));
+}
+#undef FORWARD
+
+StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& properties) {
+  if (properties.empty()) {
+    return Status::InvalidArgument("get_node_ids needs at least one property");
+  }
+  auto map = view_->Current();
+  if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
+  // One server per shard; each server answers for all of its chosen shards in one call.
+  std::map<std::string, std::pair<rpc::Endpoint, std::vector<int32_t>>> plan;
+  for (uint32_t s = 0; s < map->num_shards; ++s) {
+    ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, map->Pick(s));
+    auto& entry = plan[owner->name];
+    entry.first = owner->endpoint;
+    entry.second.push_back(static_cast<int32_t>(s));
+  }
+  std::vector<rpc::IdsCall> calls;
+  for (const auto& [name, entry] : plan) {
+    calls.push_back([this, &entry, &properties] {
+      return rpc::RemoteGraph(pools_->Get(entry.first)).LocalNodeIds(entry.second, properties);
+    });
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto ids, rpc::GatherIds(fanout_, calls));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+nlohmann::json ClusterGraph::Status(const std::string& self_name,
+                                    const std::string& cluster) const {
+  auto map = view_->Current();
+  nlohmann::json servers = nlohmann::json::array();
+  nlohmann::json store = nlohmann::json::object();
+  for (const auto& m : map->members) {
+    servers.push_back(m.ToJson());
+    if (m.role == "shard" && store.empty()) {
+      store = m.store_info;
+      store["dir"] = m.store;
+    }
+  }
+  const auto unserved = map->Unserved();
+  const bool healthy = map->problem.empty() && map->num_shards > 0 && unserved.empty();
+  nlohmann::json j = {{"cluster", cluster},
+                      {"etcd", view_->etcd().endpoint()},
+                      {"aggregator", self_name},
+                      {"revision", map->revision},
+                      {"num_shards", map->num_shards},
+                      {"unserved_shards", unserved},
+                      {"healthy", healthy},
+                      {"servers", servers},
+                      {"store", store}};
+  if (!map->problem.empty()) j["problem"] = map->problem;
+  return j;
+}
+
+}  // namespace zipg::aggregator

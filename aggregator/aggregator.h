@@ -1,0 +1,59 @@
+// The aggregator: the client-facing GraphService of a cluster. It holds no data. Each
+// node-keyed operation goes whole to the shard server that owns the node (hash partition of
+// graph/partition.h, shard map from etcd), so neighborhood work runs where the data is and only
+// the result travels back; get_neighbor_ids with a filter is shipped whole as well, and its owner
+// ships the filter checks on (shard/server.h). get_node_ids fans out local_node_ids to one server
+// per shard group, concurrently, and merges.
+//
+// Thread-safety: every operation may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cluster/membership.h"
+#include "graph/api.h"
+#include "rpc/connection_pool.h"
+#include "rpc/remote_graph.h"
+#include "util/thread_pool.h"
+
+namespace zipg::aggregator {
+
+class ClusterGraph final : public GraphApi {
+ public:
+  // `view` and `pools` must outlive the ClusterGraph.
+  ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools)
+      : view_(view), pools_(pools), fanout_(8) {}
+
+  StatusOr<std::optional<Properties>> GetNodeProperty(
+      int64_t id, const std::vector<std::string>* names) override;
+  StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override;
+  StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                const Properties& properties) override;
+  StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;
+  StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t id, int64_t type, int64_t t_lo,
+                                                     int64_t t_hi) override;
+  StatusOr<std::optional<Edge>> GetEdgeData(int64_t id, int64_t type, int64_t time_order) override;
+  StatusOr<std::optional<Node>> ObjGet(int64_t id) override;
+  StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
+                                         int64_t limit) override;
+  StatusOr<int64_t> AssocCount(int64_t id, int64_t type) override;
+  StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
+                                       int64_t low, int64_t high) override;
+  StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
+                                             int64_t limit) override;
+
+  // The status document: this aggregator, the cluster's members and shard map, health.
+  nlohmann::json Status(const std::string& self_name, const std::string& cluster) const;
+
+ private:
+  // The stub for the server that owns `id`; INVALID_ARGUMENT for a negative id, UNAVAILABLE if
+  // no live server has its shard.
+  StatusOr<rpc::RemoteGraph> Owner(int64_t id);
+
+  const cluster::ClusterView* view_;
+  rpc::PoolSet* pools_;
+  ThreadPool fanout_;
+};
+
+}  // namespace zipg::aggregator

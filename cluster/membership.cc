@@ -1,0 +1,207 @@
+#include "cluster/membership.h"
+
+#include <algorithm>
+#include <iostream>
+
+namespace zipg::cluster {
+
+using nlohmann::json;
+
+std::string ClusterPrefix(const std::string& cluster) { return "/zipg/" + cluster + "/"; }
+
+json MemberInfo::ToJson() const {
+  json j = {{"name", name},   {"role", role}, {"endpoint", endpoint.ToString()},
+            {"pid", pid}};
+  if (role == "shard") {
+    j["num_shards"] = num_shards;
+    j["shards"] = shards;
+    j["store"] = store;
+    j["store_info"] = store_info;
+  }
+  return j;
+}
+
+StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Corruption("member entry is not a JSON object");
+  }
+  try {
+    MemberInfo m;
+    m.name = j.at("name").get<std::string>();
+    m.role = j.at("role").get<std::string>();
+    ZIPG_ASSIGN_OR_RETURN(m.endpoint, rpc::Endpoint::Parse(j.at("endpoint").get<std::string>()));
+    m.pid = j.value("pid", int64_t{0});
+    if (m.role == "shard") {
+      m.num_shards = j.at("num_shards").get<uint32_t>();
+      m.shards = j.at("shards").get<std::vector<uint32_t>>();
+      m.store = j.value("store", std::string());
+      m.store_info = j.value("store_info", json::object());
+    }
+    return m;
+  } catch (const json::exception& e) {
+    return Status::Corruption(std::string("member entry: ") + e.what());
+  }
+}
+
+std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
+                                                int64_t revision) {
+  auto map = std::make_shared<ShardMap>();
+  std::sort(members.begin(), members.end(),
+            [](const MemberInfo& a, const MemberInfo& b) { return a.name < b.name; });
+  map->members = std::move(members);
+  map->revision = revision;
+  for (const auto& m : map->members) {
+    if (m.role != "shard") continue;
+    if (map->num_shards == 0) {
+      map->num_shards = m.num_shards;
+    } else if (m.num_shards != map->num_shards) {
+      map->problem = "shard servers disagree on the shard count (" +
+                     std::to_string(map->num_shards) + " vs " + std::to_string(m.num_shards) +
+                     " at " + m.name + ")";
+    }
+  }
+  map->owners.resize(map->num_shards);
+  for (size_t i = 0; i < map->members.size(); ++i) {
+    const auto& m = map->members[i];
+    if (m.role != "shard" || m.num_shards != map->num_shards) continue;
+    for (uint32_t s : m.shards) {
+      if (s < map->num_shards) map->owners[s].push_back(i);
+    }
+  }
+  return map;
+}
+
+std::vector<uint32_t> ShardMap::Unserved() const {
+  std::vector<uint32_t> out;
+  for (uint32_t s = 0; s < num_shards; ++s) {
+    if (owners[s].empty()) out.push_back(s);
+  }
+  return out;
+}
+
+StatusOr<const MemberInfo*> ShardMap::Pick(uint32_t shard) const {
+  if (!problem.empty()) return Status::Unavailable("cluster misconfigured: " + problem);
+  if (num_shards == 0) return Status::Unavailable("no shard server is registered");
+  if (shard >= num_shards || owners[shard].empty()) {
+    return Status::Unavailable("shard " + std::to_string(shard) + " has no live server");
+  }
+  const auto& o = owners[shard];
+  const size_t i = o.size() == 1 ? 0 : turn_.fetch_add(1, std::memory_order_relaxed) % o.size();
+  return &members[o[i]];
+}
+
+// --- Registration ---
+
+StatusOr<std::unique_ptr<Registration>> Registration::Start(std::shared_ptr<EtcdClient> etcd,
+                                                            const std::string& prefix,
+                                                            const MemberInfo& info,
+                                                            int64_t ttl_seconds) {
+  std::unique_ptr<Registration> r(new Registration());
+  r->etcd_ = std::move(etcd);
+  r->key_ = prefix + "servers/" + info.name;
+  r->value_ = info.ToJson().dump();
+  ZIPG_ASSIGN_OR_RETURN(r->lease_, r->etcd_->LeaseGrant(ttl_seconds, &r->ttl_));
+  ZIPG_RETURN_IF_ERROR(r->etcd_->Put(r->key_, r->value_, r->lease_));
+  r->thread_ = std::thread([p = r.get()] { p->KeepAlive(); });
+  return r;
+}
+
+void Registration::KeepAlive() {
+  const auto period = std::chrono::milliseconds(std::max<int64_t>(ttl_ * 1000 / 3, 200));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
+    lock.unlock();
+    Status s = etcd_->LeaseKeepAlive(lease_);
+    if (s.code() == StatusCode::kNotFound) {
+      // The lease expired (e.g. we were stalled): register again under a new one.
+      auto lease = etcd_->LeaseGrant(ttl_, nullptr);
+      if (lease.ok()) {
+        lease_ = *lease;
+        s = etcd_->Put(key_, value_, lease_);
+      } else {
+        s = lease.status();
+      }
+    }
+    if (!s.ok()) std::cerr << "registration " << key_ << ": " << s.ToString() << "\n";
+    lock.lock();
+  }
+}
+
+Registration::~Registration() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  (void)etcd_->LeaseRevoke(lease_);
+}
+
+// --- ClusterView ---
+
+StatusOr<std::unique_ptr<ClusterView>> ClusterView::Start(std::shared_ptr<EtcdClient> etcd,
+                                                          const std::string& prefix) {
+  std::unique_ptr<ClusterView> v(new ClusterView());
+  v->etcd_ = std::move(etcd);
+  v->prefix_ = prefix;
+  ZIPG_RETURN_IF_ERROR(v->Reload());
+  v->thread_ = std::thread([p = v.get()] { p->WatchLoop(); });
+  return v;
+}
+
+ClusterView::~ClusterView() {
+  cancel_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<const ShardMap> ClusterView::Current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return current_;
+}
+
+Status ClusterView::Reload() {
+  int64_t revision = 0;
+  ZIPG_ASSIGN_OR_RETURN(auto kvs, etcd_->GetPrefix(prefix_ + "servers/", &revision));
+  std::vector<MemberInfo> members;
+  for (const auto& kv : kvs) {
+    auto m = MemberInfo::FromJson(kv.value);
+    if (!m.ok()) {
+      std::cerr << "ignoring " << kv.key << ": " << m.status().ToString() << "\n";
+      continue;
+    }
+    members.push_back(std::move(*m));
+  }
+  auto map = ShardMap::Build(std::move(members), revision);
+  std::lock_guard<std::mutex> lock(mu_);
+  current_ = std::move(map);
+  return Status::OK();
+}
+
+void ClusterView::WatchLoop() {
+  // Any change under the prefix triggers a full re-read: the member list is small, and a re-read
+  // can never drift from etcd the way applying deltas could after a missed event.
+  while (!cancel_) {
+    int64_t from;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      from = current_->revision + 1;
+    }
+    Status s = etcd_->Watch(
+        prefix_ + "servers/", from,
+        [this](const std::vector<WatchEvent>&) {
+          Status r = Reload();
+          if (!r.ok()) std::cerr << "cluster view: " << r.ToString() << "\n";
+          return r.ok();
+        },
+        cancel_);
+    if (cancel_) break;
+    if (!s.ok()) std::cerr << "cluster view: watch: " << s.ToString() << "; retrying\n";
+    // Re-read before watching again (covers a compacted start revision and etcd restarts).
+    for (int i = 0; i < 5 && !cancel_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Status r = Reload();
+    if (!r.ok()) std::cerr << "cluster view: " << r.ToString() << "\n";
+  }
+}
+
+}  // namespace zipg::cluster

@@ -1,0 +1,111 @@
+// Cluster membership in etcd (docs/serving.md, "Membership"):
+//   <prefix>servers/<name> -> a JSON MemberInfo, attached to the server's lease.
+// A Registration puts a server's entry and keeps its lease alive; a ClusterView reads every entry
+// under the prefix, watches for changes, and keeps the current ShardMap (which server serves which
+// shard). A server whose lease expires (crash, hang, partition) disappears from every view within
+// the lease TTL; a clean shutdown revokes the lease, so it disappears at once.
+//
+// Thread-safety: Registration and ClusterView run their own background thread; all public methods
+// may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/etcd.h"
+#include "rpc/connection_pool.h"
+
+namespace zipg::cluster {
+
+// The key prefix of a cluster: "/zipg/<name>/".
+std::string ClusterPrefix(const std::string& cluster);
+
+struct MemberInfo {
+  std::string name;
+  std::string role;  // "shard" or "aggregator"
+  rpc::Endpoint endpoint;
+  uint32_t num_shards = 0;       // shard servers: shards in the whole store
+  std::vector<uint32_t> shards;  // shard servers: the shards served here
+  std::string store;             // shard servers: the store directory
+  nlohmann::json store_info;     // shard servers: counts from the store manifest
+  int64_t pid = 0;
+
+  nlohmann::json ToJson() const;
+  static StatusOr<MemberInfo> FromJson(const std::string& text);
+};
+
+// A snapshot of the cluster. Immutable once built.
+struct ShardMap {
+  std::vector<MemberInfo> members;  // every registered server, by name
+  uint32_t num_shards = 0;          // 0 if no shard server is registered
+  // owners[s]: indexes into members of the shard servers serving shard s (several = replicas).
+  std::vector<std::vector<size_t>> owners;
+  std::string problem;  // non-empty if the shard servers disagree on the store (e.g. shard count)
+  int64_t revision = 0;
+
+  static std::shared_ptr<const ShardMap> Build(std::vector<MemberInfo> members, int64_t revision);
+  // Shards with no live server.
+  std::vector<uint32_t> Unserved() const;
+  // A server for shard s (replicas in turn), or UNAVAILABLE naming the shard.
+  StatusOr<const MemberInfo*> Pick(uint32_t shard) const;
+
+ private:
+  mutable std::atomic<uint64_t> turn_{0};
+};
+
+class Registration {
+ public:
+  // Grants a lease of ttl_seconds, puts the entry with it and starts keeping it alive (a refresh
+  // every ttl/3). If the lease is lost anyway, a new one is granted and the entry put again.
+  static StatusOr<std::unique_ptr<Registration>> Start(std::shared_ptr<EtcdClient> etcd,
+                                                       const std::string& prefix,
+                                                       const MemberInfo& info, int64_t ttl_seconds);
+  // Stops the keep-alive and revokes the lease: the entry disappears at once.
+  ~Registration();
+
+ private:
+  Registration() = default;
+  void KeepAlive();
+
+  std::shared_ptr<EtcdClient> etcd_;
+  std::string key_;
+  std::string value_;
+  int64_t ttl_ = 0;
+  int64_t lease_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+class ClusterView {
+ public:
+  // Reads the current members (fails if etcd cannot be read) and starts watching.
+  static StatusOr<std::unique_ptr<ClusterView>> Start(std::shared_ptr<EtcdClient> etcd,
+                                                      const std::string& prefix);
+  ~ClusterView();
+
+  std::shared_ptr<const ShardMap> Current() const;
+  const EtcdClient& etcd() const { return *etcd_; }
+
+ private:
+  ClusterView() = default;
+  Status Reload();
+  void WatchLoop();
+
+  std::shared_ptr<EtcdClient> etcd_;
+  std::string prefix_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const ShardMap> current_;
+  std::atomic<bool> cancel_{false};
+  std::thread thread_;
+};
+
+}  // namespace zipg::cluster

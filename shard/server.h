@@ -1,0 +1,77 @@
+// The shard server: hosts some shards of a store (mmap'd, opened read-only) and answers
+// ShardService calls for the nodes they own. Cross-shard work that reaches it is shipped on to the
+// servers holding the data (multi-level function shipping, docs/serving.md):
+//   - get_neighbor_ids with a filter: the neighbors are grouped by owning shard; groups on shards
+//     hosted here are checked in-process, the others go to their servers as filter_nodes calls,
+//     concurrently;
+//   - get_node_ids (if a client asks a shard server directly): local_node_ids on every server.
+// Peers are found through the ClusterView; calls to them use pooled connections and a fan-out
+// thread pool.
+//
+// Thread-safety: every operation may be called concurrently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/membership.h"
+#include "graph/graph.h"
+#include "graph/router.h"
+#include "rpc/connection_pool.h"
+#include "rpc/graph_handler.h"
+#include "util/thread_pool.h"
+#include "zipg_rpc/ShardService.h"
+
+namespace zipg::shard {
+
+class ServerGraph final : public ShardRouter {
+ public:
+  // Opens the listed shards of the store at `dir`. `view` and `pools` reach the peers; both
+  // must outlive the ServerGraph. `view` may be null (then no peer can be reached).
+  static StatusOr<std::unique_ptr<ServerGraph>> Open(const std::string& dir,
+                                                     const std::vector<uint32_t>& shards,
+                                                     const GraphOpenOptions& options,
+                                                     const cluster::ClusterView* view,
+                                                     rpc::PoolSet* pools);
+
+  const graph::Manifest& manifest() const { return store_.manifest; }
+  const std::vector<uint32_t>& hosted() const { return hosted_; }
+
+  // get_node_ids on the listed shards, all hosted here; sorted.
+  StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
+                                              const Properties& properties);
+
+ protected:
+  StatusOr<const shard::Shard*> LocalShard(uint32_t index) override;
+  StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
+  StatusOr<std::vector<int64_t>> FilterGroups(
+      const std::map<uint32_t, std::vector<int64_t>>& groups,
+      const Properties& properties) override;
+
+ private:
+  ServerGraph() : fanout_(8) {}
+
+  OpenedStore store_;
+  std::vector<uint32_t> hosted_;
+  const cluster::ClusterView* view_ = nullptr;
+  rpc::PoolSet* pools_ = nullptr;
+  ThreadPool fanout_;
+};
+
+// The Thrift handler: GraphService through the ServerGraph, plus the shipped sub-queries.
+class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler {
+ public:
+  ShardHandler(ServerGraph* graph, std::function<StatusOr<std::string>()> status)
+      : rpc::GraphHandler(graph, std::move(status)), graph_(graph) {}
+
+  void filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
+                    const std::map<std::string, std::string>& properties) override;
+  void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
+                      const std::map<std::string, std::string>& properties) override;
+
+ private:
+  ServerGraph* graph_;
+};
+
+}  // namespace zipg::shard
