@@ -1,0 +1,102 @@
+// EtcdClient: a small etcd v3 client over etcd's JSON gRPC gateway (POST http://HOST:PORT/v3/...),
+// enough for cluster membership: leases, plain and create-if-absent puts, point and prefix reads,
+// deletes, and a prefix watch. Keys and values are arbitrary bytes (base64 on the wire).
+//
+// Thread-safety: every method may be called concurrently from any number of threads. Unary calls
+// borrow an HTTP handle from a mutex-protected pool (so connections are reused); each Watch owns
+// its own connection for as long as it runs.
+//
+// Errors (never exceptions):
+//   UNAVAILABLE        etcd cannot be reached (connection refused, reset, stream broken), an HTTP
+//                      5xx, or etcd itself reports UNAVAILABLE (no leader, ...); the message names
+//                      the endpoint and the operation. Callers may retry.
+//   DEADLINE_EXCEEDED  a unary request took longer than the client's timeout.
+//   NOT_FOUND          LeaseKeepAlive on an expired or unknown lease; Put with such a lease.
+//   INVALID_ARGUMENT   arguments rejected here or by etcd (empty key, TTL <= 0, a watch start
+//                      revision that has been compacted away).
+//   INTERNAL           a reply that does not parse as what the gateway should send (the message
+//                      holds an excerpt of the body).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace zipg::cluster {
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+  int64_t create_revision = 0;
+  int64_t mod_revision = 0;
+  int64_t lease = 0;  // 0: no lease
+};
+
+struct WatchEvent {
+  enum class Type { kPut, kDelete } type = Type::kPut;
+  // For kDelete only key and mod_revision (the revision of the delete) are set.
+  KeyValue kv;
+};
+
+class EtcdClient {
+ public:
+  // endpoint: "http://127.0.0.1:2379" or "127.0.0.1:2379". timeout bounds each unary request
+  // (connect included) and the connect phase of a Watch.
+  explicit EtcdClient(std::string endpoint,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+
+  // The normalized endpoint: scheme included, no trailing '/'.
+  const std::string& endpoint() const { return endpoint_; }
+
+  // A new lease of ttl_seconds (> 0). etcd raises a TTL below its minimum (1.5 election timeouts
+  // rounded up to whole seconds: 2 s with default settings) to that minimum; *granted_ttl (if
+  // non-null) receives the TTL in force.
+  StatusOr<int64_t> LeaseGrant(int64_t ttl_seconds, int64_t* granted_ttl = nullptr);
+  // One refresh of the lease's TTL. NOT_FOUND if the lease has expired or is unknown.
+  Status LeaseKeepAlive(int64_t lease);
+  // Revokes the lease and deletes its keys. OK also if the lease is already gone.
+  Status LeaseRevoke(int64_t lease);
+
+  Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
+  // Creates key only if it does not exist (txn on create_revision == 0); true if created.
+  StatusOr<bool> PutIfAbsent(const std::string& key, const std::string& value, int64_t lease = 0);
+  StatusOr<std::optional<KeyValue>> Get(const std::string& key);
+  // Every key starting with prefix (all keys if empty), in key (byte) order; *revision (if
+  // non-null) = the store revision of the read, a good start_revision - 1 for a following Watch.
+  StatusOr<std::vector<KeyValue>> GetPrefix(const std::string& prefix, int64_t* revision = nullptr);
+  // OK also if the key does not exist.
+  Status Delete(const std::string& key);
+  Status DeletePrefix(const std::string& prefix);
+
+  // Streams changes under prefix from start_revision (0 = from now on) and calls on_events with
+  // each batch, in revision order, on the calling thread. Returns OK when `cancel` becomes true
+  // (checked at least every 100 ms even when nothing happens) or when on_events returns false;
+  // UNAVAILABLE if the stream cannot be opened or breaks (callers retry from the last revision
+  // seen + 1); INVALID_ARGUMENT if start_revision has been compacted (re-read with GetPrefix).
+  Status Watch(const std::string& prefix, int64_t start_revision,
+               const std::function<bool(const std::vector<WatchEvent>&)>& on_events,
+               const std::atomic<bool>& cancel);
+
+ private:
+  class HandlePool;  // idle libcurl easy handles, guarded by its own mutex
+
+  // POSTs a JSON body to a gateway path (op names the call in error messages). The body of a 200
+  // reply, or the error mapped as described at the top of this file.
+  StatusOr<std::string> Post(const char* op, const char* path, const std::string& body);
+
+  std::string endpoint_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<HandlePool> pool_;
+};
+
+}  // namespace zipg::cluster
