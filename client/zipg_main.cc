@@ -14,7 +14,10 @@ const char kHelp[] =
     "  zipg file build|extract|search|count|stats ...   the compressed flat file (zipg file help)\n"
     "  zipg gen text|graph ...                         generate sample data (zipg gen help)\n"
     "  zipg compress --nodes F --edges F --out DIR ...  build a compressed graph store\n"
-    "  zipg query --store DIR OP [--ARG V] | --batch F  run operations on a store in-process\n"
+    "  zipg query (--store DIR | --connect HOST:PORT) OP [--ARG V] | --batch F\n"
+    "                                                  run operations in-process or on a cluster\n"
+    "  zipg local start|stop --store DIR ...            a whole cluster on this machine, in the background\n"
+    "  zipg status --connect HOST:PORT | --store DIR    describe a running cluster\n"
     "  zipg serve shard|aggregator ...                 run one server process (zipg serve help)\n"
     "  zipg help                                         this list\n";
 
@@ -28,6 +31,8 @@ int main(int argc, char** argv) {
   if (cmd == "compress") return zipg::cli::RunCompress(argc, argv);
   if (cmd == "query") return zipg::cli::RunQuery(argc, argv);
   if (cmd == "serve") return zipg::cli::RunServe(argc, argv);
+  if (cmd == "local") return zipg::cli::RunLocal(argc, argv);
+  if (cmd == "status") return zipg::cli::RunStatus(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::cout << kHelp;
     return zipg::cli::kExitOk;

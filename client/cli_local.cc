@@ -1,0 +1,442 @@
+// zipg local start|stop: a whole cluster on this machine, in the background, for one store:
+// etcd (unless --etcd names one), shard servers (several processes, shards dealt round-robin) and
+// aggregators (one per shard server by default). State and logs live under <store>/run/:
+//   run/cluster.json   what is running (endpoints, pids, logs); present only while it runs
+//   run/etcd/          etcd's data (membership is ephemeral; removed at stop)
+//   run/*.log          one log per process
+// Design notes: docs/serving.md ("Local cluster").
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "client/cli.h"
+#include "client/client.h"
+#include "cluster/etcd.h"
+#include "cluster/membership.h"
+#include "graph/manifest.h"
+#include "util/file.h"
+
+namespace zipg::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const char kUsage[] =
+    "usage:\n"
+    "  zipg local start --store DIR [options]\n"
+    "      start etcd, shard servers and aggregators for the store in the background, wait until\n"
+    "      every shard is served, print the aggregator endpoints\n"
+    "  zipg local stop --store DIR\n"
+    "      stop that cluster (aggregators, shard servers, then etcd) and remove its run state\n"
+    "options of start:\n"
+    "  --servers N      shard-server processes (default 2, at most the store's shard count)\n"
+    "  --aggregators N  aggregator processes (default: one per shard server)\n"
+    "  --host H         address every server binds (default 127.0.0.1)\n"
+    "  --port P         first aggregator port, the next ones follow (default 0: free ports)\n"
+    "  --etcd HOST:PORT use this etcd instead of starting one\n"
+    "  --etcd-port P    client port of the etcd started here (default: a free port; peer P+1)\n"
+    "  --cluster NAME   cluster name, the etcd key prefix /zipg/NAME/ (default: local-<pid>)\n"
+    "  --lease-ttl S    membership lease in seconds (default 5)\n"
+    "  --wait S         how long to wait for a healthy cluster (default 120)\n"
+    "  --no-verify      shard servers skip checksum verification of the store files\n";
+
+// A free TCP port on `host` right now (bind to port 0 and read it back).
+StatusOr<int> FreePort(const std::string& host) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Status::IOError("socket: " + std::string(strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    close(fd);
+    return Status::InvalidArgument("--host must be an IPv4 address, not '" + host + "'");
+  }
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string err = strerror(errno);
+    close(fd);
+    return Status::Unavailable("cannot bind " + host + ": " + err);
+  }
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+struct Process {
+  std::string role;  // etcd, shard, aggregator
+  std::string name;
+  pid_t pid = 0;
+  std::string log;
+  json ToJson() const { return {{"role", role}, {"name", name}, {"pid", pid}, {"log", log}}; }
+};
+
+// Starts argv in its own session with stdin from /dev/null and stdout+stderr to `log`.
+StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out < 0) return Status::IOError(log + ": " + strerror(errno));
+  std::vector<char*> cargs;
+  for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
+  cargs.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(out);
+    return Status::IOError(std::string("fork: ") + strerror(errno));
+  }
+  if (pid == 0) {
+    setsid();
+    const int in = open("/dev/null", O_RDONLY);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(out, 2);
+    execvp(cargs[0], cargs.data());
+    dprintf(2, "cannot run %s: %s\n", cargs[0], strerror(errno));
+    _exit(127);
+  }
+  close(out);
+  return pid;
+}
+
+bool Alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+
+// True if /proc/pid/cmdline contains `needle` (guards against pids reused by other programs).
+bool CmdlineHas(pid_t pid, const std::string& needle) {
+  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/cmdline");
+  if (!text.ok()) return false;
+  std::replace(text->begin(), text->end(), '\0', ' ');
+  return text->find(needle) != std::string::npos;
+}
+
+std::string LogTail(const std::string& path, size_t bytes = 2000) {
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return "(no log)";
+  return text->size() > bytes ? "..." + text->substr(text->size() - bytes) : *text;
+}
+
+// SIGTERM to each live process of the group, then SIGKILL to those still alive after `grace`.
+void StopGroup(const std::vector<Process>& group, std::chrono::seconds grace) {
+  for (const auto& p : group) {
+    if (Alive(p.pid)) kill(p.pid, SIGTERM);
+  }
+  const auto deadline = Clock::now() + grace;
+  for (const auto& p : group) {
+    while (Alive(p.pid) && Clock::now() < deadline) {
+      waitpid(p.pid, nullptr, WNOHANG);  // reaps it if it is our child (start's error path)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (Alive(p.pid)) {
+      std::cerr << "zipg local: " << p.name << " (pid " << p.pid
+                << ") ignored SIGTERM; killing it\n";
+      kill(p.pid, SIGKILL);
+      waitpid(p.pid, nullptr, 0);
+    }
+  }
+}
+
+// Stops aggregators first, then shard servers (they revoke their leases in etcd), then etcd.
+void StopAll(const std::vector<Process>& processes, const std::string& etcd_endpoint) {
+  for (const char* role : {"aggregator", "shard", "etcd"}) {
+    std::vector<Process> group;
+    for (const auto& p : processes) {
+      // Only processes that are still the ones we started (same etcd endpoint in argv).
+      if (p.role == role && Alive(p.pid) && CmdlineHas(p.pid, etcd_endpoint)) group.push_back(p);
+    }
+    StopGroup(group, std::chrono::seconds(10));
+  }
+}
+
+std::string RunDir(const std::string& store) { return store + "/run"; }
+std::string StateFile(const std::string& store) { return RunDir(store) + "/cluster.json"; }
+
+StatusOr<json> ReadState(const std::string& store) {
+  ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(StateFile(store)));
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Status::Corruption(StateFile(store) + ": not JSON");
+  return j;
+}
+
+std::vector<Process> ProcessesOf(const json& state) {
+  std::vector<Process> out;
+  for (const auto& p : state.value("processes", json::array())) {
+    out.push_back(Process{p.value("role", ""), p.value("name", ""), p.value("pid", 0),
+                          p.value("log", "")});
+  }
+  return out;
+}
+
+int Stop(const std::string& store) {
+  auto state = ReadState(store);
+  if (!state.ok()) {
+    std::cout << "zipg local: no cluster is running for " << store << "\n";
+    return kExitOk;
+  }
+  const auto processes = ProcessesOf(*state);
+  StopAll(processes, state->value("etcd", ""));
+  std::error_code ec;
+  if (state->value("etcd_started", false)) fs::remove_all(RunDir(store) + "/etcd", ec);
+  fs::remove(StateFile(store), ec);
+  std::cout << "zipg local: stopped " << processes.size() << " processes of cluster "
+            << state->value("cluster", "?") << "\n";
+  return kExitOk;
+}
+
+class Starter {
+ public:
+  Starter(std::string store, const Args& args) : store_(std::move(store)), args_(args) {}
+
+  int Run() {
+    Status s = Start();
+    if (s.ok()) return kExitOk;
+    StopAll(processes_, etcd_endpoint_);
+    std::error_code ec;
+    if (etcd_started_) fs::remove_all(RunDir(store_) + "/etcd", ec);
+    return Fail(s);
+  }
+
+ private:
+  Status Start() {
+    ZIPG_ASSIGN_OR_RETURN(graph::Manifest manifest, graph::ReadManifest(store_));
+    store_ = fs::absolute(store_).lexically_normal().string();
+    if (auto old = ReadState(store_); old.ok()) {
+      for (const auto& p : ProcessesOf(*old)) {
+        if (Alive(p.pid) && CmdlineHas(p.pid, old->value("etcd", ""))) {
+          return Status::AlreadyExists("a cluster is already running for " + store_ +
+                                       " (zipg local stop --store " + store_ + ")");
+        }
+      }
+    }
+    std::error_code ec;
+    fs::create_directories(RunDir(store_), ec);
+    if (ec) return Status::IOError(RunDir(store_) + ": " + ec.message());
+    ZIPG_ASSIGN_OR_RETURN(self_, ExePath());
+
+    ZIPG_ASSIGN_OR_RETURN(uint64_t servers, args_.GetUint("servers", 2));
+    if (servers < 1) return Status::InvalidArgument("--servers must be >= 1");
+    servers = std::min<uint64_t>(servers, manifest.shards);
+    ZIPG_ASSIGN_OR_RETURN(uint64_t aggregators, args_.GetUint("aggregators", servers));
+    if (aggregators < 1 || aggregators > 64) {
+      return Status::InvalidArgument("--aggregators must be 1..64");
+    }
+    ZIPG_ASSIGN_OR_RETURN(uint64_t port, args_.GetUint("port", 0));
+    if (port > 65535 - aggregators) return Status::InvalidArgument("--port is out of range");
+    ZIPG_ASSIGN_OR_RETURN(uint64_t wait, args_.GetUint("wait", 120));
+    host_ = args_.Get("host").value_or("127.0.0.1");
+    cluster_ = args_.Get("cluster").value_or("local-" + std::to_string(getpid()));
+    lease_ttl_ = args_.Get("lease-ttl").value_or("5");
+    const auto deadline = Clock::now() + std::chrono::seconds(wait);
+
+    ZIPG_RETURN_IF_ERROR(StartEtcd(deadline));
+    // Shard server k serves shards k, k+servers, k+2*servers, ...
+    for (uint64_t k = 0; k < servers; ++k) {
+      std::string shards;
+      for (uint64_t s = k; s < manifest.shards; s += servers) {
+        shards += (shards.empty() ? "" : ",") + std::to_string(s);
+      }
+      const std::string name = "shard-" + std::to_string(k);
+      std::vector<std::string> argv = {self_, "serve", "shard", "--store", store_, "--shards",
+                                       shards};
+      if (args_.Has("no-verify")) argv.push_back("--no-verify");
+      ZIPG_RETURN_IF_ERROR(SpawnServer(argv, name, 0));
+    }
+    for (uint64_t k = 0; k < aggregators; ++k) {
+      ZIPG_RETURN_IF_ERROR(SpawnServer({self_, "serve", "aggregator"}, "aggregator-" + std::to_string(k),
+                                       port == 0 ? 0 : static_cast<int>(port + k)));
+    }
+    ZIPG_RETURN_IF_ERROR(WaitHealthy(servers, aggregators, deadline));
+    ZIPG_RETURN_IF_ERROR(WriteState());
+    std::cout << "zipg local: cluster " << cluster_ << " is up: " << servers
+              << " shard servers, " << aggregators << " aggregators, " << manifest.shards
+              << " shards, etcd " << etcd_endpoint_ << "; logs in " << RunDir(store_) << "\n";
+    for (const auto& a : aggregator_endpoints_) std::cout << "aggregator " << a << "\n";
+    return Status::OK();
+  }
+
+  static StatusOr<std::string> ExePath() {
+    std::error_code ec;
+    auto path = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return Status::IOError("cannot find this program: " + ec.message());
+    return path.string();
+  }
+
+  Status StartEtcd(Clock::time_point deadline) {
+    if (auto external = args_.Get("etcd")) {
+      etcd_endpoint_ = *external;
+    } else {
+      int client_port, peer_port;
+      if (args_.Has("etcd-port")) {
+        ZIPG_ASSIGN_OR_RETURN(uint64_t p, args_.GetUint("etcd-port", 0));
+        if (p < 1 || p > 65534) return Status::InvalidArgument("--etcd-port must be 1..65534");
+        client_port = static_cast<int>(p);
+        peer_port = client_port + 1;
+      } else {
+        ZIPG_ASSIGN_OR_RETURN(client_port, FreePort(host_));
+        ZIPG_ASSIGN_OR_RETURN(peer_port, FreePort(host_));
+      }
+      etcd_endpoint_ = host_ + ":" + std::to_string(client_port);
+      const std::string client_url = "http://" + etcd_endpoint_;
+      const std::string peer_url = "http://" + host_ + ":" + std::to_string(peer_port);
+      const std::string data = RunDir(store_) + "/etcd";
+      std::error_code ec;
+      fs::remove_all(data, ec);  // membership is ephemeral: start from nothing
+      const std::string log = RunDir(store_) + "/etcd.log";
+      ZIPG_ASSIGN_OR_RETURN(
+          pid_t pid, Spawn({"etcd", "--name", "zipg-local", "--data-dir", data,
+                            "--listen-client-urls", client_url, "--advertise-client-urls",
+                            client_url, "--listen-peer-urls", peer_url,
+                            "--initial-advertise-peer-urls", peer_url, "--initial-cluster",
+                            "zipg-local=" + peer_url, "--log-level", "warn"},
+                           log));
+      processes_.push_back(Process{"etcd", "etcd", pid, log});
+      etcd_started_ = true;
+    }
+    etcd_ = std::make_shared<cluster::EtcdClient>(etcd_endpoint_, std::chrono::milliseconds(1000));
+    for (;;) {
+      auto probe = etcd_->GetPrefix(cluster::ClusterPrefix(cluster_));
+      if (probe.ok()) {
+        if (!probe->empty()) {
+          return Status::AlreadyExists("etcd " + etcd_endpoint_ + " already has members of cluster " +
+                                       cluster_ + "; choose another --cluster");
+        }
+        return Status::OK();
+      }
+      ZIPG_RETURN_IF_ERROR(CheckChildren());
+      if (Clock::now() > deadline) {
+        return Status::Unavailable("etcd at " + etcd_endpoint_ + " did not answer: " +
+                                   probe.status().ToString());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  Status SpawnServer(std::vector<std::string> argv, const std::string& name, int port) {
+    const std::string log = RunDir(store_) + "/" + name + ".log";
+    const std::vector<std::string> common = {"--etcd",  etcd_endpoint_, "--cluster",
+                                             cluster_,  "--name",       name,
+                                             "--host",  host_,          "--port",
+                                             std::to_string(port), "--lease-ttl", lease_ttl_};
+    argv.insert(argv.end(), common.begin(), common.end());
+    const std::string role = argv[2];
+    ZIPG_ASSIGN_OR_RETURN(pid_t pid, Spawn(argv, log));
+    processes_.push_back(Process{role, name, pid, log});
+    return Status::OK();
+  }
+
+  // A child that exited already is a failed start: report it with the end of its log.
+  Status CheckChildren() {
+    for (const auto& p : processes_) {
+      int status = 0;
+      if (waitpid(p.pid, &status, WNOHANG) == p.pid) {
+        return Status::Unavailable(p.name + " exited during start-up (status " +
+                                   std::to_string(status) + "); " + p.log + ":\n" + LogTail(p.log));
+      }
+    }
+    return Status::OK();
+  }
+
+  // Every process registered, every shard served, and each aggregator answers and says healthy.
+  Status WaitHealthy(uint64_t servers, uint64_t aggregators, Clock::time_point deadline) {
+    std::string why = "not started";
+    for (;;) {
+      ZIPG_RETURN_IF_ERROR(CheckChildren());
+      auto kvs = etcd_->GetPrefix(cluster::ClusterPrefix(cluster_) + "servers/");
+      if (kvs.ok()) {
+        std::vector<std::string> aggs;
+        uint64_t shard_servers = 0;
+        for (const auto& kv : *kvs) {
+          auto m = cluster::MemberInfo::FromJson(kv.value);
+          if (!m.ok()) continue;
+          if (m->role == "aggregator") aggs.push_back(m->endpoint.ToString());
+          if (m->role == "shard") ++shard_servers;
+        }
+        why = std::to_string(shard_servers) + "/" + std::to_string(servers) + " shard servers, " +
+              std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators";
+        if (shard_servers == servers && aggs.size() == aggregators) {
+          bool all_healthy = true;
+          for (const auto& a : aggs) {
+            auto client = Connect(a);
+            auto status = client.ok() ? (*client)->ServerStatus() : StatusOr<std::string>(client.status());
+            const json j = status.ok() ? json::parse(*status, nullptr, false) : json();
+            if (!j.is_object() || !j.value("healthy", false)) {
+              all_healthy = false;
+              why = "aggregator " + a + " does not see every shard yet";
+              break;
+            }
+          }
+          if (all_healthy) {
+            aggregator_endpoints_ = aggs;
+            return Status::OK();
+          }
+        }
+      } else {
+        why = kvs.status().ToString();
+      }
+      if (Clock::now() > deadline) {
+        return Status::DeadlineExceeded("the cluster did not become healthy in time (" + why +
+                                        "); logs in " + RunDir(store_));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  Status WriteState() {
+    json procs = json::array();
+    for (const auto& p : processes_) procs.push_back(p.ToJson());
+    const json state = {{"store", store_},          {"cluster", cluster_},
+                        {"etcd", etcd_endpoint_},   {"etcd_started", etcd_started_},
+                        {"aggregators", aggregator_endpoints_}, {"processes", procs}};
+    const std::string text = state.dump(2) + "\n";
+    return WriteFileAtomically(StateFile(store_),
+                               [&](const FileSink& sink) { return sink(text); });
+  }
+
+  std::string store_;
+  const Args& args_;
+  std::string self_;
+  std::string host_;
+  std::string cluster_;
+  std::string lease_ttl_;
+  std::string etcd_endpoint_;
+  bool etcd_started_ = false;
+  std::shared_ptr<cluster::EtcdClient> etcd_;
+  std::vector<Process> processes_;
+  std::vector<std::string> aggregator_endpoints_;
+};
+
+}  // namespace
+
+int RunLocal(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, 2, {"no-verify"});
+  if (!args.ok()) return UsageError(args.status().message(), kUsage);
+  if (args->positional().size() != 1) return UsageError("local needs start or stop", kUsage);
+  const std::string action = args->positional()[0];
+  const auto store = args->Get("store");
+  if (!store) return UsageError("local " + action + " needs --store DIR", kUsage);
+  if (action == "stop") {
+    Status known = args->CheckKnown({"store"});
+    if (!known.ok()) return UsageError(known.message(), kUsage);
+    return Stop(*store);
+  }
+  if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
+  Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
+                                   "etcd-port", "cluster", "lease-ttl", "wait", "no-verify"});
+  if (!known.ok()) return UsageError(known.message(), kUsage);
+  return Starter(*store, *args).Run();
+}
+
+}  // namespace zipg::cli

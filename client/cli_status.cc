@@ -1,0 +1,83 @@
+// zipg status: describe a running cluster as one of its aggregators sees it in etcd: members,
+// shard map, health, store. Exit 0 if healthy, 1 if not (or unreachable).
+
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "client/cli.h"
+#include "client/client.h"
+#include "util/file.h"
+
+namespace zipg::cli {
+namespace {
+
+using nlohmann::json;
+
+const char kUsage[] =
+    "usage:\n"
+    "  zipg status --connect HOST:PORT [--json]\n"
+    "  zipg status --store DIR [--json]     (a cluster started with zipg local start)\n"
+    "  --json   print the status document as JSON\n";
+
+void PrintHuman(const json& s) {
+  std::cout << "cluster " << s.value("cluster", "?") << " (etcd " << s.value("etcd", "?")
+            << "): " << (s.value("healthy", false) ? "healthy" : "NOT healthy") << "\n";
+  if (s.contains("problem")) std::cout << "problem: " << s["problem"].get<std::string>() << "\n";
+  const json store = s.value("store", json::object());
+  if (!store.empty()) {
+    std::cout << "store " << store.value("dir", "?") << ": " << store.value("nodes", 0)
+              << " nodes, " << store.value("edges", 0) << " edges, " << s.value("num_shards", 0)
+              << " shards\n";
+  }
+  std::cout << "servers (as seen by aggregator " << s.value("aggregator", "?") << "):\n";
+  for (const auto& m : s.value("servers", json::array())) {
+    std::cout << "  " << std::left << std::setw(11) << m.value("role", "?") << std::setw(16)
+              << m.value("name", "?") << std::setw(22) << m.value("endpoint", "?") << "pid "
+              << m.value("pid", 0);
+    if (m.contains("shards")) std::cout << "  shards " << m["shards"].dump();
+    std::cout << "\n";
+  }
+  const json unserved = s.value("unserved_shards", json::array());
+  std::cout << "unserved shards: " << (unserved.empty() ? "none" : unserved.dump()) << "\n";
+}
+
+}  // namespace
+
+int RunStatus(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, 2, {"json"});
+  if (!args.ok()) return UsageError(args.status().message(), kUsage);
+  Status known = args->CheckKnown({"connect", "store", "json"});
+  if (!known.ok()) return UsageError(known.message(), kUsage);
+  std::string address;
+  if (auto connect = args->Get("connect")) {
+    address = *connect;
+  } else if (auto store = args->Get("store")) {
+    auto text = ReadFileToString(*store + "/run/cluster.json");
+    if (!text.ok()) {
+      return Fail(Status::NotFound("no cluster is running for " + *store +
+                                   " (no run/cluster.json)"));
+    }
+    const json state = json::parse(*text, nullptr, false);
+    if (state.is_discarded() || state.value("aggregators", json::array()).empty()) {
+      return Fail(Status::Corruption(*store + "/run/cluster.json lists no aggregator"));
+    }
+    address = state["aggregators"][0].get<std::string>();
+  } else {
+    return UsageError("status needs --connect HOST:PORT or --store DIR", kUsage);
+  }
+  auto client = Connect(address);
+  if (!client.ok()) return Fail(client.status());
+  auto text = (*client)->ServerStatus();
+  if (!text.ok()) return Fail(text.status());
+  const json s = json::parse(*text, nullptr, false);
+  if (s.is_discarded()) return Fail(Status::Internal("the status document is not JSON"));
+  if (args->Has("json")) {
+    std::cout << s.dump(2) << "\n";
+  } else {
+    PrintHuman(s);
+  }
+  return s.value("healthy", false) ? kExitOk : kExitFailure;
+}
+
+}  // namespace zipg::cli
