@@ -18,6 +18,8 @@ const char kHelp[] =
     "                                                  run operations in-process or on a cluster\n"
     "  zipg local start|stop --store DIR ...            a whole cluster on this machine, in the background\n"
     "  zipg status --connect HOST:PORT | --store DIR    describe a running cluster\n"
+    "  zipg bench --connect HOST:PORT | --store DIR ... load a cluster with the TAO, LinkBench or\n"
+    "                                                  Graph Search mix; throughput and latency\n"
     "  zipg serve shard|aggregator ...                 run one server process (zipg serve help)\n"
     "  zipg help                                         this list\n";
 
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve") return zipg::cli::RunServe(argc, argv);
   if (cmd == "local") return zipg::cli::RunLocal(argc, argv);
   if (cmd == "status") return zipg::cli::RunStatus(argc, argv);
+  if (cmd == "bench") return zipg::cli::RunBench(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::cout << kHelp;
     return zipg::cli::kExitOk;

@@ -1,0 +1,377 @@
+// zipg bench: a closed-loop load driver against a running cluster. N connections (one thread
+// each, spread over the cluster's aggregators) issue a query mix for a fixed duration; the report
+// gives the dataset and settings, throughput, and p50/p95/p99 latency per operation and overall.
+//
+// Mixes (ZipG paper Tables 2 and 3; write operations are left out while the cluster is
+// read-only, and the read shares renormalized):
+//   tao          assoc_range 40.8, obj_get 28.8, assoc_get 15.7, assoc_count 11.7,
+//                assoc_time_range 2.8
+//   linkbench    assoc_range 50.6, obj_get 12.9, assoc_count 4.9, assoc_get 0.52,
+//                assoc_time_range 0.15
+//   graphsearch  GS1..GS5 in equal shares: get_neighbor_ids(id), get_neighbor_ids(id, {p1}),
+//                get_node_ids({p1, p2}), get_neighbor_ids(id, type), assoc_range(id, type, 0, 1000)
+// Node ids are drawn from 0..nodes-1 with a Zipf law (--zipf, hot ids scattered by a fixed
+// permutation), as in TAO. Property pairs, edge lists and time windows come from a warm-up sample
+// of real nodes and edges, so filters and assoc_get hit existing data.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "client/cli.h"
+#include "client/client.h"
+#include "datagen/random.h"
+#include "util/file.h"
+
+namespace zipg::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using datagen::Rng;
+using datagen::ZipfSampler;
+
+const char kUsage[] =
+    "usage:\n"
+    "  zipg bench (--connect HOST:PORT[,HOST:PORT...] | --store DIR) [options]\n"
+    "options:\n"
+    "  --mix tao|linkbench|graphsearch   query mix (default tao)\n"
+    "  --connections N   concurrent connections, one thread each (default 1)\n"
+    "  --duration S      measured seconds (default 10)\n"
+    "  --warmup S        unmeasured seconds first (default 1)\n"
+    "  --types T         edge types 0..T-1 to query (default 5, as zipg gen graph)\n"
+    "  --limit L         assoc_range / assoc_time_range limit (default 10)\n"
+    "  --zipf E          Zipf exponent of the id choice (default 0.99)\n"
+    "  --seed S          (default 1)\n"
+    "  --json            also print the report as one JSON line\n";
+
+struct Op {
+  const char* name;
+  double share;
+};
+
+const std::map<std::string, std::vector<Op>>& Mixes() {
+  static const std::map<std::string, std::vector<Op>> mixes = {
+      {"tao",
+       {{"assoc_range", 40.8},
+        {"obj_get", 28.8},
+        {"assoc_get", 15.7},
+        {"assoc_count", 11.7},
+        {"assoc_time_range", 2.8}}},
+      {"linkbench",
+       {{"assoc_range", 50.6},
+        {"obj_get", 12.9},
+        {"assoc_count", 4.9},
+        {"assoc_get", 0.52},
+        {"assoc_time_range", 0.15}}},
+      {"graphsearch", {{"GS1", 1}, {"GS2", 1}, {"GS3", 1}, {"GS4", 1}, {"GS5", 1}}},
+  };
+  return mixes;
+}
+
+// What the warm-up learned about the data.
+struct Sample {
+  std::vector<Properties> nodes;             // property lists of sampled nodes (non-empty)
+  std::vector<std::pair<int64_t, int64_t>> records;  // (id, type) with at least one edge
+  std::vector<std::vector<int64_t>> record_dsts;     // up to 10 dsts of each record
+  std::vector<int64_t> timestamps;
+};
+
+struct Settings {
+  std::vector<std::string> endpoints;
+  std::string mix = "tao";
+  uint64_t connections = 1, duration = 10, warmup = 1, types = 5, limit = 10, seed = 1;
+  double zipf = 0.99;
+  uint64_t nodes = 0;
+};
+
+class IdChooser {
+ public:
+  IdChooser(uint64_t nodes, double exponent, uint64_t seed) : zipf_(nodes, exponent), perm_(nodes) {
+    Rng rng(seed);
+    for (uint64_t i = 0; i < nodes; ++i) perm_[i] = static_cast<int64_t>(i);
+    for (uint64_t i = nodes; i > 1; --i) std::swap(perm_[i - 1], perm_[rng.Uniform(i)]);
+  }
+  int64_t Next(Rng& rng) const { return perm_[zipf_.Next(rng)]; }
+
+ private:
+  ZipfSampler zipf_;
+  std::vector<int64_t> perm_;
+};
+
+struct ThreadResult {
+  std::map<std::string, std::vector<double>> latency_us;  // per op, measured phase only
+  std::map<std::string, uint64_t> errors;                 // "op CODE" -> count
+  std::string first_error;
+};
+
+class Driver {
+ public:
+  Driver(const Settings& s, const Sample& sample, const IdChooser& ids)
+      : s_(s), sample_(sample), ids_(ids) {
+    const auto& ops = Mixes().at(s.mix);
+    double total = 0;
+    for (const auto& op : ops) total += op.share;
+    double acc = 0;
+    for (const auto& op : ops) {
+      acc += op.share / total;
+      cdf_.push_back({acc, op.name});
+    }
+  }
+
+  void Run(size_t thread, Clock::time_point measure_from, Clock::time_point stop,
+           ThreadResult* out) {
+    auto client = Connect(s_.endpoints[thread % s_.endpoints.size()]);
+    if (!client.ok()) {
+      out->errors["connect " + std::string(StatusCodeName(client.status().code()))]++;
+      out->first_error = client.status().ToString();
+      return;
+    }
+    Rng rng(s_.seed * 7919 + thread);
+    for (;;) {
+      const double u = rng.NextDouble();
+      const char* op = cdf_.back().second;
+      for (const auto& [p, name] : cdf_) {
+        if (u < p) {
+          op = name;
+          break;
+        }
+      }
+      const auto t0 = Clock::now();
+      if (t0 >= stop) break;
+      Status st = Execute(**client, op, rng);
+      const auto t1 = Clock::now();
+      if (t0 < measure_from) continue;
+      if (!st.ok()) {
+        out->errors[std::string(op) + " " + std::string(StatusCodeName(st.code()))]++;
+        if (out->first_error.empty()) out->first_error = st.ToString();
+        continue;
+      }
+      out->latency_us[op].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+  }
+
+ private:
+  int64_t Type(Rng& rng) const { return static_cast<int64_t>(rng.Uniform(s_.types)); }
+  std::pair<int64_t, int64_t> Window(Rng& rng) const {
+    // A 5-day window ending at a sampled timestamp (TAO's recent-edges queries).
+    const int64_t hi = sample_.timestamps[rng.Uniform(sample_.timestamps.size())];
+    return {hi - 5 * 86400, hi};
+  }
+  const std::pair<std::string, std::string>& Pair(const Properties& p, Rng& rng) const {
+    return p[rng.Uniform(p.size())];
+  }
+
+  Status Execute(Client& c, const std::string& op, Rng& rng) const {
+    const int64_t id = ids_.Next(rng);
+    if (op == "obj_get") return c.ObjGet(id).status();
+    if (op == "assoc_range") return c.AssocRange(id, Type(rng), 0, s_.limit).status();
+    if (op == "assoc_count") return c.AssocCount(id, Type(rng)).status();
+    if (op == "assoc_time_range") {
+      auto [lo, hi] = Window(rng);
+      return c.AssocTimeRange(id, Type(rng), lo, hi, s_.limit).status();
+    }
+    if (op == "assoc_get") {
+      // An existing record and 1-3 of its destinations, over all time.
+      const size_t r = rng.Uniform(sample_.records.size());
+      const auto& dsts = sample_.record_dsts[r];
+      std::vector<int64_t> want;
+      for (uint64_t k = 1 + rng.Uniform(3); k > 0; --k) want.push_back(dsts[rng.Uniform(dsts.size())]);
+      std::sort(want.begin(), want.end());
+      want.erase(std::unique(want.begin(), want.end()), want.end());
+      return c.AssocGet(sample_.records[r].first, sample_.records[r].second, want, INT64_MIN,
+                        INT64_MAX)
+          .status();
+    }
+    if (op == "GS1") return c.GetNeighborIds(id, std::nullopt, {}).status();
+    if (op == "GS2") {
+      const auto& node = sample_.nodes[rng.Uniform(sample_.nodes.size())];
+      return c.GetNeighborIds(id, std::nullopt, {Pair(node, rng)}).status();
+    }
+    if (op == "GS3") {
+      // Two properties of one real node: a non-empty answer.
+      const auto& node = sample_.nodes[rng.Uniform(sample_.nodes.size())];
+      Properties p = {Pair(node, rng), Pair(node, rng)};
+      std::sort(p.begin(), p.end());
+      p.erase(std::unique(p.begin(), p.end(), [](auto& a, auto& b) { return a.first == b.first; }),
+              p.end());
+      return c.GetNodeIds(p).status();
+    }
+    if (op == "GS4") return c.GetNeighborIds(id, Type(rng), {}).status();
+    if (op == "GS5") return c.AssocRange(id, Type(rng), 0, 1000).status();
+    return Status::Internal("unknown op " + op);
+  }
+
+  const Settings& s_;
+  const Sample& sample_;
+  const IdChooser& ids_;
+  std::vector<std::pair<double, const char*>> cdf_;
+};
+
+StatusOr<Sample> WarmUpSample(Client& c, const Settings& s, const IdChooser& ids) {
+  Sample sample;
+  Rng rng(s.seed);
+  for (int i = 0; i < 2000 && (sample.nodes.size() < 500 || sample.records.size() < 500); ++i) {
+    const int64_t id = ids.Next(rng);
+    ZIPG_ASSIGN_OR_RETURN(auto node, c.ObjGet(id));
+    if (node && !node->properties.empty()) sample.nodes.push_back(node->properties);
+    const int64_t type = static_cast<int64_t>(rng.Uniform(s.types));
+    ZIPG_ASSIGN_OR_RETURN(auto edges, c.AssocRange(id, type, 0, 10));
+    if (edges.empty()) continue;
+    sample.records.push_back({id, type});
+    std::vector<int64_t> dsts;
+    for (const auto& e : edges) {
+      dsts.push_back(e.dst);
+      sample.timestamps.push_back(e.timestamp);
+    }
+    sample.record_dsts.push_back(std::move(dsts));
+  }
+  if (sample.nodes.empty() || sample.records.empty()) {
+    return Status::NotFound("the warm-up found no nodes with properties or no edges of types 0.." +
+                            std::to_string(s.types - 1) + " among ids 0.." +
+                            std::to_string(s.nodes - 1));
+  }
+  return sample;
+}
+
+size_t ShardServers(const json& status) {
+  size_t n = 0;
+  for (const auto& m : status.value("servers", json::array())) n += m.value("role", "") == "shard";
+  return n;
+}
+
+double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, 2, {"json"});
+  if (!args.ok()) return UsageError(args.status().message(), kUsage);
+  Status known = args->CheckKnown({"connect", "store", "mix", "connections", "duration",
+                                   "warmup", "types", "limit", "zipf", "seed", "json"});
+  if (!known.ok()) return UsageError(known.message(), kUsage);
+  Settings s;
+  if (auto connect = args->Get("connect")) {
+    std::string list = *connect;
+    for (size_t pos = 0; pos <= list.size();) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      s.endpoints.push_back(list.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+  } else if (auto store = args->Get("store")) {
+    auto text = ReadFileToString(*store + "/run/cluster.json");
+    if (!text.ok()) return Fail(Status::NotFound("no cluster is running for " + *store));
+    const json state = json::parse(*text, nullptr, false);
+    if (state.is_discarded()) return Fail(Status::Corruption(*store + "/run/cluster.json"));
+    s.endpoints = state.value("aggregators", std::vector<std::string>());
+  } else {
+    return UsageError("bench needs --connect HOST:PORT or --store DIR", kUsage);
+  }
+  s.mix = args->Get("mix").value_or("tao");
+  if (!Mixes().count(s.mix)) return UsageError("unknown mix '" + s.mix + "'", kUsage);
+  for (auto [name, field, lo, hi] :
+       {std::tuple{"connections", &s.connections, 1, 1024}, {"duration", &s.duration, 1, 86400},
+        {"warmup", &s.warmup, 0, 3600}, {"types", &s.types, 1, 1 << 20},
+        {"limit", &s.limit, 1, 1 << 20}, {"seed", &s.seed, 0, INT32_MAX}}) {
+    auto v = args->GetUint(name, *field);
+    if (!v.ok() || *v < static_cast<uint64_t>(lo) || *v > static_cast<uint64_t>(hi)) {
+      return UsageError(std::string("--") + name + " must be " + std::to_string(lo) + ".." +
+                            std::to_string(hi),
+                        kUsage);
+    }
+    *field = *v;
+  }
+  if (auto z = args->Get("zipf")) {
+    char* end = nullptr;
+    s.zipf = std::strtod(z->c_str(), &end);
+    if (end == z->c_str() || *end != '\0' || s.zipf < 0 || s.zipf > 5) {
+      return UsageError("--zipf must be a number in 0..5", kUsage);
+    }
+  }
+
+  auto client = Connect(s.endpoints[0]);
+  if (!client.ok()) return Fail(client.status());
+  auto status_text = (*client)->ServerStatus();
+  if (!status_text.ok()) return Fail(status_text.status());
+  const json status = json::parse(*status_text, nullptr, false);
+  if (status.is_discarded() || !status.value("healthy", false)) {
+    return Fail(Status::Unavailable("the cluster is not healthy (zipg status --connect " +
+                                    s.endpoints[0] + ")"));
+  }
+  const json store = status.value("store", json::object());
+  s.nodes = store.value("nodes", uint64_t{0});
+  if (s.nodes == 0) return Fail(Status::NotFound("the store has no nodes"));
+  const IdChooser ids(s.nodes, s.zipf, s.seed);
+  auto sample = WarmUpSample(**client, s, ids);
+  if (!sample.ok()) return Fail(sample.status());
+
+  std::cout << "zipg bench: mix " << s.mix << ", " << s.connections << " connections over "
+            << s.endpoints.size() << " aggregators, " << s.duration << " s (+" << s.warmup
+            << " s warm-up)\n"
+            << "dataset: " << store.value("dir", "?") << ", " << s.nodes << " nodes, "
+            << store.value("edges", 0) << " edges, " << status.value("num_shards", 0)
+            << " shards on " << ShardServers(status) << " shard servers; ids 0.." << s.nodes - 1 << " Zipf " << s.zipf << ", types 0.."
+            << s.types - 1 << ", limit " << s.limit << "\n"
+            << "warm-up sample: " << sample->nodes.size() << " nodes, " << sample->records.size()
+            << " edge records\n";
+
+  Driver driver(s, *sample, ids);
+  std::vector<ThreadResult> results(s.connections);
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  const auto measure_from = start + std::chrono::seconds(s.warmup);
+  const auto stop = measure_from + std::chrono::seconds(s.duration);
+  for (size_t t = 0; t < s.connections; ++t) {
+    threads.emplace_back([&, t] { driver.Run(t, measure_from, stop, &results[t]); });
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = static_cast<double>(s.duration);
+
+  std::map<std::string, std::vector<double>> per_op;
+  std::vector<double> all;
+  std::map<std::string, uint64_t> errors;
+  std::string first_error;
+  for (auto& r : results) {
+    for (auto& [op, v] : r.latency_us) {
+      per_op[op].insert(per_op[op].end(), v.begin(), v.end());
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    for (auto& [k, n] : r.errors) errors[k] += n;
+    if (first_error.empty()) first_error = r.first_error;
+  }
+  json report = {{"mix", s.mix},          {"connections", s.connections},
+                 {"duration_s", s.duration}, {"nodes", s.nodes},
+                 {"ops", json::object()}};
+  std::printf("%-18s %10s %10s %10s %10s %10s\n", "operation", "ops/s", "p50 us", "p95 us",
+              "p99 us", "share");
+  auto line = [&](const std::string& name, std::vector<double>& v) {
+    const double rate = static_cast<double>(v.size()) / seconds;
+    const double p50 = Percentile(v, 0.50), p95 = Percentile(v, 0.95), p99 = Percentile(v, 0.99);
+    std::printf("%-18s %10.0f %10.0f %10.0f %10.0f %9.1f%%\n", name.c_str(), rate, p50, p95, p99,
+                all.empty() ? 0.0 : 100.0 * static_cast<double>(v.size()) / static_cast<double>(all.size()));
+    report["ops"][name] = {{"ops_per_s", rate}, {"p50_us", p50}, {"p95_us", p95}, {"p99_us", p99}};
+  };
+  for (auto& [op, v] : per_op) line(op, v);
+  line("overall", all);
+  uint64_t error_count = 0;
+  for (const auto& [k, n] : errors) {
+    std::cout << "errors: " << k << " x" << n << "\n";
+    error_count += n;
+  }
+  if (!first_error.empty()) std::cout << "first error: " << first_error << "\n";
+  report["errors"] = error_count;
+  if (args->Has("json")) std::cout << report.dump() << "\n";
+  return error_count == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace zipg::cli
