@@ -17,7 +17,7 @@ packages=(
   etcd-server etcd-client
   libcurl4-openssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-thrift python3-venv python3-pip
+  python3-thrift python3-venv python3-pip python3-setuptools python3-wheel
   clang-format
 )
 

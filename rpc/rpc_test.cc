@@ -1,0 +1,333 @@
+// The RPC glue against an in-process server: values round-trip unchanged through Thrift, every
+// error code survives the trip, transport failures map to UNAVAILABLE / DEADLINE_EXCEEDED, a
+// restarted server is used again without a failed call, and oversized requests are refused
+// locally. Also the shard map's routing rules.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "cluster/membership.h"
+#include "rpc/convert.h"
+#include "rpc/graph_handler.h"
+#include "rpc/remote_graph.h"
+#include "rpc/server.h"
+#include "zipg_rpc/ShardService.h"
+
+namespace zipg::rpc {
+namespace {
+
+// A GraphApi that answers from fixed data, can be told to fail or to stall, and counts calls.
+class FakeGraph final : public GraphApi {
+ public:
+  Status fail;           // returned by every call when not OK
+  int stall_ms = 0;      // sleep before answering
+  std::atomic<int> calls{0};
+
+  StatusOr<std::optional<Properties>> GetNodeProperty(
+      int64_t id, const std::vector<std::string>* names) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    if (id != 7) return std::optional<Properties>();
+    Properties p = kProps;
+    if (names) {
+      Properties kept;
+      for (const auto& kv : p) {
+        if (std::find(names->begin(), names->end(), kv.first) != names->end()) kept.push_back(kv);
+      }
+      p = kept;
+    }
+    return std::optional<Properties>(p);
+  }
+  StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return std::vector<int64_t>{1, static_cast<int64_t>(properties.size()), INT64_MAX};
+  }
+  StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
+                                                const Properties& properties) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return std::vector<int64_t>{id, type.value_or(-1), static_cast<int64_t>(properties.size())};
+  }
+  StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return EdgeRecordInfo{id, type, 3};
+  }
+  StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t, int64_t, int64_t t_lo,
+                                                     int64_t t_hi) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return std::make_pair(t_lo, t_hi);
+  }
+  StatusOr<std::optional<zipg::Edge>> GetEdgeData(int64_t id, int64_t type,
+                                                  int64_t time_order) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    if (time_order != 0) return std::optional<zipg::Edge>();
+    return std::optional<zipg::Edge>(kEdge);
+  }
+  StatusOr<std::optional<zipg::Node>> ObjGet(int64_t id) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    if (id != 7) return std::optional<zipg::Node>();
+    return std::optional<zipg::Node>(zipg::Node{7, kProps});
+  }
+  StatusOr<std::vector<zipg::Edge>> AssocRange(int64_t, int64_t, int64_t, int64_t limit) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return std::vector<zipg::Edge>(static_cast<size_t>(limit), kEdge);
+  }
+  StatusOr<int64_t> AssocCount(int64_t id, int64_t type) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return id * 10 + type;
+  }
+  StatusOr<std::vector<zipg::Edge>> AssocGet(int64_t, int64_t, const std::vector<int64_t>& ids,
+                                             int64_t, int64_t) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return std::vector<zipg::Edge>(ids.size(), kEdge);
+  }
+  StatusOr<std::vector<zipg::Edge>> AssocTimeRange(int64_t, int64_t, int64_t, int64_t,
+                                                   int64_t limit) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    return std::vector<zipg::Edge>(static_cast<size_t>(limit), kEdge);
+  }
+
+  inline static const Properties kProps = {
+      {"", "empty name"}, {"a", std::string("nul\0byte", 8)}, {"city", "Z\xc3\xbcrich \xf4\x8f\xbf\xbf"},
+      {"z", ""}};
+  inline static const zipg::Edge kEdge = {INT64_MAX, 3, 0, INT64_MIN, {{"w", "1,\"2\"\n"}}};
+
+ private:
+  Status Enter() {
+    ++calls;
+    if (stall_ms) std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+    return fail;
+  }
+};
+
+class RpcTest : public ::testing::Test {
+ protected:
+  void StartServer(int port = 0) {
+    auto handler = std::make_shared<GraphHandler>(
+        &fake_, []() -> StatusOr<std::string> { return std::string("{\"fake\":true}"); });
+    auto server = RpcServer::Start(std::make_shared<GraphServiceProcessor>(handler),
+                                   ServerOptions{"127.0.0.1", port});
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+  }
+  RemoteGraph Client(int timeout_ms = 5000) {
+    if (!pool_) {
+      ConnectionOptions options;
+      options.call_timeout_ms = timeout_ms;
+      pool_ = std::make_shared<ConnectionPool>(Endpoint{"127.0.0.1", server_->port()}, options);
+    }
+    return RemoteGraph(pool_);
+  }
+
+  FakeGraph fake_;
+  std::unique_ptr<RpcServer> server_;
+  std::shared_ptr<ConnectionPool> pool_;
+};
+
+TEST_F(RpcTest, ValuesRoundTrip) {
+  StartServer();
+  RemoteGraph c = Client();
+  auto props = c.GetNodeProperty(7, nullptr);
+  ASSERT_TRUE(props.ok());
+  ASSERT_TRUE(props->has_value());
+  EXPECT_EQ(**props, FakeGraph::kProps);
+  std::vector<std::string> names = {"a", "missing"};
+  EXPECT_EQ(**c.GetNodeProperty(7, &names), (Properties{FakeGraph::kProps[1]}));
+  std::vector<std::string> none;
+  EXPECT_EQ(**c.GetNodeProperty(7, &none), Properties());  // [] is not "all"
+  EXPECT_FALSE(c.GetNodeProperty(8, nullptr)->has_value());
+  EXPECT_EQ(*c.GetNodeIds({{"a", "b"}, {"c", "d"}}), (std::vector<int64_t>{1, 2, INT64_MAX}));
+  EXPECT_EQ(*c.GetNeighborIds(5, std::nullopt, {}), (std::vector<int64_t>{5, -1, 0}));
+  EXPECT_EQ(*c.GetNeighborIds(5, 0, {{"x", "y"}}), (std::vector<int64_t>{5, 0, 1}));
+  EXPECT_EQ(*c.GetEdgeRecord(4, 9), (EdgeRecordInfo{4, 9, 3}));
+  EXPECT_EQ(*c.GetEdgeRange(1, 1, INT64_MIN, INT64_MAX), std::make_pair(INT64_MIN, INT64_MAX));
+  EXPECT_EQ(**c.GetEdgeData(1, 1, 0), FakeGraph::kEdge);
+  EXPECT_FALSE(c.GetEdgeData(1, 1, 1)->has_value());
+  EXPECT_EQ(**c.ObjGet(7), (zipg::Node{7, FakeGraph::kProps}));
+  EXPECT_FALSE(c.ObjGet(6)->has_value());
+  EXPECT_EQ(c.AssocRange(1, 1, 0, 3)->size(), 3u);
+  EXPECT_EQ(*c.AssocCount(4, 2), 42);
+  EXPECT_EQ(c.AssocGet(1, 1, {1, 2}, 0, 1)->size(), 2u);
+  EXPECT_EQ(*c.AssocTimeRange(1, 1, 0, 1, 0), std::vector<zipg::Edge>());
+  EXPECT_EQ(*c.ServerStatus(), "{\"fake\":true}");
+}
+
+TEST_F(RpcTest, EveryErrorCodeSurvivesTheTrip) {
+  StartServer();
+  RemoteGraph c = Client();
+  for (StatusCode code : {StatusCode::kInvalidArgument, StatusCode::kNotFound,
+                          StatusCode::kAlreadyExists, StatusCode::kUnavailable,
+                          StatusCode::kDeadlineExceeded, StatusCode::kResourceExhausted,
+                          StatusCode::kInternal}) {
+    fake_.fail = Status(code, "why");
+    auto r = c.ObjGet(7);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), code);
+    EXPECT_EQ(r.status().message(), "why");
+  }
+  // Engine-internal codes are INTERNAL for clients, with the original code in the message.
+  fake_.fail = Status::Corruption("bad block");
+  auto r = c.AssocCount(1, 1);
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(r.status().message(), "CORRUPTION: bad block");
+  // A declared error leaves the connection usable: the next call works.
+  fake_.fail = Status::OK();
+  EXPECT_EQ(*c.AssocCount(1, 1), 11);
+}
+
+TEST_F(RpcTest, WritesAreRefusedAsReadOnly) {
+  StartServer();
+  try {
+    Status s = Client().pool().Call([](ShardServiceClient& c) { c.obj_add(1, {}); });
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("read-only"), std::string::npos);
+  } catch (...) {
+    FAIL() << "Call must not throw";
+  }
+}
+
+TEST_F(RpcTest, DeadServerIsUnavailableFastAndRestartIsPickedUp) {
+  StartServer();
+  RemoteGraph c = Client();
+  ASSERT_TRUE(c.ObjGet(7).ok());  // leaves an idle pooled connection
+  const int port = server_->port();
+  server_->Stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.ObjGet(7);
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("127.0.0.1:" + std::to_string(port)), std::string::npos);
+  EXPECT_LT(elapsed, std::chrono::milliseconds(500));
+  EXPECT_EQ(c.ObjGet(7).status().code(), StatusCode::kUnavailable);
+
+  StartServer(port);  // same port: the pool reconnects with no failed call
+  const int before = fake_.calls;
+  auto again = c.ObjGet(7);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(fake_.calls, before + 1);
+}
+
+TEST_F(RpcTest, StaleIdleConnectionIsRetriedOnce) {
+  StartServer();
+  RemoteGraph c = Client();
+  ASSERT_TRUE(c.ObjGet(7).ok());
+  const int port = server_->port();
+  server_->Stop();
+  StartServer(port);  // the pooled connection now points at a closed socket
+  auto r = c.ObjGet(7);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+}
+
+TEST_F(RpcTest, SlowServerIsDeadlineExceededAndTheNextCallWorks) {
+  StartServer();
+  RemoteGraph c = Client(/*timeout_ms=*/200);
+  fake_.stall_ms = 600;
+  auto r = c.AssocCount(1, 1);
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
+  fake_.stall_ms = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the stalled call finish
+  auto ok = c.AssocCount(1, 2);  // must not read the late reply of the timed-out call
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, 12);
+}
+
+TEST_F(RpcTest, OversizedRequestsAreRefusedBeforeSending) {
+  StartServer();
+  RemoteGraph c = Client();
+  const int before = fake_.calls;
+  std::vector<int64_t> ids(kMaxRequestBytes / 8, 1);
+  EXPECT_EQ(c.AssocGet(1, 1, ids, 0, 1).status().code(), StatusCode::kResourceExhausted);
+  Properties big = {{"p", std::string(kMaxRequestBytes, 'x')}};
+  EXPECT_EQ(c.GetNodeIds(big).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(fake_.calls, before);
+  // Just under the limit goes through.
+  std::vector<int64_t> fine(100000, 1);
+  EXPECT_EQ(c.AssocGet(1, 1, fine, 0, 1)->size(), fine.size());
+}
+
+TEST_F(RpcTest, ManyThreadsShareOnePool) {
+  StartServer();
+  RemoteGraph c = Client();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        auto r = c.AssocCount(t, i);
+        if (!r.ok() || *r != t * 10 + i) ++bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(EndpointTest, Parse) {
+  EXPECT_EQ(Endpoint::Parse("127.0.0.1:9000")->ToString(), "127.0.0.1:9000");
+  EXPECT_EQ(Endpoint::Parse("host:1")->port, 1);
+  for (const char* bad : {"", "host", "host:", ":80", "host:0", "host:65536", "host:x1", "h:-1"}) {
+    EXPECT_FALSE(Endpoint::Parse(bad).ok()) << bad;
+  }
+}
+
+cluster::MemberInfo Shard(std::string name, std::vector<uint32_t> shards, uint32_t n = 4) {
+  cluster::MemberInfo m;
+  m.name = std::move(name);
+  m.role = "shard";
+  m.endpoint = Endpoint{"127.0.0.1", 1000 + static_cast<int>(m.name.size())};
+  m.num_shards = n;
+  m.shards = std::move(shards);
+  return m;
+}
+
+TEST(ShardMapTest, RoutesEveryShardAndReportsGaps) {
+  cluster::MemberInfo agg;
+  agg.name = "agg";
+  agg.role = "aggregator";
+  agg.endpoint = Endpoint{"127.0.0.1", 9};
+  auto map = cluster::ShardMap::Build({Shard("s1", {1, 3}), agg, Shard("s0", {0})}, 5);
+  EXPECT_EQ(map->num_shards, 4u);
+  EXPECT_EQ(map->Unserved(), std::vector<uint32_t>{2});
+  EXPECT_EQ((*map->Pick(0))->name, "s0");
+  EXPECT_EQ((*map->Pick(3))->name, "s1");
+  auto missing = map->Pick(2);
+  EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(missing.status().message().find("shard 2"), std::string::npos);
+  EXPECT_EQ(map->Pick(7).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(ShardMapTest, ReplicasAreTakenInTurn) {
+  auto map = cluster::ShardMap::Build({Shard("a", {0, 1, 2, 3}), Shard("bb", {0})}, 1);
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 10; ++i) seen[(*map->Pick(0))->name]++;
+  EXPECT_EQ(seen["a"], 5);
+  EXPECT_EQ(seen["bb"], 5);
+}
+
+TEST(ShardMapTest, DisagreeingShardCountsMakeEveryRouteUnavailable) {
+  auto map = cluster::ShardMap::Build({Shard("a", {0, 1}, 2), Shard("b", {2, 3}, 4)}, 1);
+  EXPECT_FALSE(map->problem.empty());
+  EXPECT_EQ(map->Pick(0).status().code(), StatusCode::kUnavailable);
+  auto empty = cluster::ShardMap::Build({}, 1);
+  EXPECT_EQ(empty->Pick(0).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(MemberInfoTest, JsonRoundTripAndBadEntries) {
+  auto m = Shard("s", {2, 0});
+  m.store = "/x";
+  m.pid = 42;
+  auto back = cluster::MemberInfo::FromJson(m.ToJson().dump());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->name, "s");
+  EXPECT_EQ(back->shards, (std::vector<uint32_t>{2, 0}));
+  EXPECT_EQ(back->endpoint.ToString(), m.endpoint.ToString());
+  EXPECT_EQ(back->pid, 42);
+  for (const char* bad : {"", "[]", "{}", "{\"name\":\"a\",\"role\":\"shard\",\"endpoint\":\"x\"}",
+                          "{\"name\":1,\"role\":\"shard\",\"endpoint\":\"h:1\"}"}) {
+    EXPECT_FALSE(cluster::MemberInfo::FromJson(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace zipg::rpc
