@@ -1,0 +1,708 @@
+"""The Python client against a real local cluster, checked against the embedded engine.
+
+Run:  ZIPG_BIN=build/client/zipg /usr/bin/python3 -m unittest discover -s client/python/tests -v
+
+The test builds the package the way pip installs it (`pip install --no-build-isolation --no-deps
+--target TMP` from a copy of client/python and thrift/zipg.thrift, so the source tree is left
+untouched) and imports that. With ZIPG_PYTHON_INSTALLED=1 it tests the `zipg` the interpreter
+already imports instead (e.g. a venv where the package was installed).
+
+It generates a graph (`zipg gen graph`), adds a few nodes and edges with awkward values (U+0000,
+newlines, quotes, emoji, ...), compresses it into 2 shards, starts a cluster with `zipg local
+start` (etcd, 2 shard servers, 2 aggregators) and compares every operation's result for many
+arguments with `zipg query --store DIR --batch -` (the same JSON shapes). Then errors, argument
+checks, reconnection (through a TCP proxy that the test cuts, blackholes and takes down), the
+pure-Python protocol, threads, close(). The zipg binary is $ZIPG_BIN (default:
+<repo>/build/client/zipg).
+"""
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import collections
+import csv
+import importlib
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(HERE)                      # client/python
+REPO = os.path.dirname(os.path.dirname(PACKAGE_DIR))     # the repository root
+ZIPG_BIN = os.environ.get("ZIPG_BIN") or os.path.join(REPO, "build", "client", "zipg")
+INT64_MAX = (1 << 63) - 1
+INT64_MIN = -(1 << 63)
+
+zipg = None          # the package under test, set by setUpModule
+_module_tmp = None   # where setUpModule built it
+
+
+def _build_package(tmp):
+    """pip-installs client/python (copied with the IDL, same relative layout) into tmp/site."""
+    src = os.path.join(tmp, "src")
+    shutil.copytree(PACKAGE_DIR, os.path.join(src, "client", "python"),
+                    ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "rpc",
+                                                  "__pycache__", "tests"))
+    os.makedirs(os.path.join(src, "thrift"))
+    shutil.copyfile(os.path.join(REPO, "thrift", "zipg.thrift"),
+                    os.path.join(src, "thrift", "zipg.thrift"))
+    site = os.path.join(tmp, "site")
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1")
+    env.pop("ZIPG_THRIFT_IDL", None)
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation",
+                        "--no-deps", "--no-index", "--target", site,
+                        os.path.join(src, "client", "python")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    if r.returncode != 0:
+        raise RuntimeError("pip install of client/python failed:\n" +
+                           r.stdout.decode("utf-8", "replace"))
+    return site
+
+
+def setUpModule():
+    global zipg, _module_tmp
+    if os.environ.get("ZIPG_PYTHON_INSTALLED") == "1":
+        zipg = importlib.import_module("zipg")
+        return
+    _module_tmp = tempfile.mkdtemp(prefix="zipg-py-pkg-")
+    try:
+        site = _build_package(_module_tmp)
+        sys.path.insert(0, site)
+        for name in [m for m in sys.modules if m == "zipg" or m.startswith("zipg.")]:
+            del sys.modules[name]
+        zipg = importlib.import_module("zipg")
+        if not os.path.abspath(zipg.__file__).startswith(site + os.sep):
+            raise RuntimeError("imported zipg from %s, not from %s" % (zipg.__file__, site))
+    except BaseException:
+        shutil.rmtree(_module_tmp, ignore_errors=True)
+        raise
+
+
+def tearDownModule():
+    if _module_tmp:
+        shutil.rmtree(_module_tmp, ignore_errors=True)
+
+
+def _run(args, stdin=None, timeout=300):
+    r = subprocess.run([ZIPG_BIN] + args, input=stdin, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError("zipg %s failed (%d): %s" % (" ".join(args), r.returncode,
+                                                        r.stderr.decode("utf-8", "replace")))
+    return r.stdout
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _csv_field(value):
+    return '"' + value.replace('"', '""') + '"'
+
+
+# Nodes and edges with awkward values, appended to the generated graph.
+TRICKY_NODES = {
+    1000: {"p00": "nul\x00in the middle", "p01": "line1\nline2\r\nline3",
+           "p02": 'comma, "quote"', "p03": "\U0001F600 emoji \u00fcn\u00efc\u00f6d\u00e9",
+           "p04": "\x01\x1f\x7f control", "p05": "\u2028\ufeff\u00f5\u00fd\u00ff"},
+    1001: {"p00": "nul\x00in the middle", "p01": "trailing space ", "p39": "\x00"},
+}
+TRICKY_EDGES = [  # src, dst, type, timestamp, data
+    (1000, 3, 2, 5, "edge\x00nul \u2603"),
+    (1000, 1001, 2, 5, ""),
+    (1000, 1002, 2, 6, "to a missing node"),
+    (1001, 1000, 0, -7, "negative timestamp"),
+]
+
+
+class _Proxy:
+    """A TCP proxy to an aggregator that a test can cut, blackhole or take down."""
+
+    def __init__(self, upstream):
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.blackhole = False
+        self._lock = threading.Lock()
+        self._sockets = []
+        self._listener = None
+        self.port = 0
+        self.up()
+
+    @property
+    def endpoint(self):
+        return "127.0.0.1:%d" % self.port
+
+    def up(self):
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self.port = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def down(self):
+        """Stops listening (connecting is refused) and cuts every connection."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            listener.close()
+        self.cut()
+
+    def cut(self):
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _accept(self, listener):
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._sockets.append(client)
+            if self.blackhole:
+                continue  # accepted, never answered
+            try:
+                upstream = socket.create_connection(self.upstream, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets.append(upstream)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class ClientTest(unittest.TestCase):
+    tmp = None
+    store = None
+    started = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="zipg-py-test-")
+        try:
+            cls._set_up()
+        except BaseException:
+            cls._tear_down()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tear_down()
+
+    @classmethod
+    def _tear_down(cls):
+        try:
+            for attr in ("g", "g2"):
+                if getattr(cls, attr, None) is not None:
+                    getattr(cls, attr).close()
+            if cls.started:
+                cls.started = False
+                try:
+                    _run(["local", "stop", "--store", cls.store], timeout=120)
+                except Exception as e:  # reported, but the temp dir still goes
+                    sys.stderr.write("test_client: %s\n" % e)
+                    raise
+        finally:
+            if cls.tmp:
+                shutil.rmtree(cls.tmp, ignore_errors=True)
+                cls.tmp = None
+
+    @classmethod
+    def _set_up(cls):
+        graph = os.path.join(cls.tmp, "g")
+        _run(["gen", "graph", "--nodes", "300", "--out", graph, "--seed", "5"])
+        nodes_csv = os.path.join(graph, "nodes.csv")
+        edges_csv = os.path.join(graph, "edges.csv")
+        cls.nodes, cls.header = cls._read_nodes(nodes_csv)
+        cls.edges = cls._read_edges(edges_csv)
+        with open(nodes_csv, "a", encoding="utf-8", newline="") as f:
+            for node_id, props in TRICKY_NODES.items():
+                f.write(",".join([str(node_id)] + [_csv_field(props[h]) if h in props else ""
+                                                   for h in cls.header[1:]]) + "\n")
+                cls.nodes[node_id] = dict(props)
+        with open(edges_csv, "a", encoding="utf-8", newline="") as f:
+            for src, dst, typ, ts, data in TRICKY_EDGES:
+                f.write("%d,%d,%d,%d,%s\n" % (src, dst, typ, ts, _csv_field(data)))
+                cls.edges[(src, typ)].append((ts, dst))
+
+        cls.store = os.path.join(cls.tmp, "store")
+        _run(["compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", cls.store,
+              "--shards", "2"])
+        cls.requests = cls._make_requests()
+        batch = "".join(json.dumps(r) + "\n" for r in cls.requests).encode("utf-8")
+        out = _run(["query", "--store", cls.store, "--batch", "-"], stdin=batch)
+        # Split on "\n" only: str.splitlines() would also split inside values at U+2028 etc.
+        cls.expected = [json.loads(line) for line in out.decode("utf-8").split("\n") if line]
+        assert len(cls.expected) == len(cls.requests), "one answer per request"
+
+        cls.started = True  # `local stop` cleans up what a failed start left running
+        try:
+            _run(["local", "start", "--store", cls.store], timeout=180)
+        except RuntimeError as e:  # add the servers' logs before `local stop` removes them
+            raise RuntimeError(str(e) + cls._run_logs()) from None
+        with open(os.path.join(cls.store, "run", "cluster.json"), encoding="utf-8") as f:
+            cls.cluster = json.load(f)
+        cls.aggregators = cls.cluster["aggregators"]
+        cls.g = zipg.connect(cls.aggregators[0], timeout=30.0)
+        cls.g2 = zipg.connect(cls.aggregators[-1], timeout=30.0)
+
+    @classmethod
+    def _run_logs(cls):
+        run = os.path.join(cls.store, "run")
+        text = ""
+        for name in sorted(os.listdir(run)) if os.path.isdir(run) else []:
+            if name.endswith(".log"):
+                with open(os.path.join(run, name), encoding="utf-8", errors="replace") as f:
+                    text += "\n--- %s (end):\n%s" % (name, f.read()[-2000:])
+        return text
+
+    # ---- the data, read back from the CSV files -------------------------------------------------
+
+    @staticmethod
+    def _read_nodes(path):
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        header = rows[0]
+        nodes = {}
+        for row in rows[1:]:
+            nodes[int(row[0])] = {h: v for h, v in zip(header[1:], row[1:]) if v != ""}
+        return nodes, header
+
+    @staticmethod
+    def _read_edges(path):
+        edges = collections.defaultdict(list)  # (src, type) -> [(timestamp, dst)]
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        for row in rows[1:]:
+            src, dst, typ, ts = (int(x) for x in row[:4])
+            edges[(src, typ)].append((ts, dst))
+        return edges
+
+    # ---- the requests: every operation, many arguments ------------------------------------------
+
+    @classmethod
+    def _make_requests(cls):
+        rng = random.Random(7)
+        nodes, edges = cls.nodes, cls.edges
+        names = cls.header[1:]
+        out_degree = collections.Counter()
+        for (src, _), lst in edges.items():
+            out_degree[src] += len(lst)
+        ids = [0, 1, 2, 299] + [n for n, _ in out_degree.most_common(3)]
+        ids += rng.sample(range(300), 25) + sorted(TRICKY_NODES)
+        ids += [300, 999, 1002, 123456789, INT64_MAX]            # missing nodes
+        ids = list(dict.fromkeys(ids))
+        reqs = []
+        for node in ids + [-1, INT64_MIN]:
+            reqs.append({"op": "get_node_property", "id": node})
+            reqs.append({"op": "get_node_property", "id": node,
+                         "properties": rng.sample(names, 2) + ["no_such_property"]})
+            reqs.append({"op": "get_node_property", "id": node, "properties": []})
+            reqs.append({"op": "obj_get", "id": node})
+            reqs.append({"op": "get_neighbor_ids", "id": node})
+            reqs.append({"op": "get_neighbor_ids", "id": node,
+                         "properties": {"p00": "no such value"}})
+        for node in ids:
+            dsts = sorted({d for t in range(6) for _, d in edges.get((node, t), [])})
+            with_props = [d for d in dsts if nodes.get(d)]
+            if with_props:
+                d = rng.choice(with_props)
+                k = rng.choice(sorted(nodes[d]))
+                reqs.append({"op": "get_neighbor_ids", "id": node, "properties": {k: nodes[d][k]}})
+                typ = next(t for t in range(6) if any(x == d for _, x in edges.get((node, t), [])))
+                reqs.append({"op": "get_neighbor_ids", "id": node, "type": typ,
+                             "properties": {k: nodes[d][k]}})
+                if len(nodes[d]) >= 2:
+                    k1, k2 = rng.sample(sorted(nodes[d]), 2)
+                    reqs.append({"op": "get_neighbor_ids", "id": node,
+                                 "properties": {k1: nodes[d][k1], k2: nodes[d][k2]}})
+            for typ in range(6):
+                reqs += cls._edge_requests(rng, node, typ, edges.get((node, typ), []))
+        for typ in (-1, 0):
+            reqs.append({"op": "get_edge_record", "id": -1, "type": typ})
+            reqs.append({"op": "get_edge_record", "id": 1, "type": typ})
+            reqs.append({"op": "assoc_count", "id": 1, "type": typ})
+        reqs.append({"op": "get_neighbor_ids", "id": 1, "type": -1})
+        reqs += cls._node_id_requests(rng)
+        return reqs
+
+    @staticmethod
+    def _edge_requests(rng, node, typ, record):
+        ts = sorted((t for t, _ in record), reverse=True)
+        reqs = [{"op": "get_edge_record", "id": node, "type": typ},
+                {"op": "assoc_count", "id": node, "type": typ},
+                {"op": "get_neighbor_ids", "id": node, "type": typ}]
+        count = len(ts)
+        lo, hi = (min(ts), max(ts)) if ts else (0, 1 << 40)
+        mid = ts[count // 2] if ts else 1 << 39
+        one = rng.choice(ts) if ts else 5
+        for a, b in [(0, INT64_MAX), (INT64_MIN, INT64_MAX), (mid, hi), (lo, mid), (mid, mid),
+                     (one, one), (hi + 1, hi + 100), (hi, lo), (lo - 100, lo - 1)]:
+            reqs.append({"op": "get_edge_range", "id": node, "type": typ, "t_lo": a, "t_hi": b})
+        for order in sorted({0, 1, count // 2, count - 1, count, count + 5, -1, INT64_MAX}):
+            reqs.append({"op": "get_edge_data", "id": node, "type": typ, "time_order": order})
+        for pos, limit in [(0, 10), (1, 3), (max(count - 1, 0), 5), (count, 5), (0, 0),
+                           (0, 1000), (-1, 5), (0, -1), (INT64_MAX, 1), (2, INT64_MAX)]:
+            reqs.append({"op": "assoc_range", "id": node, "type": typ, "pos": pos,
+                         "limit": limit})
+        for a, b, limit in [(lo, hi, 1000), (mid, hi, 2), (lo, mid, 3), (hi + 1, hi + 10, 5),
+                            (lo, hi, 0), (one, one, 10), (INT64_MIN, INT64_MAX, 7),
+                            (lo, hi, -1)]:
+            reqs.append({"op": "assoc_time_range", "id": node, "type": typ, "low": a, "high": b,
+                         "limit": limit})
+        dsts = [d for _, d in record]
+        some = rng.sample(dsts, min(len(dsts), 4)) + [999999]
+        for want, a, b in [(some, lo, hi), (some, mid, hi), ([], lo, hi), (some + some, lo, hi),
+                           (dsts, INT64_MIN, INT64_MAX), (some, hi, lo)]:
+            reqs.append({"op": "assoc_get", "id": node, "type": typ, "ids": want, "low": a,
+                         "high": b})
+        return reqs
+
+    @classmethod
+    def _node_id_requests(cls, rng):
+        nodes = cls.nodes
+        generated = sorted(n for n in nodes if n < 300)
+        reqs = [{"op": "get_node_ids", "properties": {}},
+                {"op": "get_node_ids", "properties": {"no_such_property": "x"}},
+                {"op": "get_node_ids", "properties": {"p00": ""}}]
+        for n in rng.sample(generated, 20):
+            props = sorted(nodes[n].items())
+            k, v = rng.choice(props)
+            reqs.append({"op": "get_node_ids", "properties": {k: v}})
+            reqs.append({"op": "get_node_ids", "properties": {k: v[:-1]}})   # a prefix
+            reqs.append({"op": "get_node_ids", "properties": {k: v + " "}})   # an extension
+            if len(props) >= 2:
+                (k1, v1), (k2, v2) = rng.sample(props, 2)
+                reqs.append({"op": "get_node_ids", "properties": {k1: v1, k2: v2}})
+            m = rng.choice(generated)
+            k2, v2 = rng.choice(sorted(nodes[m].items()))
+            if k2 != k:
+                reqs.append({"op": "get_node_ids", "properties": {k: v, k2: v2}})
+        # Values several nodes share, alone and with a second pair.
+        values = collections.Counter((k, v) for n in generated for k, v in nodes[n].items())
+        for (k, v), _ in values.most_common(8):
+            reqs.append({"op": "get_node_ids", "properties": {k: v}})
+            holders = [n for n in generated if nodes[n].get(k) == v]
+            n = holders[0]
+            k2 = next((x for x in sorted(nodes[n]) if x != k), None)
+            if k2:
+                reqs.append({"op": "get_node_ids", "properties": {k: v, k2: nodes[n][k2]}})
+        for props in TRICKY_NODES.values():
+            for k, v in props.items():
+                reqs.append({"op": "get_node_ids", "properties": {k: v}})
+        reqs.append({"op": "get_node_ids", "properties": {"p00": "nul"}})
+        return reqs
+
+    # ---- helpers --------------------------------------------------------------------------------
+
+    def _call(self, g, request):
+        args = {k: v for k, v in request.items() if k != "op"}
+        return getattr(g, request["op"])(**args)
+
+    def _compare(self, g, pairs):
+        """Calls every request on g; returns descriptions of the differences."""
+        failures = []
+        for request, expected in pairs:
+            try:
+                got = {"ok": self._call(g, request)}
+            except zipg.Error as e:
+                got = {"error": {"code": e.code, "message": e.message}}
+            if "ok" in expected:
+                same = got == expected
+            else:  # the codes must match; messages may be worded differently by the servers
+                same = "error" in got and got["error"]["code"] == expected["error"]["code"]
+            if not same:
+                failures.append("%s\n  python:   %r\n  embedded: %r" % (request, got, expected))
+        return failures
+
+    def _assert_none_differ(self, failures, total):
+        if failures:
+            self.fail("%d of %d requests differ; the first ones:\n%s"
+                      % (len(failures), total, "\n".join(failures[:10])))
+
+    def _assert_error(self, code, fn, *args, **kwargs):
+        with self.assertRaises(zipg.Error) as cm:
+            fn(*args, **kwargs)
+        self.assertEqual(cm.exception.code, code, str(cm.exception))
+        self.assertIsInstance(cm.exception.message, str)
+        return cm.exception
+
+    # ---- tests ----------------------------------------------------------------------------------
+
+    def test_every_operation_matches_the_embedded_engine(self):
+        self.assertGreater(len(self.requests), 5000)
+        ops = {r["op"] for r in self.requests}
+        self.assertEqual(ops, {"get_node_property", "get_node_ids", "get_neighbor_ids",
+                               "get_edge_record", "get_edge_range", "get_edge_data", "obj_get",
+                               "assoc_range", "assoc_count", "assoc_get", "assoc_time_range"})
+        # The reference itself must not be trivial: real answers, real nulls, real errors.
+        oks = [e["ok"] for e in self.expected if "ok" in e]
+        self.assertTrue(any(isinstance(x, list) and x and isinstance(x[0], dict) for x in oks))
+        self.assertTrue(any(x is None for x in oks))
+        self.assertTrue(any("error" in e for e in self.expected))
+        failures = self._compare(self.g, zip(self.requests, self.expected))
+        self._assert_none_differ(failures, len(self.requests))
+
+    def test_second_aggregator_agrees(self):
+        pairs = list(zip(self.requests, self.expected))[::7]
+        failures = self._compare(self.g2, pairs)
+        self._assert_none_differ(failures, len(pairs))
+
+    def test_awkward_values_round_trip(self):
+        for node_id, props in TRICKY_NODES.items():
+            self.assertEqual(self.g.obj_get(id=node_id), {"id": node_id, "properties": props})
+            self.assertEqual(self.g.get_node_property(id=node_id), props)
+        self.assertEqual(self.g.get_node_ids(properties={"p00": "nul\x00in the middle"}),
+                         [1000, 1001])
+        self.assertEqual(self.g.get_node_ids(properties={"p39": "\x00"}), [1001])
+        self.assertEqual(self.g.assoc_range(id=1000, type=2, pos=0, limit=10), [
+            {"src": 1000, "type": 2, "dst": 1002, "timestamp": 6,
+             "properties": {"data": "to a missing node"}},
+            {"src": 1000, "type": 2, "dst": 3, "timestamp": 5,
+             "properties": {"data": "edge\x00nul \u2603"}},
+            {"src": 1000, "type": 2, "dst": 1001, "timestamp": 5, "properties": {}},
+        ])
+
+    def test_pure_python_protocol(self):
+        from thrift.protocol import TBinaryProtocol
+        saved = zipg.client._PROTOCOL
+        zipg.client._PROTOCOL = TBinaryProtocol.TBinaryProtocol
+        try:
+            with zipg.connect(self.aggregators[0]) as g:
+                pairs = [(r, e) for r, e in zip(self.requests, self.expected)
+                         if r.get("id") in TRICKY_NODES or r["op"] == "get_node_ids"]
+                pairs += list(zip(self.requests, self.expected))[::31]
+                failures = self._compare(g, pairs)
+                self._assert_none_differ(failures, len(pairs))
+                self.assertEqual(g.obj_get(1001)["properties"]["p39"], "\x00")
+        finally:
+            zipg.client._PROTOCOL = saved
+
+    def test_result_shapes_and_positional_arguments(self):
+        g = self.g
+        node = max(self.nodes, key=lambda n: len(self.edges.get((n, 0), [])))
+        self.assertEqual(g.obj_get(node), g.obj_get(id=node))
+        rec = g.get_edge_record(node, 0)
+        self.assertEqual(set(rec), {"src", "type", "count"})
+        self.assertEqual(rec["count"], len(self.edges[(node, 0)]))
+        self.assertIsInstance(g.assoc_count(node, 0), int)
+        r = g.get_edge_range(node, 0, INT64_MIN, INT64_MAX)
+        self.assertEqual(r, [0, rec["count"]])
+        e = g.get_edge_data(node, 0, 0)
+        self.assertEqual(set(e), {"src", "type", "dst", "timestamp", "properties"})
+        self.assertEqual(e["timestamp"], max(t for t, _ in self.edges[(node, 0)]))
+        self.assertIsNone(g.get_edge_data(node, 0, rec["count"]))
+        self.assertIsNone(g.obj_get(123456789))
+        self.assertIsNone(g.get_node_property(123456789, ["p00"]))
+        self.assertEqual(g.get_node_property(0, []), {})
+        self.assertEqual(g.assoc_get(node, 0, [], INT64_MIN, INT64_MAX), [])
+        self.assertEqual(g.assoc_get(node, 0, {e["dst"]}, INT64_MIN, INT64_MAX)[0]["dst"],
+                         e["dst"])
+        self.assertEqual(g.get_neighbor_ids(node, None, None), g.get_neighbor_ids(node))
+
+    def test_status(self):
+        st = self.g.status()
+        self.assertIsInstance(st, dict)
+        self.assertEqual(st.get("num_shards"), 2)
+        self.assertTrue(st.get("healthy"))
+        self.assertIn("servers", st)
+
+    def test_server_errors(self):
+        g = self.g
+        self._assert_error("INVALID_ARGUMENT", g.obj_get, id=-1)
+        self._assert_error("INVALID_ARGUMENT", g.get_node_property, id=-5)
+        self._assert_error("INVALID_ARGUMENT", g.get_node_ids, properties={})
+        self._assert_error("INVALID_ARGUMENT", g.assoc_range, id=1, type=-1, pos=0, limit=1)
+        self._assert_error("INVALID_ARGUMENT", g.assoc_range, id=1, type=0, pos=-1, limit=1)
+        self.assertIsNotNone(g.obj_get(id=1))  # a declared error leaves the connection usable
+
+    def test_write_operations_surface_the_servers_error(self):
+        g = self.g
+        for name, kwargs in [
+                ("obj_add", {"id": 5000, "properties": {"p00": "x"}}),
+                ("obj_update", {"id": 1, "properties": {"p00": "x"}}),
+                ("obj_delete", {"id": 1}),
+                ("assoc_add", {"src": 1, "type": 0, "dst": 2, "timestamp": 3,
+                               "properties": {"data": "x"}}),
+                ("assoc_update", {"src": 1, "type": 0, "dst": 2, "timestamp": 3,
+                                  "properties": {}}),
+                ("assoc_delete", {"src": 1, "type": 0, "dst": 2})]:
+            with self.subTest(op=name):
+                err = self._assert_error("INVALID_ARGUMENT", getattr(g, name), **kwargs)
+                self.assertIn(name, err.message)
+        self.assertEqual(g.obj_get(1)["id"], 1)
+
+    def test_argument_types_are_checked_before_sending(self):
+        # A Graph on a dead endpoint: a check that reached the network would say UNAVAILABLE.
+        dead = zipg.Graph("127.0.0.1:%d" % _free_port(), timeout=2.0)
+        for g in (dead, self.g):
+            for name, args, kwargs in [
+                    ("obj_get", (), {"id": True}),
+                    ("obj_get", (), {"id": "1"}),
+                    ("obj_get", (), {"id": 1.0}),
+                    ("obj_get", (), {"id": None}),
+                    ("obj_get", (), {"id": 1 << 63}),
+                    ("obj_get", (), {"id": INT64_MIN - 1}),
+                    ("get_node_property", (1,), {"properties": "p00"}),
+                    ("get_node_property", (1,), {"properties": [1]}),
+                    ("get_node_property", (1,), {"properties": {"p00": "x"}}),
+                    ("get_node_ids", (), {"properties": [("p00", "x")]}),
+                    ("get_node_ids", (), {"properties": {"p00": 1}}),
+                    ("get_node_ids", (), {"properties": {1: "x"}}),
+                    ("get_node_ids", (), {"properties": {"p00": b"x"}}),
+                    ("get_node_ids", (), {"properties": {"p00": "\ud800"}}),
+                    ("get_node_ids", (), {"properties": None}),
+                    ("get_neighbor_ids", (1,), {"type": "0"}),
+                    ("get_neighbor_ids", (1,), {"type": False}),
+                    ("get_neighbor_ids", (1,), {"properties": ["p00"]}),
+                    ("get_edge_record", (1, 0.5), {}),
+                    ("get_edge_range", (1, 0, 0, "9"), {}),
+                    ("get_edge_data", (1, 0, None), {}),
+                    ("assoc_range", (1, 0, 0, None), {}),
+                    ("assoc_count", (1, True), {}),
+                    ("assoc_get", (1, 0, "12", 0, 1), {}),
+                    ("assoc_get", (1, 0, [1, "2"], 0, 1), {}),
+                    ("assoc_get", (1, 0, [True], 0, 1), {}),
+                    ("assoc_get", (1, 0, 5, 0, 1), {}),
+                    ("assoc_time_range", (1, 0, 0, 1, 2.0), {}),
+                    ("obj_add", (1, {"p00": b"x"}), {}),
+                    ("obj_update", (1, None), {}),
+                    ("obj_delete", ("1",), {}),
+                    ("assoc_add", (1, 0, 2, False, {}), {}),
+                    ("assoc_update", (1, 0, 2, 3, {"a": None}), {}),
+                    ("assoc_delete", (1, 0, [2]), {})]:
+                with self.subTest(endpoint=g.endpoint, op=name, args=args, kwargs=kwargs):
+                    self._assert_error("INVALID_ARGUMENT", getattr(g, name), *args, **kwargs)
+        dead.close()
+        self.assertEqual(self.g.obj_get(2)["id"], 2)
+
+    def test_request_too_large(self):
+        dead = zipg.Graph("127.0.0.1:%d" % _free_port())
+        self._assert_error("RESOURCE_EXHAUSTED", dead.assoc_get, 1, 0,
+                           list(range(zipg.MAX_REQUEST_BYTES // 8 + 1)), 0, 1)
+        self._assert_error("RESOURCE_EXHAUSTED", dead.get_node_ids,
+                           {"p00": "x" * zipg.MAX_REQUEST_BYTES})
+
+    def test_dead_endpoint_is_unavailable_quickly(self):
+        endpoint = "127.0.0.1:%d" % _free_port()
+        start = time.monotonic()
+        self._assert_error("UNAVAILABLE", zipg.connect, endpoint, timeout=5.0)
+        lazy = zipg.Graph(endpoint, timeout=5.0)
+        self._assert_error("UNAVAILABLE", lazy.obj_get, id=1)
+        self._assert_error("UNAVAILABLE", lazy.obj_add, id=1, properties={})
+        self.assertLess(time.monotonic() - start, 2.0)
+
+    def test_bad_endpoints(self):
+        for endpoint in ["", "localhost", "localhost:", ":80", "host:0", "host:65536",
+                         "host:http", "host:\u00b2", 8080, None]:
+            with self.subTest(endpoint=endpoint):
+                self._assert_error("INVALID_ARGUMENT", zipg.connect, endpoint)
+        for timeout in [0, -1, "5", True, float("nan"), float("inf")]:
+            with self.subTest(timeout=timeout):
+                self._assert_error("INVALID_ARGUMENT", zipg.connect, self.aggregators[0],
+                                   timeout=timeout)
+
+    def test_reconnects_after_failures(self):
+        proxy = _Proxy(self.aggregators[0])
+        try:
+            g = zipg.connect(proxy.endpoint, timeout=0.5)
+            self.assertEqual(g.obj_get(1)["id"], 1)
+
+            # The connection dies between calls: a read is retried once on a new connection.
+            proxy.cut()
+            self.assertEqual(g.obj_get(2)["id"], 2)
+
+            # A server that accepts but never answers: DEADLINE_EXCEEDED, then reconnect.
+            proxy.blackhole = True
+            proxy.cut()
+            start = time.monotonic()
+            self._assert_error("DEADLINE_EXCEEDED", g.obj_get, 3)
+            self.assertLess(time.monotonic() - start, 5.0)
+            proxy.blackhole = False
+            self.assertEqual(g.obj_get(3)["id"], 3)
+
+            # The server goes away: UNAVAILABLE (also for a write, which is not retried) ...
+            proxy.down()
+            self._assert_error("UNAVAILABLE", g.obj_get, 4)
+            self._assert_error("UNAVAILABLE", g.assoc_count, 4, 0)
+            # ... and comes back: the next call reconnects.
+            proxy.up()
+            self.assertEqual(g.obj_get(4)["id"], 4)
+
+            # A write is not retried on a dead connection: the error surfaces.
+            proxy.cut()
+            self._assert_error("UNAVAILABLE", g.obj_delete, 4)
+            self.assertEqual(g.obj_get(5)["id"], 5)
+            g.close()
+        finally:
+            proxy.down()
+
+    def test_close_and_context_manager(self):
+        with zipg.connect(self.aggregators[0]) as g:
+            self.assertEqual(g.obj_get(id=7)["id"], 7)
+        self._assert_error("INVALID_ARGUMENT", g.obj_get, id=7)
+        g.close()  # twice is fine
+        self.assertIn("closed", repr(g))
+
+    def test_threads_share_a_connection(self):
+        pairs = [(r, e) for r, e in zip(self.requests, self.expected) if "ok" in e][:400]
+        failures = []
+
+        def work(part):
+            failures.extend(self._compare(self.g, pairs[part::4]))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self._assert_none_differ(failures, len(pairs))
+
+    def test_error_is_an_exception_with_code_and_message(self):
+        e = zipg.Error("NOT_FOUND", "no such node")
+        self.assertIsInstance(e, Exception)
+        self.assertEqual((e.code, e.message), ("NOT_FOUND", "no such node"))
+        self.assertEqual(str(e), "NOT_FOUND: no such node")
+        self.assertEqual(set(zipg.CODES), {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS",
+                                           "UNAVAILABLE", "DEADLINE_EXCEEDED",
+                                           "RESOURCE_EXHAUSTED", "INTERNAL"})
+
+
+if __name__ == "__main__":
+    # Also runnable as `python3 test_client.py PATH/TO/zipg [unittest options]`, like tests/*.py.
+    if len(sys.argv) > 1 and os.path.isfile(sys.argv[1]):
+        ZIPG_BIN = os.path.abspath(sys.argv.pop(1))
+    unittest.main()

@@ -1,0 +1,493 @@
+"""The client: one connection to an aggregator, the contract's operations as methods.
+
+Wire settings match the C++ servers: TSocket + TFramedTransport + TBinaryProtocol (the C-accelerated
+binary protocol when Thrift's extension is present; same bytes on the wire).
+"""
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+import json
+import math
+import numbers
+import socket
+import threading
+
+from thrift.Thrift import TApplicationException, TException
+from thrift.protocol import TBinaryProtocol
+from thrift.transport import TSocket, TTransport
+
+try:  # generated at build time from thrift/zipg.thrift (see setup.py)
+    from zipg.rpc import GraphService
+    from zipg.rpc.ttypes import ErrorCode, GraphError
+except ImportError as _e:  # pragma: no cover - a broken install, reported clearly
+    raise ImportError(
+        "zipg.rpc (the Thrift code generated from thrift/zipg.thrift) is missing: install the "
+        "package with pip (it is generated at build time, not kept in the source tree): %s" % _e
+    ) from _e
+
+__all__ = ["Error", "Graph", "connect", "CODES"]
+
+#: The contract's error codes.
+CODES = (
+    "INVALID_ARGUMENT",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "UNAVAILABLE",
+    "DEADLINE_EXCEEDED",
+    "RESOURCE_EXHAUSTED",
+    "INTERNAL",
+)
+
+# Requests larger than this are refused before sending (RESOURCE_EXHAUSTED), as the C++ client
+# does (rpc/remote_graph.h kMaxRequestBytes); the servers drop frames above 64 MiB.
+MAX_REQUEST_BYTES = 16 << 20
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+
+class Error(Exception):
+    """A failed operation: `code` is one of CODES, `message` says what happened."""
+
+    def __init__(self, code, message):
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+    def __str__(self):
+        return "%s: %s" % (self.code, self.message)
+
+    def __repr__(self):
+        return "zipg.Error(%r, %r)" % (self.code, self.message)
+
+
+def _protocol_factory():
+    try:
+        from thrift.protocol import fastbinary  # noqa: F401  (the C extension)
+
+        return TBinaryProtocol.TBinaryProtocolAccelerated
+    except ImportError:
+        return TBinaryProtocol.TBinaryProtocol
+
+
+_PROTOCOL = _protocol_factory()
+
+
+# ---- argument checks (all INVALID_ARGUMENT, raised before anything is sent) ----------------------
+
+
+def _bad(op, name, expected, value):
+    return Error("INVALID_ARGUMENT",
+                 "%s: argument '%s' must be %s, not %s"
+                 % (op, name, expected, type(value).__name__))
+
+
+def _int(op, name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _bad(op, name, "an int", value)
+    value = int(value)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise Error("INVALID_ARGUMENT", "%s: argument '%s' (%d) is out of the int64 range"
+                    % (op, name, value))
+    return value
+
+
+def _str(op, name, value, what):
+    if not isinstance(value, str):
+        raise _bad(op, name, what, value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:  # lone surrogates cannot be sent as UTF-8
+        raise Error("INVALID_ARGUMENT", "%s: argument '%s' holds a string that is not valid "
+                    "Unicode (%s)" % (op, name, e.reason)) from None
+    return value
+
+
+def _props(op, name, value):
+    if not isinstance(value, dict):
+        raise _bad(op, name, "a dict of str -> str", value)
+    out = {}
+    for k, v in value.items():
+        _str(op, name, k, "a dict of str -> str (a key is not a str)")
+        _str(op, name, v, "a dict of str -> str (the value of %r is not a str)" % (k,))
+        out[k] = v
+    return out
+
+
+def _names(op, name, value):
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise _bad(op, name, "a list of property names", value)
+    return [_str(op, name, v, "a list of property names (str)") for v in value]
+
+
+def _ids(op, name, value):
+    if not isinstance(value, (list, tuple, set, frozenset, range)):
+        raise _bad(op, name, "a list of ints", value)
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise _bad(op, name, "a list of ints (an element is not an int)", v)
+        out.append(_int(op, name, v))
+    return out
+
+
+def _request_bytes(ids=0, props=None, names=None):
+    n = 8 * ids
+    for k, v in (props or {}).items():
+        n += 8 + len(k.encode("utf-8")) + len(v.encode("utf-8"))
+    for k in names or ():
+        n += 4 + len(k.encode("utf-8"))
+    return n
+
+
+def _check_size(op, n):
+    if n > MAX_REQUEST_BYTES:
+        raise Error("RESOURCE_EXHAUSTED", "%s: request of ~%d bytes exceeds the limit of %d"
+                    % (op, n, MAX_REQUEST_BYTES))
+
+
+# ---- results as plain values (the JSON shapes of `zipg query`) -----------------------------------
+
+
+def _edge(e):
+    return {
+        "src": e.src,
+        "type": e.type,
+        "dst": e.dst,
+        "timestamp": e.timestamp,
+        "properties": dict(e.properties or {}),
+    }
+
+
+def _edges(edges):
+    return [_edge(e) for e in edges or ()]
+
+
+def _parse_endpoint(endpoint):
+    if not isinstance(endpoint, str):
+        raise Error("INVALID_ARGUMENT", "endpoint must be a 'host:port' str, not %s"
+                    % type(endpoint).__name__)
+    host, sep, port = endpoint.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):  # [::1]:port
+        host = host[1:-1]
+    valid_port = port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535
+    if not sep or not host or not valid_port:
+        raise Error("INVALID_ARGUMENT", "'%s' is not HOST:PORT (port 1..65535)" % endpoint)
+    return host, int(port)
+
+
+def _timeout(name, value):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not 0 < value < math.inf:
+        raise Error("INVALID_ARGUMENT", "%s must be a positive number of seconds or None, not %r"
+                    % (name, value))
+    return float(value)
+
+
+class _Connection:
+    def __init__(self, sock):
+        tsocket = TSocket.TSocket()
+        tsocket.setHandle(sock)
+        self.transport = TTransport.TFramedTransport(tsocket)
+        self.client = GraphService.Client(_PROTOCOL(self.transport))
+
+    def close(self):
+        try:
+            self.transport.close()
+        except Exception:  # closing a broken socket: nothing to report
+            pass
+
+
+def _is_timeout(exc):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            return True
+        if isinstance(exc, TTransport.TTransportException) and \
+                exc.type == TTransport.TTransportException.TIMED_OUT:
+            return True
+        exc = getattr(exc, "inner", None) or exc.__cause__ or exc.__context__
+    return False
+
+
+def _describe(exc):
+    inner = getattr(exc, "inner", None)
+    text = str(exc) or type(exc).__name__
+    if inner is not None:
+        text += " (%s)" % (inner,)
+    return text
+
+
+class Graph:
+    """A connection to one aggregator; create it with zipg.connect().
+
+    Every method is one operation of the contract, with its name and keyword arguments, returning
+    plain Python values shaped like the JSON results of `zipg query`; failures raise zipg.Error.
+    After a connection failure the next call reconnects; reads that fail on a connection that had
+    already been used (e.g. the aggregator restarted meanwhile) are retried once on a new one.
+    A Graph may be shared by threads (calls are serialized); close() it when done, or use `with`.
+    """
+
+    def __init__(self, endpoint, timeout=10.0, connect_timeout=None):
+        self._host, self._port = _parse_endpoint(endpoint)
+        self._endpoint = endpoint
+        self._timeout = _timeout("timeout", timeout)
+        connect_timeout = _timeout("connect_timeout", connect_timeout)
+        self._connect_timeout = connect_timeout if connect_timeout is not None else self._timeout
+        self._lock = threading.Lock()
+        self._conn = None
+        self._closed = False
+
+    @property
+    def endpoint(self):
+        return self._endpoint
+
+    def __repr__(self):
+        return "<zipg.Graph %s%s>" % (self._endpoint, " closed" if self._closed else "")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+
+    def close(self):
+        """Closes the connection; later calls raise INVALID_ARGUMENT. Closing twice is fine."""
+        with self._lock:
+            self._closed = True
+            self._drop()
+
+    # ---- connection handling --------------------------------------------------------------------
+
+    def _drop(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _open(self):
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._connect_timeout)
+        except (socket.timeout, TimeoutError):
+            raise Error("UNAVAILABLE", "cannot connect to %s: no answer within %gs"
+                        % (self._endpoint, self._connect_timeout)) from None
+        except OSError as e:
+            raise Error("UNAVAILABLE", "cannot connect to %s: %s"
+                        % (self._endpoint, e.strerror or e)) from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(self._timeout)
+        except OSError as e:
+            sock.close()
+            raise Error("UNAVAILABLE", "cannot connect to %s: %s"
+                        % (self._endpoint, e.strerror or e)) from None
+        return _Connection(sock)
+
+    def connect(self):
+        """Opens the connection now (zipg.connect does) instead of at the first call."""
+        with self._lock:
+            self._check_open()
+            if self._conn is None:
+                self._conn = self._open()
+
+    def _check_open(self):
+        if self._closed:
+            raise Error("INVALID_ARGUMENT", "the connection to %s is closed" % self._endpoint)
+
+    def _call(self, method, *args, read=True):
+        with self._lock:
+            self._check_open()
+            for attempt in (0, 1):
+                reused = self._conn is not None
+                if not reused:
+                    self._conn = self._open()
+                try:
+                    return getattr(self._conn.client, method)(*args)
+                except GraphError as e:  # declared error: the connection stays usable
+                    code = ErrorCode._VALUES_TO_NAMES.get(e.code)
+                    if code not in CODES:
+                        raise Error("INTERNAL", "unknown error code %r: %s"
+                                    % (e.code, e.message)) from None
+                    raise Error(code, e.message if e.message is not None else "") from None
+                except TApplicationException as e:
+                    self._drop()
+                    raise Error("INTERNAL", "%s rejected %s: %s"
+                                % (self._endpoint, method, _describe(e))) from None
+                except (TTransport.TTransportException, OSError) as e:
+                    self._drop()
+                    if _is_timeout(e):
+                        raise Error("DEADLINE_EXCEEDED", "%s did not answer %s within %gs"
+                                    % (self._endpoint, method, self._timeout)) from None
+                    if reused and read and attempt == 0:
+                        continue  # a stale connection (e.g. the server restarted): once more
+                    raise Error("UNAVAILABLE", "%s failed during %s: %s"
+                                % (self._endpoint, method, _describe(e))) from None
+                except TException as e:  # protocol errors: the stream is out of step
+                    self._drop()
+                    raise Error("INTERNAL", "%s: bad reply from %s: %s"
+                                % (method, self._endpoint, _describe(e))) from None
+                except Exception as e:  # e.g. a reply that is not valid UTF-8
+                    self._drop()
+                    raise Error("INTERNAL", "%s: bad reply from %s: %s: %s"
+                                % (method, self._endpoint, type(e).__name__, e)) from None
+                except BaseException:  # KeyboardInterrupt mid-call: the stream is out of step
+                    self._drop()
+                    raise
+
+    # ---- paper primitives (ZipG Table 1) --------------------------------------------------------
+
+    def get_node_property(self, id, properties=None):
+        """{name: value} of the requested (all if None) present properties; None if no node."""
+        op = "get_node_property"
+        id = _int(op, "id", id)
+        names = None if properties is None else _names(op, "properties", properties)
+        _check_size(op, _request_bytes(names=names))
+        r = self._call(op, id, names is None, names or [])
+        return None if r.properties is None else dict(r.properties)
+
+    def get_node_ids(self, properties):
+        """Sorted ids of the nodes matching ALL pairs; an empty dict is INVALID_ARGUMENT."""
+        op = "get_node_ids"
+        props = _props(op, "properties", properties)
+        _check_size(op, _request_bytes(props=props))
+        return list(self._call(op, props))
+
+    def get_neighbor_ids(self, id, type=None, properties=None):
+        """Sorted distinct dst of the node's edges (of `type`, or all), kept if dst matches."""
+        op = "get_neighbor_ids"
+        id = _int(op, "id", id)
+        t = None if type is None else _int(op, "type", type)
+        props = {} if properties is None else _props(op, "properties", properties)
+        _check_size(op, _request_bytes(props=props))
+        return list(self._call(op, id, t is None, 0 if t is None else t, props))
+
+    def get_edge_record(self, id, type):
+        """{"src", "type", "count"} of the node's edges of `type`."""
+        op = "get_edge_record"
+        r = self._call(op, _int(op, "id", id), _int(op, "type", type))
+        return {"src": r.src, "type": r.type, "count": r.count}
+
+    def get_edge_range(self, id, type, t_lo, t_hi):
+        """[begin, end): the TimeOrder range of the edges with t_lo <= timestamp <= t_hi."""
+        op = "get_edge_range"
+        r = self._call(op, _int(op, "id", id), _int(op, "type", type), _int(op, "t_lo", t_lo),
+                       _int(op, "t_hi", t_hi))
+        return [r.begin_order, r.end_order]
+
+    def get_edge_data(self, id, type, time_order):
+        """The edge at `time_order` (0 = newest), or None if out of range."""
+        op = "get_edge_data"
+        r = self._call(op, _int(op, "id", id), _int(op, "type", type),
+                       _int(op, "time_order", time_order))
+        return None if r.edge is None else _edge(r.edge)
+
+    # ---- TAO / LinkBench ------------------------------------------------------------------------
+
+    def obj_get(self, id):
+        """{"id", "properties"}, or None if there is no such node."""
+        op = "obj_get"
+        r = self._call(op, _int(op, "id", id))
+        if r.node is None:
+            return None
+        return {"id": r.node.id, "properties": dict(r.node.properties or {})}
+
+    def obj_add(self, id, properties=None):
+        """Adds a node (ALREADY_EXISTS if live); properties default to none."""
+        op = "obj_add"
+        id = _int(op, "id", id)
+        props = {} if properties is None else _props(op, "properties", properties)
+        _check_size(op, _request_bytes(props=props))
+        self._call(op, id, props, read=False)
+
+    def obj_update(self, id, properties):
+        """Replaces the node's whole property list (NOT_FOUND if absent)."""
+        op = "obj_update"
+        id = _int(op, "id", id)
+        props = _props(op, "properties", properties)
+        _check_size(op, _request_bytes(props=props))
+        self._call(op, id, props, read=False)
+
+    def obj_delete(self, id):
+        """Deletes the node and its outgoing edges: {"deleted": bool}."""
+        op = "obj_delete"
+        return {"deleted": bool(self._call(op, _int(op, "id", id), read=False))}
+
+    def assoc_add(self, src, type, dst, timestamp, properties=None):
+        """Adds or replaces the edge (src, type, dst); properties default to none."""
+        op = "assoc_add"
+        args = (_int(op, "src", src), _int(op, "type", type), _int(op, "dst", dst),
+                _int(op, "timestamp", timestamp))
+        props = {} if properties is None else _props(op, "properties", properties)
+        _check_size(op, _request_bytes(props=props))
+        self._call(op, *args, props, read=False)
+
+    def assoc_update(self, src, type, dst, timestamp, properties):
+        """Replaces an existing edge (NOT_FOUND if absent)."""
+        op = "assoc_update"
+        args = (_int(op, "src", src), _int(op, "type", type), _int(op, "dst", dst),
+                _int(op, "timestamp", timestamp))
+        props = _props(op, "properties", properties)
+        _check_size(op, _request_bytes(props=props))
+        self._call(op, *args, props, read=False)
+
+    def assoc_delete(self, src, type, dst):
+        """Deletes the edge (src, type, dst): {"deleted": bool}."""
+        op = "assoc_delete"
+        deleted = self._call(op, _int(op, "src", src), _int(op, "type", type),
+                             _int(op, "dst", dst), read=False)
+        return {"deleted": bool(deleted)}
+
+    def assoc_range(self, id, type, pos, limit):
+        """The edges at TimeOrder pos .. pos+limit-1 (newest first)."""
+        op = "assoc_range"
+        return _edges(self._call(op, _int(op, "id", id), _int(op, "type", type),
+                                 _int(op, "pos", pos), _int(op, "limit", limit)))
+
+    def assoc_count(self, id, type):
+        """The number of the node's edges of `type`."""
+        op = "assoc_count"
+        return self._call(op, _int(op, "id", id), _int(op, "type", type))
+
+    def assoc_get(self, id, type, ids, low, high):
+        """The edges whose dst is in `ids` and low <= timestamp <= high, newest first."""
+        op = "assoc_get"
+        args = (_int(op, "id", id), _int(op, "type", type), _ids(op, "ids", ids),
+                _int(op, "low", low), _int(op, "high", high))
+        _check_size(op, _request_bytes(ids=len(args[2])))
+        return _edges(self._call(op, *args))
+
+    def assoc_time_range(self, id, type, low, high, limit):
+        """Up to `limit` edges with low <= timestamp <= high, newest first."""
+        op = "assoc_time_range"
+        return _edges(self._call(op, _int(op, "id", id), _int(op, "type", type),
+                                 _int(op, "low", low), _int(op, "high", high),
+                                 _int(op, "limit", limit)))
+
+    # ---- the cluster ----------------------------------------------------------------------------
+
+    def status(self):
+        """The cluster as the aggregator sees it: its status JSON document, parsed."""
+        text = self._call("status")
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise Error("INTERNAL", "status: the server's answer is not JSON: %s" % e) from None
+
+
+def connect(endpoint, timeout=10.0, connect_timeout=None):
+    """Connects to the aggregator at "host:port".
+
+    `timeout` (seconds, None = wait forever) bounds each network wait of a call (a call that gets
+    no answer in time raises DEADLINE_EXCEEDED); `connect_timeout` bounds connecting (default:
+    `timeout`). Raises zipg.Error UNAVAILABLE if the aggregator cannot be reached.
+    """
+    g = Graph(endpoint, timeout=timeout, connect_timeout=connect_timeout)
+    g.connect()
+    return g
