@@ -1,25 +1,38 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: install, build, generate a sample TAO-like graph, compress it
-# into a store, and run queries of every kind on it (embedded mode; the cluster comes with the
-# serving milestone).
+# into a store, start a local cluster (etcd, 2 shard-server processes, 2 aggregators), run queries of
+# every kind through it with the CLI and from Python, show the cluster status, and stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
-zipg=build/client/zipg
+zipg=$PWD/build/client/zipg
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+cleanup() {
+  "$zipg" local stop --store "$work/store" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 echo "== generate a TAO-like graph: 5000 nodes (40 properties, ~640 B), ~50k edges"
 $zipg gen graph --nodes 5000 --seed 7 --out "$work/graph"
-echo "== compress it into a store with 2 shards"
+echo "== compress it into a store with 4 shards"
 $zipg compress --nodes "$work/graph/nodes.csv" --edges "$work/graph/edges.csv" \
-  --out "$work/store" --shards 2
-q() { echo "-- $*"; $zipg query --store "$work/store" "$@"; }
-echo "== queries"
+  --out "$work/store" --shards 4
+
+echo "== start a local cluster"
+$zipg local start --store "$work/store" --servers 2 --aggregators 2
+agg=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aggregators"][0])' \
+  "$work/store/run/cluster.json")
+agg2=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aggregators"][1])' \
+  "$work/store/run/cluster.json")
+$zipg status --connect "$agg"
+
+q() { echo "-- $*"; $zipg query --connect "$agg" "$@"; }
+echo "== queries through aggregator $agg"
 q obj_get --id 42 | cut -c1-300
 q get_node_property --id 42 --properties '["p00", "p01"]'
-city=$($zipg query --store "$work/store" get_node_property --id 42 --properties '["p00"]' |
+city=$($zipg query --connect "$agg" get_node_property --id 42 --properties '["p00"]' |
   /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["ok"].get("p00", ""))')
 q get_node_ids --properties "{\"p00\": \"$city\"}" | cut -c1-300
 q assoc_count --id 0 --type 1
@@ -27,6 +40,33 @@ q assoc_range --id 0 --type 1 --pos 0 --limit 2 | cut -c1-400
 q get_neighbor_ids --id 0 --type 1 | cut -c1-300
 q get_neighbor_ids --id 0 --properties "{\"p00\": \"$city\"}"
 q get_edge_range --id 0 --type 1 --t_lo 1483228800 --t_hi 1485000000
-echo "== the same as a JSON-lines batch (one malformed line in the middle)"
+q get_edge_data --id 0 --type 1 --time_order 0 | cut -c1-300
+q assoc_time_range --id 0 --type 1 --low 1483228800 --high 1490000000 --limit 2 | cut -c1-300
+echo "== a JSON-lines batch through the other aggregator $agg2 (one malformed line in the middle)"
 printf '%s\n' '{"op": "assoc_count", "id": 0, "type": 2}' 'not json' \
-  '{"op": "get_edge_record", "id": 0, "type": 2}' | $zipg query --store "$work/store" --batch -
+  '{"op": "get_edge_record", "id": 0, "type": 2}' | $zipg query --connect "$agg2" --batch -
+
+echo "== the same cluster from Python (client/python installed into a venv)"
+/usr/bin/python3 -m venv --system-site-packages "$work/venv"
+"$work/venv/bin/pip" install -q --no-build-isolation ./client/python
+"$work/venv/bin/python" - "$agg" <<'PY'
+import sys
+import zipg
+
+g = zipg.connect(sys.argv[1])
+node = g.obj_get(id=42)
+print("obj_get(42):", {k: node["properties"][k] for k in sorted(node["properties"])[:3]}, "...")
+city = node["properties"].get("p00", "")
+print("get_node_ids(p00=%r): %d nodes" % (city, len(g.get_node_ids(properties={"p00": city}))))
+print("assoc_range(0, 1, 0, 2):", [(e["dst"], e["timestamp"]) for e in g.assoc_range(id=0, type=1, pos=0, limit=2)])
+print("get_neighbor_ids(0, p00=%r):" % city, g.get_neighbor_ids(id=0, properties={"p00": city}))
+try:
+    g.obj_get(id=-1)
+except zipg.Error as e:
+    print("obj_get(-1) ->", e.code, e.message)
+PY
+
+echo "== a short TAO-mix load through both aggregators"
+$zipg bench --store "$work/store" --mix tao --connections 4 --duration 3
+echo "== stop the cluster"
+$zipg local stop --store "$work/store"
