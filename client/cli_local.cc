@@ -113,7 +113,15 @@ StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& l
   return pid;
 }
 
-bool Alive(pid_t pid) { return pid > 0 && kill(pid, 0) == 0; }
+// True if the process exists and has not exited (a zombie waiting for its parent to reap it has
+// exited; this machine's init may reap late).
+bool Alive(pid_t pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return false;
+  const size_t paren = stat->rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat->size() || (*stat)[paren + 2] != 'Z';
+}
 
 // True if /proc/pid/cmdline contains `needle` (guards against pids reused by other programs).
 bool CmdlineHas(pid_t pid, const std::string& needle) {

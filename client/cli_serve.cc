@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <iostream>
 #include <sstream>
 
@@ -143,6 +144,13 @@ int RunServe(int argc, char** argv) {
     processor = std::make_shared<rpc::GraphServiceProcessor>(handler);
   }
 
+  // A server that stops accepting must not stay registered: treat it like a stop signal.
+  std::atomic<bool> serving_failed{false};
+  server_options.on_failure = [&serving_failed](const std::string& why) {
+    std::cerr << "zipg serve: " << why << "; shutting down" << std::endl;
+    serving_failed = true;
+    kill(getpid(), SIGTERM);
+  };
   auto server = rpc::RpcServer::Start(processor, server_options);
   if (!server.ok()) return Fail(server.status());
   info.endpoint = rpc::Endpoint{server_options.host, (*server)->port()};
@@ -157,7 +165,7 @@ int RunServe(int argc, char** argv) {
             << std::endl;
   registration->reset();  // leave the shard map first, so routers stop sending us work
   (*server)->Stop();
-  return kExitOk;
+  return serving_failed ? kExitFailure : kExitOk;
 }
 
 }  // namespace zipg::cli

@@ -6,12 +6,15 @@
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TServerSocket.h>
 
+#include <atomic>
 #include <future>
+#include <iostream>
 
 namespace zipg::rpc {
 
 using apache::thrift::TConfiguration;
 using apache::thrift::TProcessor;
+using apache::thrift::TException;
 using apache::thrift::protocol::TBinaryProtocolFactory;
 using apache::thrift::server::TServerEventHandler;
 using apache::thrift::server::TThreadedServer;
@@ -35,6 +38,37 @@ class FramedFactory : public TTransportFactory {
   std::shared_ptr<TConfiguration> config_;
 };
 
+// Length fields inside a message are checked against these limits before anything is allocated:
+// without them a 40-byte message claiming a 2^31-element list makes the server allocate 16 GiB.
+std::shared_ptr<TBinaryProtocolFactory> LimitedProtocol(int max_request_bytes) {
+  // A string's bytes and a container's elements (>= 1 byte each) all lie inside one frame.
+  return std::make_shared<TBinaryProtocolFactory>(max_request_bytes, max_request_bytes,
+                                                  /*strict_read=*/false, /*strict_write=*/true);
+}
+
+// Runs the generated processor and turns any exception that escapes it (e.g. bad_alloc while
+// reading arguments) into closing that one connection; Thrift would otherwise terminate the
+// process.
+class GuardedProcessor : public TProcessor {
+ public:
+  explicit GuardedProcessor(std::shared_ptr<TProcessor> inner) : inner_(std::move(inner)) {}
+  bool process(std::shared_ptr<apache::thrift::protocol::TProtocol> in,
+               std::shared_ptr<apache::thrift::protocol::TProtocol> out,
+               void* connection_context) override {
+    try {
+      return inner_->process(in, out, connection_context);
+    } catch (const apache::thrift::TException&) {
+      throw;  // the server closes the connection and keeps running
+    } catch (const std::exception& e) {
+      std::cerr << "rpc: closing a connection after an unexpected error: " << e.what() << "\n";
+      return false;
+    }
+  }
+
+ private:
+  std::shared_ptr<TProcessor> inner_;
+};
+
 // Reports when the socket is listening.
 class ListenSignal : public TServerEventHandler {
  public:
@@ -52,8 +86,9 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
   auto socket = std::make_shared<TServerSocket>(options.host, options.port);
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->server_ = std::make_shared<TThreadedServer>(
-      std::move(processor), socket, std::make_shared<FramedFactory>(options.max_request_bytes),
-      std::make_shared<TBinaryProtocolFactory>());
+      std::make_shared<GuardedProcessor>(std::move(processor)), socket,
+      std::make_shared<FramedFactory>(options.max_request_bytes),
+      LimitedProtocol(options.max_request_bytes));
   s->server_->setConcurrentClientLimit(options.max_connections);
   auto signal = std::make_shared<ListenSignal>();
   auto listening = signal->Future();
@@ -61,11 +96,20 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
   auto failure = std::make_shared<std::promise<std::string>>();
   auto failed = failure->get_future();
   auto server = s->server_;
-  s->thread_ = std::thread([server, failure] {
+  auto started = std::make_shared<std::atomic<bool>>(false);
+  s->started_ = started;
+  auto on_failure = options.on_failure;
+  s->thread_ = std::thread([server, failure, started, on_failure] {
     try {
       server->serve();
     } catch (const std::exception& e) {
-      failure->set_value(e.what());
+      if (!started->load()) {
+        failure->set_value(e.what());
+      } else if (on_failure) {
+        // The accept loop died after start-up (e.g. no thread could be created): the server
+        // would keep its registration while accepting nothing, so its owner must stop it.
+        on_failure(std::string("the server stopped accepting connections: ") + e.what());
+      }
     }
   });
   // Whichever comes first: listening, or serve() failing (e.g. the port is taken).
@@ -78,6 +122,7 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
     }
   }
   s->port_ = socket->getPort();
+  started->store(true);
   return s;
 }
 

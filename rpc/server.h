@@ -1,11 +1,14 @@
 // RpcServer: a Thrift server (framed transport, binary protocol) running in background threads:
 // one thread per open connection (callers pool their connections, so these threads are reused),
-// at most max_connections at once. Frames larger than max_request_bytes are refused by closing
-// that connection; the server keeps running.
+// at most max_connections at once. Frames larger than max_request_bytes, and length fields
+// inside a message larger than that, are refused by closing that connection; so is a request whose
+// handling throws anything but a declared error. The server keeps running.
 //
 // Thread-safety: Start/Stop from one thread; the processor's handler must be thread-safe.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,6 +29,9 @@ struct ServerOptions {
   int port = 0;  // 0: any free port (see RpcServer::port())
   int max_request_bytes = 64 << 20;
   int64_t max_connections = 1024;
+  // Called (from the server's thread) if serving fails after Start returned; the owner should shut
+  // the process down, since the server no longer accepts connections.
+  std::function<void(const std::string&)> on_failure;
 };
 
 class RpcServer {
@@ -45,6 +51,7 @@ class RpcServer {
   RpcServer() = default;
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::thread thread_;
+  std::shared_ptr<std::atomic<bool>> started_;
   int port_ = 0;
 };
 
