@@ -1,7 +1,6 @@
 #include "aggregator/aggregator.h"
 
 #include <algorithm>
-#include <map>
 
 #include "graph/partition.h"
 #include "rpc/fanout.h"
@@ -75,17 +74,14 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
   auto map = view_->Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
   // One server per shard; each server answers for all of its chosen shards in one call.
-  std::map<std::string, std::pair<rpc::Endpoint, std::vector<int32_t>>> plan;
+  cluster::WorkPlan<int32_t> plan;
   for (uint32_t s = 0; s < map->num_shards; ++s) {
-    ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, map->Pick(s));
-    auto& entry = plan[owner->name];
-    entry.first = owner->endpoint;
-    entry.second.push_back(static_cast<int32_t>(s));
+    ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, {static_cast<int32_t>(s)}, &plan));
   }
   std::vector<rpc::IdsCall> calls;
-  for (const auto& [name, entry] : plan) {
-    calls.push_back([this, &entry, &properties] {
-      return rpc::RemoteGraph(pools_->Get(entry.first)).LocalNodeIds(entry.second, properties);
+  for (const auto& [name, work] : plan) {
+    calls.push_back([this, &work, &properties] {
+      return rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
     });
   }
   ZIPG_ASSIGN_OR_RETURN(auto ids, rpc::GatherIds(fanout_, calls));
@@ -93,7 +89,7 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
   return ids;
 }
 
-nlohmann::json ClusterGraph::Status(const std::string& self_name,
+nlohmann::json ClusterGraph::StatusJson(const std::string& self_name,
                                     const std::string& cluster) const {
   auto map = view_->Current();
   nlohmann::json servers = nlohmann::json::array();

@@ -44,7 +44,7 @@ class ClusterGraph final : public GraphApi {
                                              int64_t limit) override;
 
   // The status document: this aggregator, the cluster's members and shard map, health.
-  nlohmann::json Status(const std::string& self_name, const std::string& cluster) const;
+  nlohmann::json StatusJson(const std::string& self_name, const std::string& cluster) const;
 
  private:
   // The stub for the server that owns `id`; INVALID_ARGUMENT for a negative id, UNAVAILABLE if

@@ -48,6 +48,10 @@ StatusOr<uint64_t> ParseUint(const std::string& text, const std::string& what);
 int Fail(const Status& status);
 int UsageError(const std::string& message, const std::string& usage);
 
+// The aggregator endpoints of the cluster `zipg local start` runs for `store` (from
+// <store>/run/cluster.json); NOT_FOUND if none runs.
+StatusOr<std::vector<std::string>> LocalAggregators(const std::string& store);
+
 int RunFile(int argc, char** argv);      // zipg file ...
 int RunGen(int argc, char** argv);       // zipg gen ...
 int RunCompress(int argc, char** argv);  // zipg compress ...

@@ -26,7 +26,6 @@
 #include "client/cli.h"
 #include "client/client.h"
 #include "datagen/random.h"
-#include "util/file.h"
 
 namespace zipg::cli {
 namespace {
@@ -269,11 +268,9 @@ int RunBench(int argc, char** argv) {
       pos = comma + 1;
     }
   } else if (auto store = args->Get("store")) {
-    auto text = ReadFileToString(*store + "/run/cluster.json");
-    if (!text.ok()) return Fail(Status::NotFound("no cluster is running for " + *store));
-    const json state = json::parse(*text, nullptr, false);
-    if (state.is_discarded()) return Fail(Status::Corruption(*store + "/run/cluster.json"));
-    s.endpoints = state.value("aggregators", std::vector<std::string>());
+    auto aggregators = LocalAggregators(*store);
+    if (!aggregators.ok()) return Fail(aggregators.status());
+    s.endpoints = std::move(*aggregators);
   } else {
     return UsageError("bench needs --connect HOST:PORT or --store DIR", kUsage);
   }

@@ -428,6 +428,20 @@ class Starter {
 
 }  // namespace
 
+StatusOr<std::vector<std::string>> LocalAggregators(const std::string& store) {
+  auto state = ReadState(store);
+  if (!state.ok()) {
+    if (state.status().code() != StatusCode::kIOError) return state.status();
+    return Status::NotFound("no cluster is running for " + store + " (no run/cluster.json)");
+  }
+  std::vector<std::string> aggregators;
+  for (const auto& a : state->value("aggregators", json::array())) {
+    if (a.is_string()) aggregators.push_back(a.get<std::string>());
+  }
+  if (aggregators.empty()) return Status::Corruption(StateFile(store) + " lists no aggregator");
+  return aggregators;
+}
+
 int RunLocal(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"no-verify"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);

@@ -139,7 +139,7 @@ int RunServe(int argc, char** argv) {
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
     auto handler = std::make_shared<rpc::GraphHandler>(
         cluster_graph.get(), [&]() -> StatusOr<std::string> {
-          return cluster_graph->Status(info.name, cluster_name).dump();
+          return cluster_graph->StatusJson(info.name, cluster_name).dump();
         });
     processor = std::make_shared<rpc::GraphServiceProcessor>(handler);
   }

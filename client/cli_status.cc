@@ -7,7 +7,6 @@
 
 #include "client/cli.h"
 #include "client/client.h"
-#include "util/file.h"
 
 namespace zipg::cli {
 namespace {
@@ -53,16 +52,9 @@ int RunStatus(int argc, char** argv) {
   if (auto connect = args->Get("connect")) {
     address = *connect;
   } else if (auto store = args->Get("store")) {
-    auto text = ReadFileToString(*store + "/run/cluster.json");
-    if (!text.ok()) {
-      return Fail(Status::NotFound("no cluster is running for " + *store +
-                                   " (no run/cluster.json)"));
-    }
-    const json state = json::parse(*text, nullptr, false);
-    if (state.is_discarded() || state.value("aggregators", json::array()).empty()) {
-      return Fail(Status::Corruption(*store + "/run/cluster.json lists no aggregator"));
-    }
-    address = state["aggregators"][0].get<std::string>();
+    auto aggregators = LocalAggregators(*store);
+    if (!aggregators.ok()) return Fail(aggregators.status());
+    address = aggregators->front();
   } else {
     return UsageError("status needs --connect HOST:PORT or --store DIR", kUsage);
   }

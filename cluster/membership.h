@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,27 @@ struct ShardMap {
  private:
   mutable std::atomic<uint64_t> turn_{0};
 };
+
+// Work for one server: where it listens and the items (shard numbers, node ids) it answers for.
+template <typename T>
+struct ServerWork {
+  rpc::Endpoint endpoint;
+  std::vector<T> items;
+};
+// Work by member name, so that each server gets one call for all of its items.
+template <typename T>
+using WorkPlan = std::map<std::string, ServerWork<T>>;
+
+// Adds `items`, all belonging to shard `shard`, to the work of the server Pick(shard) chooses.
+template <typename T>
+Status AddWork(const ShardMap& map, uint32_t shard, const std::vector<T>& items,
+               WorkPlan<T>* plan) {
+  ZIPG_ASSIGN_OR_RETURN(const MemberInfo* owner, map.Pick(shard));
+  ServerWork<T>& work = (*plan)[owner->name];
+  work.endpoint = owner->endpoint;
+  work.items.insert(work.items.end(), items.begin(), items.end());
+  return Status::OK();
+}
 
 class Registration {
  public:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "graph/partition.h"
 
@@ -11,41 +12,42 @@ namespace zipg {
 
 StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& options,
                                 const std::vector<uint32_t>* only) {
-  std::unique_ptr<OpenedStore> g(new OpenedStore());
-  ZIPG_ASSIGN_OR_RETURN(g->manifest, graph::ReadManifest(dir));
-  std::vector<bool> wanted(g->manifest.shards, only == nullptr);
+  OpenedStore store;
+  ZIPG_ASSIGN_OR_RETURN(store.manifest, graph::ReadManifest(dir));
+  std::vector<bool> wanted(store.manifest.shards, only == nullptr);
   if (only) {
     for (uint32_t s : *only) {
-      if (s >= g->manifest.shards) {
-        return Status::InvalidArgument(dir + " has " + std::to_string(g->manifest.shards) +
+      if (s >= store.manifest.shards) {
+        return Status::InvalidArgument(dir + " has " + std::to_string(store.manifest.shards) +
                                        " shards; there is no shard " + std::to_string(s));
       }
       wanted[s] = true;
     }
   }
-  if (g->manifest.partition != kPartitionFunction) {
-    return Status::Corruption(dir + ": unknown partition function '" + g->manifest.partition +
+  if (store.manifest.partition != kPartitionFunction) {
+    return Status::Corruption(dir + ": unknown partition function '" + store.manifest.partition +
                               "'");
   }
   // The file list must be exactly the shards' files: a shard count that disagrees with it would
   // route ids with the wrong modulus and answer wrongly without any error.
   std::vector<std::string> expected, listed;
-  for (uint32_t i = 0; i < g->manifest.shards; ++i) {
+  std::set<std::string> opened;  // the files of the shards opened here
+  for (uint32_t i = 0; i < store.manifest.shards; ++i) {
     for (const char* name : shard::kShardFiles) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
+      if (wanted[i]) opened.insert(expected.back());
     }
   }
-  for (const auto& file : g->manifest.files) listed.push_back(file.path);
+  for (const auto& file : store.manifest.files) listed.push_back(file.path);
   std::sort(expected.begin(), expected.end());
   std::sort(listed.begin(), listed.end());
   if (expected != listed) {
     return Status::Corruption(dir + "/" + graph::kManifestName + ": " +
-                              std::to_string(g->manifest.shards) +
+                              std::to_string(store.manifest.shards) +
                               " shards do not match the listed files");
   }
-  for (const auto& file : g->manifest.files) {
-    const uint32_t shard = static_cast<uint32_t>(std::stoul(file.path.substr(6, file.path.find('/') - 6)));
-    if (!wanted[shard]) continue;  // another server's files
+  for (const auto& file : store.manifest.files) {
+    if (!opened.count(file.path)) continue;  // another server's files
     const std::string path = dir + "/" + file.path;
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
@@ -62,16 +64,16 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
   // Whole-file checksums above cover every byte; the per-section pass would read it all again.
   layout::OpenOptions open_options;
   open_options.verify_checksums = false;
-  for (uint32_t i = 0; i < g->manifest.shards; ++i) {
+  for (uint32_t i = 0; i < store.manifest.shards; ++i) {
     if (!wanted[i]) {
-      g->shards.emplace_back();
+      store.shards.emplace_back();
       continue;
     }
     ZIPG_ASSIGN_OR_RETURN(auto shard,
                           shard::Shard::Open(dir + "/" + graph::ShardDirName(i), open_options));
-    g->shards.push_back(std::move(shard));
+    store.shards.push_back(std::move(shard));
   }
-  return std::move(*g);
+  return store;
 }
 
 StatusOr<std::unique_ptr<Graph>> Graph::Open(const std::string& dir,

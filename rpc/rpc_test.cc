@@ -106,8 +106,9 @@ class RpcTest : public ::testing::Test {
   void StartServer(int port = 0) {
     auto handler = std::make_shared<GraphHandler>(
         &fake_, []() -> StatusOr<std::string> { return std::string("{\"fake\":true}"); });
-    auto server = RpcServer::Start(std::make_shared<GraphServiceProcessor>(handler),
-                                   ServerOptions{"127.0.0.1", port});
+    ServerOptions options;
+    options.port = port;
+    auto server = RpcServer::Start(std::make_shared<GraphServiceProcessor>(handler), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }

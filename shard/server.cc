@@ -49,7 +49,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32
 
 StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties& properties) {
   std::vector<int32_t> local;
-  std::map<std::string, std::pair<rpc::Endpoint, std::vector<int32_t>>> remote;
+  cluster::WorkPlan<int32_t> remote;
   auto map = view_ ? view_->Current() : nullptr;
   for (uint32_t s = 0; s < num_shards(); ++s) {
     if (store_.shards[s]) {
@@ -57,16 +57,13 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
       continue;
     }
     if (!map) return Status::Unavailable("shard " + std::to_string(s) + " is not served here");
-    ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, map->Pick(s));
-    auto& entry = remote[owner->name];
-    entry.first = owner->endpoint;
-    entry.second.push_back(static_cast<int32_t>(s));
+    ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, {static_cast<int32_t>(s)}, &remote));
   }
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return LocalNodeIds(local, properties); });
-  for (const auto& [name, entry] : remote) {
-    calls.push_back([this, &entry, &properties] {
-      return rpc::RemoteGraph(pools_->Get(entry.first)).LocalNodeIds(entry.second, properties);
+  for (const auto& [name, work] : remote) {
+    calls.push_back([this, &work, &properties] {
+      return rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
     });
   }
   return rpc::GatherIds(fanout_, calls);
@@ -75,7 +72,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
 StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
     const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties) {
   std::vector<int64_t> local;
-  std::map<std::string, std::pair<rpc::Endpoint, std::vector<int64_t>>> remote;
+  cluster::WorkPlan<int64_t> remote;
   auto map = view_ ? view_->Current() : nullptr;
   for (const auto& [s, ids] : groups) {
     if (s < store_.shards.size() && store_.shards[s]) {
@@ -83,16 +80,13 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
       continue;
     }
     if (!map) return Status::Unavailable("shard " + std::to_string(s) + " is not served here");
-    ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, map->Pick(s));
-    auto& entry = remote[owner->name];
-    entry.first = owner->endpoint;
-    entry.second.insert(entry.second.end(), ids.begin(), ids.end());
+    ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, ids, &remote));
   }
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return FilterLocal(local, properties); });
-  for (const auto& [name, entry] : remote) {
-    calls.push_back([this, &entry, &properties] {
-      return rpc::RemoteGraph(pools_->Get(entry.first)).FilterNodes(entry.second, properties);
+  for (const auto& [name, work] : remote) {
+    calls.push_back([this, &work, &properties] {
+      return rpc::RemoteGraph(pools_->Get(work.endpoint)).FilterNodes(work.items, properties);
     });
   }
   return rpc::GatherIds(fanout_, calls);
