@@ -1,0 +1,260 @@
+#include "logstore/wal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "util/checksum.h"
+#include "util/coding.h"
+
+namespace zipg::logstore {
+namespace {
+
+// Replay reads the file in chunks of this size (a record larger than a chunk is read whole).
+constexpr size_t kReadChunk = size_t{1} << 20;
+// The leader keeps its framing buffer between batches unless it grew beyond this.
+constexpr size_t kKeepBatchCapacity = size_t{4} << 20;
+
+Status ErrnoStatus(const std::string& what, const std::string& path) {
+  return Status::IOError(what + " '" + path + "': " + std::strerror(errno));
+}
+
+// Closes a file descriptor on scope exit unless released.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  ~FdGuard() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+Status SyncDirectoryOf(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const std::string dir = parent.empty() ? std::string(".") : parent;
+  FdGuard fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus("cannot open directory", dir);
+  if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync directory", dir);
+  return Status::OK();
+}
+
+// Sequential, buffered reads of a file whose size is known.
+class Reader {
+ public:
+  Reader(int fd, const std::string& path, uint64_t file_size)
+      : fd_(fd), path_(path), file_size_(file_size) {}
+
+  // Points *out at the `n` bytes at file offset `offset` (offset + n <= the file size). The bytes
+  // stay valid, and may be modified, until the next call. Offsets must not decrease.
+  Status Read(uint64_t offset, size_t n, char** out) {
+    assert(offset + n <= file_size_);
+    if (offset < buffer_offset_ || offset + n > buffer_offset_ + buffer_.size()) {
+      const size_t want =
+          std::max<uint64_t>(n, std::min<uint64_t>(kReadChunk, file_size_ - offset));
+      buffer_.resize(want);
+      buffer_offset_ = offset;
+      size_t got = 0;
+      while (got < want) {
+        ssize_t r =
+            ::pread(fd_, buffer_.data() + got, want - got, static_cast<off_t>(offset + got));
+        if (r < 0) {
+          if (errno == EINTR) continue;
+          buffer_.clear();
+          return ErrnoStatus("cannot read", path_);
+        }
+        if (r == 0) {
+          buffer_.clear();
+          return Status::IOError("'" + path_ + "' shrank while its log was replayed");
+        }
+        got += static_cast<size_t>(r);
+      }
+    }
+    *out = buffer_.data() + (offset - buffer_offset_);
+    return Status::OK();
+  }
+
+ private:
+  const int fd_;
+  const std::string& path_;
+  const uint64_t file_size_;
+  std::string buffer_;
+  uint64_t buffer_offset_ = 0;  // file offset of buffer_[0]
+};
+
+}  // namespace
+
+struct Wal::Writer {
+  explicit Writer(std::string_view p) : payload(p) {}
+  std::string_view payload;
+  Status status;      // set by the leader that wrote this record, with done
+  bool done = false;  // guarded by Wal::mu_
+  std::condition_variable cv;
+};
+
+StatusOr<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const Replay& replay,
+                                         const WalOptions& options, uint64_t* dropped_bytes) {
+  if (dropped_bytes != nullptr) *dropped_bytes = 0;
+  // O_EXCL first, to learn whether the file is new and its directory entry needs a sync.
+  bool created = true;
+  FdGuard fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0 && errno == EEXIST) {
+    created = false;
+    fd.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  }
+  if (fd.get() < 0) return ErrnoStatus("cannot open", path);
+  if (created) ZIPG_RETURN_IF_ERROR(SyncDirectoryOf(path));
+
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("cannot stat", path);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("'" + path + "' is not a regular file");
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+
+  // Replay up to the first record that is short or fails its checksum.
+  Reader reader(fd.get(), path, file_size);
+  uint64_t end = 0;  // end of the last intact record
+  while (file_size - end >= kWalHeaderSize) {
+    char* record;
+    ZIPG_RETURN_IF_ERROR(reader.Read(end, kWalHeaderSize, &record));
+    const uint32_t length = DecodeFixed32(record);
+    if (length > kMaxWalPayload || length > file_size - end - kWalHeaderSize) break;
+    ZIPG_RETURN_IF_ERROR(reader.Read(end, kWalHeaderSize + length, &record));
+    const uint64_t stored = DecodeFixed64(record + 4);
+    // The checksum covers the length followed by the payload: copy the length over the second
+    // half of the (already decoded) checksum so that the two are contiguous.
+    std::memcpy(record + 8, record, 4);
+    if (Checksum64(record + 8, 4 + size_t{length}) != stored) break;
+    if (replay) ZIPG_RETURN_IF_ERROR(replay(std::string_view(record + kWalHeaderSize, length)));
+    end += kWalHeaderSize + length;
+  }
+
+  if (end < file_size) {
+    if (::ftruncate(fd.get(), static_cast<off_t>(end)) != 0) {
+      return ErrnoStatus("cannot truncate the torn tail of", path);
+    }
+    if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync", path);
+    if (dropped_bytes != nullptr) *dropped_bytes = file_size - end;
+  }
+  return std::unique_ptr<Wal>(new Wal(path, fd.release(), end, options));
+}
+
+Wal::~Wal() {
+  assert(writers_.empty());
+  ::close(fd_);
+}
+
+Status Wal::Append(std::string_view payload) {
+  if (payload.size() > kMaxWalPayload) {
+    return Status::InvalidArgument("a write-ahead log record holds at most " +
+                                   std::to_string(kMaxWalPayload) + " bytes, not " +
+                                   std::to_string(payload.size()));
+  }
+  Writer self(payload);
+  std::unique_lock lock(mu_);
+  writers_.push_back(&self);
+  while (!self.done && writers_.front() != &self) self.cv.wait(lock);
+  if (self.done) return self.status;  // a leader wrote this record
+
+  // This writer leads: it writes every queued record (its own first) in one batch. Writers that
+  // arrive meanwhile queue behind the batch, and the first of them leads the next one.
+  Status status = poisoned_;
+  const size_t count = writers_.size();
+  if (status.ok()) {
+    leader_payloads_.clear();
+    for (size_t i = 0; i < count; ++i) leader_payloads_.push_back(writers_[i]->payload);
+    const uint64_t offset = size_;
+    lock.unlock();
+    status = WriteBatch(offset);
+    lock.lock();
+    if (status.ok()) {
+      size_ += batch_.size();
+      stats_.records += count;
+      stats_.bytes += batch_.size();
+      if (options_.sync) ++stats_.syncs;
+    } else {
+      poisoned_ = Status::IOError("write-ahead log '" + path_ +
+                                  "' refuses appends after an I/O error: " + status.message());
+    }
+    if (batch_.capacity() > kKeepBatchCapacity) std::string().swap(batch_);
+  }
+
+  // Wake the batch (under mu_: a woken writer returns and destroys its Writer), then the next
+  // leader.
+  for (size_t i = 0; i < count; ++i) {
+    Writer* w = writers_.front();
+    writers_.pop_front();
+    if (w == &self) continue;
+    w->status = status;
+    w->done = true;
+    w->cv.notify_one();
+  }
+  if (!writers_.empty()) writers_.front()->cv.notify_one();
+  return status;
+}
+
+Status Wal::WriteBatch(uint64_t offset) {
+  size_t total = 0;
+  for (std::string_view p : leader_payloads_) total += kWalHeaderSize + p.size();
+  batch_.resize(total);
+  char* out = batch_.data();
+  for (std::string_view p : leader_payloads_) {
+    const uint32_t length = static_cast<uint32_t>(p.size());
+    // Lay the length out next to the payload, checksum both, then write the header in front (its
+    // checksum overwrites the length's temporary copy).
+    EncodeFixed32(out + 8, length);
+    if (length > 0) std::memcpy(out + kWalHeaderSize, p.data(), length);
+    const uint64_t checksum = Checksum64(out + 8, 4 + size_t{length});
+    EncodeFixed32(out, length);
+    EncodeFixed64(out + 4, checksum);
+    out += kWalHeaderSize + length;
+  }
+
+  size_t written = 0;
+  while (written < total) {
+    ssize_t n = ::pwrite(fd_, batch_.data() + written, total - written,
+                         static_cast<off_t>(offset + written));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("cannot write", path_);
+    }
+    if (n == 0) return Status::IOError("cannot write '" + path_ + "': the write made no progress");
+    written += static_cast<size_t>(n);
+  }
+  if (options_.sync) {
+    int rc;
+    do {
+      rc = ::fdatasync(fd_);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) return ErrnoStatus("cannot fdatasync", path_);
+  }
+  return Status::OK();
+}
+
+WalStats Wal::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+uint64_t Wal::size() const {
+  std::lock_guard lock(mu_);
+  return size_;
+}
+
+}  // namespace zipg::logstore

@@ -1,0 +1,111 @@
+// Write-ahead log: an append-only file of checksummed records, durable once Append returns.
+//
+// Format (docs/writes.md, "Write-ahead log"), little endian, records back to back from offset 0:
+//
+//   u32 length | u64 Checksum64(the 4 length bytes followed by the payload) | payload
+//
+// A payload is at most kMaxWalPayload bytes. The file has no header: an empty file is an empty log.
+//
+// Recovery: Open replays the records in order. The first record that is short (the file ends inside
+// its header or payload), whose length exceeds kMaxWalPayload or the bytes left, or whose checksum
+// does not match ends the log; the file is truncated to the end of the last intact record. A crash
+// can only tear the tail, so this drops exactly the records whose Append never returned. Corruption
+// in the middle of the file also ends the log there: the records after it are dropped too, since
+// nothing after a bad length can be trusted to lie on a record boundary.
+//
+// Durability: Append returns after the record is written and (with WalOptions::sync) fdatasync'ed.
+// After a failed write or sync the log is poisoned and refuses every later Append: the kernel may
+// have dropped the dirty pages, so nothing written after that point could be trusted. A record
+// whose Append failed may or may not be replayed by a later Open (its bytes may have reached the
+// disk before the failure was seen); callers must not assume either.
+//
+// Thread-safety: Append, stats, size and path may be called from any number of threads at once.
+// Concurrent Appends share one write() and one fdatasync (group commit). The Wal must outlive every
+// Append call. Two Wal objects (in one process or several) must not have the same file open.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "util/status.h"
+
+namespace zipg::logstore {
+
+// The largest payload Append accepts (1 GiB). On replay, a length above it marks a torn tail.
+inline constexpr uint32_t kMaxWalPayload = uint32_t{1} << 30;
+// Bytes of framing before each payload: u32 length + u64 checksum.
+inline constexpr size_t kWalHeaderSize = 12;
+
+struct WalOptions {
+  // fdatasync before Append returns (default true). false leaves durability to the kernel's
+  // writeback: only for benchmarks and tests of the framing, never for a store that acknowledges
+  // writes.
+  bool sync = true;
+};
+
+// Counters since Open (replayed records are not counted).
+struct WalStats {
+  uint64_t records = 0;  // records appended successfully
+  uint64_t syncs = 0;    // fdatasync calls made by Append (< records when group commit batched)
+  uint64_t bytes = 0;    // bytes appended, framing included
+};
+
+class Wal {
+ public:
+  using Replay = std::function<Status(std::string_view payload)>;
+
+  // Opens (creating if absent, mode 0644) the log at `path`, calling `replay` for each intact
+  // record in order; a non-OK status from `replay` aborts Open with that status, leaving the file
+  // untouched. The first short or mismatching record ends the log: the file is truncated to the end
+  // of the last intact record and synced, and *dropped_bytes (if not null) says how many bytes were
+  // cut (0 if none). Appends continue after the last intact record. A newly created file has its
+  // directory fsync'ed so that the file itself survives a crash.
+  static StatusOr<std::unique_ptr<Wal>> Open(const std::string& path, const Replay& replay,
+                                             const WalOptions& options = {},
+                                             uint64_t* dropped_bytes = nullptr);
+  ~Wal();  // closes the file (no sync needed: every successful Append already synced)
+  Wal(const Wal&) = delete;
+  Wal& operator=(const Wal&) = delete;
+
+  // Appends one record and returns once it is durable. Concurrent callers share one write() and one
+  // fdatasync: the first queued writer becomes the leader, takes every queued record, writes them
+  // with a single write, syncs, and wakes the others with the shared status. A payload longer than
+  // kMaxWalPayload is InvalidArgument (the log stays usable). After any I/O error the log is
+  // poisoned: that and every later Append fail with IOError naming the file.
+  Status Append(std::string_view payload);
+
+  WalStats stats() const;
+  uint64_t size() const;  // bytes in the file: the intact records, replayed and appended
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Writer;  // one Append call waiting in the queue
+
+  Wal(std::string path, int fd, uint64_t size, const WalOptions& options)
+      : path_(std::move(path)), fd_(fd), options_(options), size_(size) {}
+
+  // Frames leader_payloads_ into batch_, writes the batch at file offset `offset` and syncs.
+  // Called by the leader without mu_ held; only the leader touches these buffers and the file.
+  Status WriteBatch(uint64_t offset);
+
+  const std::string path_;
+  const int fd_;
+  const WalOptions options_;
+  std::vector<std::string_view> leader_payloads_;  // the leader's batch, taken from writers_
+  std::string batch_;                              // the leader's batch, framed
+
+  mutable std::mutex mu_;
+  std::deque<Writer*> writers_;  // guarded by mu_; the front is the leader
+  Status poisoned_;              // guarded by mu_; non-OK after the first I/O error
+  uint64_t size_;                // guarded by mu_
+  WalStats stats_;               // guarded by mu_
+};
+
+}  // namespace zipg::logstore
