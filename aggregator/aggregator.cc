@@ -7,12 +7,49 @@
 
 namespace zipg::aggregator {
 
+using nlohmann::json;
+
 StatusOr<rpc::RemoteGraph> ClusterGraph::Owner(int64_t id) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
   auto map = view_->Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
   ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, map->Pick(ShardOf(id, map->num_shards)));
   return rpc::RemoteGraph(pools_->Get(owner->endpoint));
+}
+
+StatusOr<rpc::RemoteGraph> ClusterGraph::LogStore() {
+  auto map = view_->Current();
+  ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
+  return rpc::RemoteGraph(pools_->Get(logstore->endpoint));
+}
+
+Status ClusterGraph::ObjAdd(int64_t id, const Properties& properties) {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.ObjAdd(id, properties);
+}
+Status ClusterGraph::ObjUpdate(int64_t id, const Properties& properties) {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.ObjUpdate(id, properties);
+}
+StatusOr<bool> ClusterGraph::ObjDelete(int64_t id) {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.ObjDelete(id);
+}
+Status ClusterGraph::AssocAdd(const Edge& edge) {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.AssocAdd(edge);
+}
+Status ClusterGraph::AssocUpdate(const Edge& edge) {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.AssocUpdate(edge);
+}
+StatusOr<bool> ClusterGraph::AssocDelete(int64_t src, int64_t type, int64_t dst) {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.AssocDelete(src, type, dst);
+}
+StatusOr<std::string> ClusterGraph::Compact() {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.Compact();
 }
 
 // Every node-keyed operation: find the owner, forward the call whole.
@@ -84,8 +121,14 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
       return rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
     });
   }
+  // Nodes whose live properties were written since the load are the LogStore's to report.
+  ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
+  calls.push_back([this, logstore, &properties] {
+    return rpc::RemoteGraph(pools_->Get(logstore->endpoint)).LogNodeIds(properties);
+  });
   ZIPG_ASSIGN_OR_RETURN(auto ids, rpc::GatherIds(fanout_, calls));
   std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
 }
 
@@ -102,13 +145,16 @@ nlohmann::json ClusterGraph::StatusJson(const std::string& self_name,
     }
   }
   const auto unserved = map->Unserved();
-  const bool healthy = map->problem.empty() && map->num_shards > 0 && unserved.empty();
+  const bool healthy =
+      map->problem.empty() && map->num_shards > 0 && unserved.empty() && map->logstore;
   nlohmann::json j = {{"cluster", cluster},
                       {"etcd", view_->etcd().endpoint()},
                       {"aggregator", self_name},
                       {"revision", map->revision},
                       {"num_shards", map->num_shards},
                       {"unserved_shards", unserved},
+                      {"logstore", map->logstore ? json(map->members[*map->logstore].name)
+                                                 : json(nullptr)},
                       {"healthy", healthy},
                       {"servers", servers},
                       {"store", store}};

@@ -3,7 +3,8 @@
 // graph/partition.h, shard map from etcd), so neighborhood work runs where the data is and only
 // the result travels back; get_neighbor_ids with a filter is shipped whole as well, and its owner
 // ships the filter checks on (shard/server.h). get_node_ids fans out local_node_ids to one server
-// per shard group, concurrently, and merges.
+// per shard group and log_node_ids to the LogStore, concurrently, and merges. Writes go to the
+// LogStore (docs/writes.md).
 //
 // Thread-safety: every operation may be called concurrently.
 #pragma once
@@ -19,7 +20,7 @@
 
 namespace zipg::aggregator {
 
-class ClusterGraph final : public GraphApi {
+class ClusterGraph final : public GraphApi, public GraphWriteApi {
  public:
   // `view` and `pools` must outlive the ClusterGraph.
   ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools)
@@ -43,6 +44,15 @@ class ClusterGraph final : public GraphApi {
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) override;
 
+  // Writes (and compaction) go to the LogStore.
+  Status ObjAdd(int64_t id, const Properties& properties) override;
+  Status ObjUpdate(int64_t id, const Properties& properties) override;
+  StatusOr<bool> ObjDelete(int64_t id) override;
+  Status AssocAdd(const Edge& edge) override;
+  Status AssocUpdate(const Edge& edge) override;
+  StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
+  StatusOr<std::string> Compact() override;
+
   // The status document: this aggregator, the cluster's members and shard map, health.
   nlohmann::json StatusJson(const std::string& self_name, const std::string& cluster) const;
 
@@ -50,6 +60,7 @@ class ClusterGraph final : public GraphApi {
   // The stub for the server that owns `id`; INVALID_ARGUMENT for a negative id, UNAVAILABLE if
   // no live server has its shard.
   StatusOr<rpc::RemoteGraph> Owner(int64_t id);
+  StatusOr<rpc::RemoteGraph> LogStore();
 
   const cluster::ClusterView* view_;
   rpc::PoolSet* pools_;

@@ -40,10 +40,12 @@ using Clock = std::chrono::steady_clock;
 const char kUsage[] =
     "usage:\n"
     "  zipg local start --store DIR [options]\n"
-    "      start etcd, shard servers and aggregators for the store in the background, wait until\n"
+    "      start etcd, shard servers, the LogStore and aggregators for the store in the\n"
+    "      background, wait until\n"
     "      every shard is served, print the aggregator endpoints\n"
     "  zipg local stop --store DIR\n"
-    "      stop that cluster (aggregators, shard servers, then etcd) and remove its run state\n"
+    "      stop that cluster (aggregators, LogStore, shard servers, then etcd) and remove its run\n"
+    "      state\n"
     "options of start:\n"
     "  --servers N      shard-server processes (default 2, at most the store's shard count)\n"
     "  --aggregators N  aggregator processes (default: one per shard server)\n"
@@ -54,7 +56,9 @@ const char kUsage[] =
     "  --cluster NAME   cluster name, the etcd key prefix /zipg/NAME/ (default: local-<pid>)\n"
     "  --lease-ttl S    membership lease in seconds (default 5)\n"
     "  --wait S         how long to wait for a healthy cluster (default 120)\n"
-    "  --no-verify      shard servers skip checksum verification of the store files\n";
+    "  --no-verify      shard servers skip checksum verification of the store files\n"
+    "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
+    "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n";
 
 // A free TCP port on `host` right now (bind to port 0 and read it back).
 StatusOr<int> FreePort(const std::string& host) {
@@ -159,7 +163,7 @@ void StopGroup(const std::vector<Process>& group, std::chrono::seconds grace) {
 
 // Stops aggregators first, then shard servers (they revoke their leases in etcd), then etcd.
 void StopAll(const std::vector<Process>& processes, const std::string& etcd_endpoint) {
-  for (const char* role : {"aggregator", "shard", "etcd"}) {
+  for (const char* role : {"aggregator", "logstore", "shard", "etcd"}) {
     std::vector<Process> group;
     for (const auto& p : processes) {
       // Only processes that are still the ones we started (same etcd endpoint in argv).
@@ -262,6 +266,13 @@ class Starter {
       if (args_.Has("no-verify")) argv.push_back("--no-verify");
       ZIPG_RETURN_IF_ERROR(SpawnServer(argv, name, 0));
     }
+    std::vector<std::string> logstore_argv = {self_, "serve", "logstore", "--store", store_};
+    if (auto mb = args_.Get("memtable-mb")) {
+      ZIPG_RETURN_IF_ERROR(args_.GetUint("memtable-mb", 0).status());
+      logstore_argv.insert(logstore_argv.end(), {"--memtable-mb", *mb});
+    }
+    if (args_.Has("no-sync")) logstore_argv.push_back("--no-sync");
+    ZIPG_RETURN_IF_ERROR(SpawnServer(logstore_argv, "logstore", 0));
     for (uint64_t k = 0; k < aggregators; ++k) {
       ZIPG_RETURN_IF_ERROR(SpawnServer({self_, "serve", "aggregator"}, "aggregator-" + std::to_string(k),
                                        port == 0 ? 0 : static_cast<int>(port + k)));
@@ -371,6 +382,7 @@ class Starter {
           if (!m.ok()) continue;
           if (m->role == "aggregator") aggs.push_back(m->endpoint.ToString());
           if (m->role == "shard") ++shard_servers;
+          if (m->role == "logstore") logstore_endpoint_ = m->endpoint.ToString();
         }
         why = std::to_string(shard_servers) + "/" + std::to_string(servers) + " shard servers, " +
               std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators";
@@ -407,7 +419,8 @@ class Starter {
     for (const auto& p : processes_) procs.push_back(p.ToJson());
     const json state = {{"store", store_},          {"cluster", cluster_},
                         {"etcd", etcd_endpoint_},   {"etcd_started", etcd_started_},
-                        {"aggregators", aggregator_endpoints_}, {"processes", procs}};
+                        {"aggregators", aggregator_endpoints_}, {"logstore", logstore_endpoint_},
+                        {"processes", procs}};
     const std::string text = state.dump(2) + "\n";
     return WriteFileAtomically(StateFile(store_),
                                [&](const FileSink& sink) { return sink(text); });
@@ -424,6 +437,7 @@ class Starter {
   std::shared_ptr<cluster::EtcdClient> etcd_;
   std::vector<Process> processes_;
   std::vector<std::string> aggregator_endpoints_;
+  std::string logstore_endpoint_;
 };
 
 }  // namespace
@@ -443,7 +457,7 @@ StatusOr<std::vector<std::string>> LocalAggregators(const std::string& store) {
 }
 
 int RunLocal(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"no-verify"});
+  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (args->positional().size() != 1) return UsageError("local needs start or stop", kUsage);
   const std::string action = args->positional()[0];
@@ -456,7 +470,8 @@ int RunLocal(int argc, char** argv) {
   }
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
   Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
-                                   "etcd-port", "cluster", "lease-ttl", "wait", "no-verify"});
+                                   "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
+                                   "memtable-mb", "no-sync"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

@@ -28,7 +28,7 @@ const char kUsage[] =
     "  --timeout-ms MS  per-call timeout with --connect (default 10000)\n"
     "  prints {\"ok\": result} or {\"error\": ...}; exit status 1 if a single operation fails\n";
 
-int RunBatch(GraphApi& graph, const std::string& source) {
+int RunBatch(GraphApi& graph, GraphWriteApi* writer, const std::string& source) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (source != "-") {
@@ -46,7 +46,7 @@ int RunBatch(GraphApi& graph, const std::string& source) {
     const nlohmann::json response =
         request.is_discarded() ? ErrorJson(Status::InvalidArgument(
                                      "line " + std::to_string(number) + ": malformed JSON request"))
-                               : ExecuteJson(graph, request);
+                               : ExecuteJson(graph, request, writer);
     std::cout << ResponseLine(response) << '\n';
   }
   std::cout.flush();
@@ -62,6 +62,7 @@ int RunQuery(int argc, char** argv) {
   const auto connect = args->Get("connect");
   if (!store == !connect) return UsageError("query needs --store DIR or --connect HOST:PORT", kUsage);
   std::unique_ptr<GraphApi> graph;
+  GraphWriteApi* writer = nullptr;
   if (store) {
     GraphOpenOptions open_options;
     open_options.verify_checksums = !args->Has("no-verify");
@@ -77,12 +78,13 @@ int RunQuery(int argc, char** argv) {
     options.timeout_ms = static_cast<int>(*timeout);
     auto client = Connect(*connect, options);
     if (!client.ok()) return Fail(client.status());
+    writer = client->get();
     graph = std::move(*client);
   }
 
   if (auto batch = args->Get("batch")) {
     if (!args->positional().empty()) return UsageError("--batch takes no operation", kUsage);
-    return RunBatch(*graph, *batch);
+    return RunBatch(*graph, writer, *batch);
   }
   if (args->positional().size() != 1) return UsageError("query needs one operation", kUsage);
   nlohmann::json request = {{"op", args->positional()[0]}};
@@ -93,7 +95,7 @@ int RunQuery(int argc, char** argv) {
     nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
     request[name] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
   }
-  const nlohmann::json response = ExecuteJson(*graph, request);
+  const nlohmann::json response = ExecuteJson(*graph, request, writer);
   std::cout << ResponseLine(response) << '\n';
   return response.contains("ok") ? kExitOk : kExitFailure;
 }

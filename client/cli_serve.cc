@@ -7,14 +7,20 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <iostream>
+#include <mutex>
+#include <thread>
 #include <sstream>
 
 #include "aggregator/aggregator.h"
 #include "client/cli.h"
 #include "cluster/membership.h"
 #include "rpc/server.h"
+#include "logstore/logstore.h"
+#include "logstore/server.h"
 #include "shard/server.h"
+#include "shard/update_channel.h"
 
 namespace zipg::cli {
 namespace {
@@ -25,6 +31,8 @@ const char kUsage[] =
     "      serve the listed shards (e.g. 0,2,4) of a compressed store\n"
     "  zipg serve aggregator --etcd HOST:PORT [options]\n"
     "      the client-facing service; routes by the shard map in etcd\n"
+    "  zipg serve logstore --store DIR --etcd HOST:PORT [options]\n"
+    "      the cluster's single LogStore (writes); its data lives in DIR/logstore\n"
     "options:\n"
     "  --host H        address to bind (default 127.0.0.1)\n"
     "  --port P        port to bind (default 0: any free port, printed at start)\n"
@@ -33,6 +41,10 @@ const char kUsage[] =
     "  --lease-ttl S   seconds before a silent server leaves the shard map (default 5)\n"
     "  --call-timeout-ms MS  timeout of calls to other servers (default 10000)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
+    "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
+    "  --memtable-mb N logstore: compress the log into a new shard past N MiB (default 256;\n"
+    "                  0: only on `zipg admin compact`)\n"
+    "  --no-sync       logstore: do not fsync the log (benchmarks only: writes are not durable)\n"
     "stops cleanly (leaving etcd at once) on SIGTERM or SIGINT\n";
 
 StatusOr<std::vector<uint32_t>> ParseShardList(const std::string& text) {
@@ -68,15 +80,16 @@ int WaitForStop(const sigset_t& set) {
 }  // namespace
 
 int RunServe(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"no-verify"});
+  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (args->positional().size() != 1) return UsageError("serve needs shard or aggregator", kUsage);
   const std::string role = args->positional()[0];
-  if (role != "shard" && role != "aggregator") {
+  if (role != "shard" && role != "aggregator" && role != "logstore") {
     return UsageError("unknown server role '" + role + "'", kUsage);
   }
   Status known = args->CheckKnown({"store", "shards", "etcd", "host", "port", "cluster", "name",
-                                   "lease-ttl", "call-timeout-ms", "no-verify"});
+                                   "lease-ttl", "call-timeout-ms", "no-verify", "update-port",
+                                   "memtable-mb", "no-sync"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -102,12 +115,19 @@ int RunServe(int argc, char** argv) {
   rpc::ServerOptions server_options;
   server_options.host = args->Get("host").value_or("127.0.0.1");
   server_options.port = static_cast<int>(*port);
+  auto calls = std::make_shared<std::atomic<uint64_t>>(0);
+  server_options.calls = calls;
   cluster::MemberInfo info;
   info.role = role;
   info.pid = getpid();
+  std::mutex info_mu;  // info is read by status() and updated when the LogStore publishes
+  std::unique_ptr<cluster::Registration>* registration_slot = nullptr;
 
   std::unique_ptr<shard::ServerGraph> shard_graph;
+  std::unique_ptr<shard::UpdateReceiver> update_receiver;
   std::unique_ptr<aggregator::ClusterGraph> cluster_graph;
+  std::unique_ptr<shard::UpdateSender> sender;
+  std::unique_ptr<logstore::LogStore> log_store;
   std::shared_ptr<apache::thrift::TProcessor> processor;
   if (role == "shard") {
     const auto store = args->Get("store");
@@ -129,18 +149,96 @@ int RunServe(int argc, char** argv) {
                        {"raw_bytes", m.raw_bytes},
                        {"node_properties", m.node_properties},
                        {"edge_properties", m.edge_properties}};
+    auto update_port = args->GetUint("update-port", 0);
+    if (!update_port.ok() || *update_port > 65535) {
+      return UsageError("--update-port must be 0..65535", kUsage);
+    }
+    auto receiver = shard::UpdateReceiver::Start(
+        server_options.host, static_cast<int>(*update_port),
+        [g = shard_graph.get()](uint32_t s, const std::vector<shard::Update>& batch) {
+          return g->ApplyUpdates(s, batch);
+        });
+    if (!receiver.ok()) return Fail(receiver.status());
+    update_receiver = std::move(*receiver);
+    info.update_endpoint = update_receiver->endpoint();
     auto handler = std::make_shared<shard::ShardHandler>(
-        shard_graph.get(), [&info]() -> StatusOr<std::string> { return info.ToJson().dump(); });
+        shard_graph.get(), [&]() -> StatusOr<std::string> {
+          nlohmann::json j = info.ToJson();
+          j["calls"] = calls->load();
+          j["touched_nodes"] = shard_graph->UpdateStats();
+          j["update_batches"] = update_receiver->batches();
+          return j.dump();
+        });
     processor = std::make_shared<rpc::ShardServiceProcessor>(handler);
+  } else if (role == "logstore") {
+    const auto store = args->Get("store");
+    if (!store) return UsageError("serve logstore needs --store DIR", kUsage);
+    auto memtable_mb = args->GetUint("memtable-mb", 256);
+    if (!memtable_mb.ok()) return UsageError(memtable_mb.status().message(), kUsage);
+    // The shard map must be complete before the LogStore can fan out (and resend) updates.
+    std::shared_ptr<const cluster::ShardMap> map;
+    for (int i = 0; i < 600; ++i) {
+      map = (*view)->Current();
+      if (map->num_shards > 0 && map->Unserved().empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (map->num_shards == 0 || !map->Unserved().empty()) {
+      return Fail(Status::Unavailable("the shard map is incomplete after 60 s; start the shard "
+                                      "servers first"));
+    }
+    cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
+    sender = std::make_unique<shard::UpdateSender>(
+        map->num_shards, [v = view->get()](uint32_t s) -> StatusOr<std::string> {
+          auto current = v->Current();
+          ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, current->Pick(s));
+          if (owner->update_endpoint.empty()) {
+            return Status::Unavailable(owner->name + " has no update endpoint");
+          }
+          return owner->update_endpoint;
+        });
+    logstore::LogStoreOptions log_options;
+    log_options.dir = *store + "/logstore";
+    log_options.memtable_bytes = *memtable_mb << 20;
+    log_options.sync = !args->Has("no-sync");
+    log_options.update_timeout_ms = static_cast<int>(*timeout);
+    auto opened = logstore::LogStore::Open(
+        log_options, cluster_graph.get(), sender.get(), [&](std::vector<int64_t> generations) {
+          std::lock_guard lock(info_mu);
+          info.generations = std::move(generations);
+          if (registration_slot && *registration_slot) {
+            Status s = (*registration_slot)->Update(info);
+            if (!s.ok()) std::cerr << "zipg logstore: publish: " << s.ToString() << std::endl;
+          }
+        });
+    if (!opened.ok()) return Fail(opened.status());
+    log_store = std::move(*opened);
+    info.store = *store;
+    info.generations = log_store->LogShards();
+    auto handler = std::make_shared<logstore::LogStoreHandler>(
+        cluster_graph.get(), log_store.get(), [&]() -> StatusOr<std::string> {
+          nlohmann::json j;
+          {
+            std::lock_guard lock(info_mu);
+            j = info.ToJson();
+          }
+          j["calls"] = calls->load();
+          j["logstore"] = log_store->StatusJson();
+          return j.dump();
+        });
+    processor = std::make_shared<rpc::LogStoreServiceProcessor>(handler);
   } else {
     if (args->Has("store") || args->Has("shards")) {
       return UsageError("an aggregator takes no --store or --shards", kUsage);
     }
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
     auto handler = std::make_shared<rpc::GraphHandler>(
-        cluster_graph.get(), [&]() -> StatusOr<std::string> {
-          return cluster_graph->StatusJson(info.name, cluster_name).dump();
-        });
+        cluster_graph.get(),
+        [&]() -> StatusOr<std::string> {
+          nlohmann::json j = cluster_graph->StatusJson(info.name, cluster_name);
+          j["calls"] = calls->load();
+          return j.dump();
+        },
+        cluster_graph.get());
     processor = std::make_shared<rpc::GraphServiceProcessor>(handler);
   }
 
@@ -155,16 +253,32 @@ int RunServe(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   info.endpoint = rpc::Endpoint{server_options.host, (*server)->port()};
   info.name = args->Get("name").value_or(role + "-" + info.endpoint.ToString());
-  auto registration = cluster::Registration::Start(etcd, prefix, info, static_cast<int64_t>(*ttl));
+  StatusOr<std::unique_ptr<cluster::Registration>> registration = [&] {
+    std::lock_guard lock(info_mu);
+    return cluster::Registration::Start(etcd, prefix, info, static_cast<int64_t>(*ttl));
+  }();
   if (!registration.ok()) return Fail(registration.status());
+  {
+    std::lock_guard lock(info_mu);
+    registration_slot = &*registration;
+    if (log_store && log_store->LogShards() != info.generations) {  // published while starting
+      info.generations = log_store->LogShards();
+      (void)(*registration)->Update(info);
+    }
+  }
   std::cout << "zipg " << role << " " << info.name << " serving on " << info.endpoint.ToString()
             << " (cluster " << cluster_name << ", etcd " << etcd->endpoint() << ")" << std::endl;
 
   const int sig = WaitForStop(stop_signals);
   std::cout << "zipg " << role << " " << info.name << ": signal " << sig << ", stopping"
             << std::endl;
-  registration->reset();  // leave the shard map first, so routers stop sending us work
+  {
+    std::lock_guard lock(info_mu);
+    registration_slot = nullptr;
+    registration->reset();  // leave the shard map first, so routers stop sending us work
+  }
   (*server)->Stop();
+  log_store.reset();  // before the sender and the view it uses
   return serving_failed ? kExitFailure : kExitOk;
 }
 

@@ -240,13 +240,69 @@ const std::map<std::string, Handler>& Handlers() {
   };
   return handlers;
 }
-#undef ARG
+using WriteHandler = std::function<StatusOr<json>(GraphWriteApi&, Request&)>;
 
-const std::set<std::string>& WriteOps() {
-  static const std::set<std::string> ops = {"obj_add",   "obj_update",   "obj_delete",
-                                            "assoc_add", "assoc_update", "assoc_delete"};
-  return ops;
+StatusOr<Edge> EdgeArgs(Request& r, bool properties_required) {
+  ARG(src, r.Int("src"));
+  ARG(type, r.Int("type"));
+  ARG(dst, r.Int("dst"));
+  ARG(timestamp, r.Int("timestamp"));
+  ARG(props, r.Props("properties", properties_required));
+  ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+  return Edge{src, type, dst, timestamp, std::move(props)};
 }
+
+// Results: null for adds and updates, {"deleted": bool} for deletes (as the Python client).
+const std::map<std::string, WriteHandler>& WriteHandlers() {
+  static const std::map<std::string, WriteHandler> handlers = {
+      {"obj_add",
+       [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(props, r.Props("properties", false));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ZIPG_RETURN_IF_ERROR(g.ObjAdd(id, props));
+         return json(nullptr);
+       }},
+      {"obj_update",
+       [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(props, r.Props("properties", true));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ZIPG_RETURN_IF_ERROR(g.ObjUpdate(id, props));
+         return json(nullptr);
+       }},
+      {"obj_delete",
+       [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(deleted, g.ObjDelete(id));
+         return json{{"deleted", deleted}};
+       }},
+      {"assoc_add",
+       [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
+         ARG(edge, EdgeArgs(r, false));
+         ZIPG_RETURN_IF_ERROR(g.AssocAdd(edge));
+         return json(nullptr);
+       }},
+      {"assoc_update",
+       [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
+         ARG(edge, EdgeArgs(r, true));
+         ZIPG_RETURN_IF_ERROR(g.AssocUpdate(edge));
+         return json(nullptr);
+       }},
+      {"assoc_delete",
+       [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
+         ARG(src, r.Int("src"));
+         ARG(type, r.Int("type"));
+         ARG(dst, r.Int("dst"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(deleted, g.AssocDelete(src, type, dst));
+         return json{{"deleted", deleted}};
+       }},
+  };
+  return handlers;
+}
+#undef ARG
 
 }  // namespace
 
@@ -254,7 +310,7 @@ json ErrorJson(const Status& status) {
   return {{"error", {{"code", CodeName(status.code())}, {"message", status.message()}}}};
 }
 
-json ExecuteJson(GraphApi& graph, const json& request) {
+json ExecuteJson(GraphApi& graph, const json& request, GraphWriteApi* writer) {
   if (!request.is_object()) {
     return ErrorJson(Status::InvalidArgument("a request must be a JSON object"));
   }
@@ -264,16 +320,18 @@ json ExecuteJson(GraphApi& graph, const json& request) {
   }
   const std::string op = op_it->get<std::string>();
   auto it = Handlers().find(op);
-  if (it == Handlers().end()) {
-    if (WriteOps().count(op)) {
-      return ErrorJson(Status::InvalidArgument(
-          op + " is a write; this store is read-only (writes go to a cluster's LogStore)"));
-    }
+  auto write = WriteHandlers().find(op);
+  if (it == Handlers().end() && write == WriteHandlers().end()) {
     return ErrorJson(Status::InvalidArgument("unknown operation '" + op + "'"));
+  }
+  if (write != WriteHandlers().end() && writer == nullptr) {
+    return ErrorJson(Status::InvalidArgument(
+        op + " is a write; an embedded store is read-only (connect to a cluster to write)"));
   }
   try {
     Request args(request, op);
-    StatusOr<json> result = it->second(graph, args);
+    StatusOr<json> result =
+        it != Handlers().end() ? it->second(graph, args) : write->second(*writer, args);
     if (!result.ok()) return ErrorJson(result.status());
     return json{{"ok", std::move(result.value())}};
   } catch (const std::exception& e) {  // a bug, never user input: report, do not crash

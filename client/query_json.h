@@ -15,7 +15,9 @@ namespace zipg::cli {
 
 // Executes one request. Never throws: malformed requests (unknown op, missing or extra or mistyped
 // arguments) come back as INVALID_ARGUMENT errors.
-nlohmann::json ExecuteJson(GraphApi& graph, const nlohmann::json& request);
+// Writes go to `writer`; without one they fail with INVALID_ARGUMENT (embedded mode is read-only).
+nlohmann::json ExecuteJson(GraphApi& graph, const nlohmann::json& request,
+                           GraphWriteApi* writer = nullptr);
 
 // Serializes a response as one line (invalid UTF-8 replaced, which valid stores never produce).
 std::string ResponseLine(const nlohmann::json& response);

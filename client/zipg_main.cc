@@ -20,7 +20,8 @@ const char kHelp[] =
     "  zipg status --connect HOST:PORT | --store DIR    describe a running cluster\n"
     "  zipg bench --connect HOST:PORT | --store DIR ... load a cluster with the TAO, LinkBench or\n"
     "                                                  Graph Search mix; throughput and latency\n"
-    "  zipg serve shard|aggregator ...                 run one server process (zipg serve help)\n"
+    "  zipg admin compact --connect HOST:PORT          compress the LogStore's log into a shard now\n"
+    "  zipg serve shard|logstore|aggregator ...        run one server process (zipg serve help)\n"
     "  zipg help                                         this list\n";
 
 }  // namespace
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   if (cmd == "local") return zipg::cli::RunLocal(argc, argv);
   if (cmd == "status") return zipg::cli::RunStatus(argc, argv);
   if (cmd == "bench") return zipg::cli::RunBench(argc, argv);
+  if (cmd == "admin") return zipg::cli::RunAdmin(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::cout << kHelp;
     return zipg::cli::kExitOk;

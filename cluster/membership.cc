@@ -17,7 +17,9 @@ json MemberInfo::ToJson() const {
     j["shards"] = shards;
     j["store"] = store;
     j["store_info"] = store_info;
+    j["update_endpoint"] = update_endpoint;
   }
+  if (role == "logstore") j["generations"] = generations;
   return j;
 }
 
@@ -37,6 +39,10 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
       m.shards = j.at("shards").get<std::vector<uint32_t>>();
       m.store = j.value("store", std::string());
       m.store_info = j.value("store_info", json::object());
+      m.update_endpoint = j.value("update_endpoint", std::string());
+    }
+    if (m.role == "logstore") {
+      m.generations = j.value("generations", std::vector<int64_t>());
     }
     return m;
   } catch (const json::exception& e) {
@@ -62,6 +68,14 @@ std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
     }
   }
   map->owners.resize(map->num_shards);
+  for (size_t i = 0; i < map->members.size(); ++i) {
+    if (map->members[i].role != "logstore") continue;
+    if (map->logstore) {
+      map->problem = "two LogStores are registered (" + map->members[*map->logstore].name +
+                     " and " + map->members[i].name + ")";
+    }
+    map->logstore = i;
+  }
   for (size_t i = 0; i < map->members.size(); ++i) {
     const auto& m = map->members[i];
     if (m.role != "shard" || m.num_shards != map->num_shards) continue;
@@ -91,6 +105,11 @@ StatusOr<const MemberInfo*> ShardMap::Pick(uint32_t shard) const {
   return &members[o[i]];
 }
 
+StatusOr<const MemberInfo*> ShardMap::LogStore() const {
+  if (!logstore) return Status::Unavailable("no LogStore is registered");
+  return &members[*logstore];
+}
+
 // --- Registration ---
 
 StatusOr<std::unique_ptr<Registration>> Registration::Start(std::shared_ptr<EtcdClient> etcd,
@@ -111,14 +130,19 @@ void Registration::KeepAlive() {
   const auto period = std::chrono::milliseconds(std::max<int64_t>(ttl_ * 1000 / 3, 200));
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
+    const std::string value = value_;
+    const int64_t lease_id = lease_;
     lock.unlock();
-    Status s = etcd_->LeaseKeepAlive(lease_);
+    Status s = etcd_->LeaseKeepAlive(lease_id);
     if (s.code() == StatusCode::kNotFound) {
       // The lease expired (e.g. we were stalled): register again under a new one.
       auto lease = etcd_->LeaseGrant(ttl_, nullptr);
       if (lease.ok()) {
-        lease_ = *lease;
-        s = etcd_->Put(key_, value_, lease_);
+        {
+          std::lock_guard<std::mutex> relock(mu_);
+          lease_ = *lease;
+        }
+        s = etcd_->Put(key_, value, *lease);
       } else {
         s = lease.status();
       }
@@ -126,6 +150,17 @@ void Registration::KeepAlive() {
     if (!s.ok()) std::cerr << "registration " << key_ << ": " << s.ToString() << "\n";
     lock.lock();
   }
+}
+
+Status Registration::Update(const MemberInfo& info) {
+  int64_t lease;
+  std::string value = info.ToJson().dump();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    value_ = value;
+    lease = lease_;
+  }
+  return etcd_->Put(key_, value, lease);
 }
 
 Registration::~Registration() {

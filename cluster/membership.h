@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -30,12 +31,14 @@ std::string ClusterPrefix(const std::string& cluster);
 
 struct MemberInfo {
   std::string name;
-  std::string role;  // "shard" or "aggregator"
+  std::string role;  // "shard", "aggregator" or "logstore"
   rpc::Endpoint endpoint;
   uint32_t num_shards = 0;       // shard servers: shards in the whole store
   std::vector<uint32_t> shards;  // shard servers: the shards served here
   std::string store;             // shard servers: the store directory
   nlohmann::json store_info;     // shard servers: counts from the store manifest
+  std::string update_endpoint;   // shard servers: ZeroMQ endpoint for update pointers
+  std::vector<int64_t> generations;  // LogStore: the published log shards
   int64_t pid = 0;
 
   nlohmann::json ToJson() const;
@@ -48,10 +51,13 @@ struct ShardMap {
   uint32_t num_shards = 0;          // 0 if no shard server is registered
   // owners[s]: indexes into members of the shard servers serving shard s (several = replicas).
   std::vector<std::vector<size_t>> owners;
+  std::optional<size_t> logstore;  // index into members of the LogStore, if registered
   std::string problem;  // non-empty if the shard servers disagree on the store (e.g. shard count)
   int64_t revision = 0;
 
   static std::shared_ptr<const ShardMap> Build(std::vector<MemberInfo> members, int64_t revision);
+  // The LogStore, or UNAVAILABLE.
+  StatusOr<const MemberInfo*> LogStore() const;
   // Shards with no live server.
   std::vector<uint32_t> Unserved() const;
   // A server for shard s (replicas in turn), or UNAVAILABLE naming the shard.
@@ -89,6 +95,8 @@ class Registration {
   static StatusOr<std::unique_ptr<Registration>> Start(std::shared_ptr<EtcdClient> etcd,
                                                        const std::string& prefix,
                                                        const MemberInfo& info, int64_t ttl_seconds);
+  // Replaces the entry's value (same key, same lease).
+  Status Update(const MemberInfo& info);
   // Stops the keep-alive and revokes the lease: the entry disappears at once.
   ~Registration();
 

@@ -57,4 +57,24 @@ class GraphApi {
                                                      int64_t high, int64_t limit) = 0;
 };
 
+// The write operations of the contract (docs/writes.md). Implemented by the LogStore and, by
+// forwarding to it, by aggregators and the RPC client.
+class GraphWriteApi {
+ public:
+  virtual ~GraphWriteApi() = default;
+  // ALREADY_EXISTS if the node is live.
+  virtual Status ObjAdd(int64_t id, const Properties& properties) = 0;
+  // Replaces the whole property list; NOT_FOUND if the node is not live.
+  virtual Status ObjUpdate(int64_t id, const Properties& properties) = 0;
+  // Deletes the node and its outgoing edges; false if there was nothing to delete.
+  virtual StatusOr<bool> ObjDelete(int64_t id) = 0;
+  // Upsert of (src, type, dst).
+  virtual Status AssocAdd(const Edge& edge) = 0;
+  // NOT_FOUND if (src, type, dst) is not live.
+  virtual Status AssocUpdate(const Edge& edge) = 0;
+  virtual StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) = 0;
+  // Compresses the LogStore's current generation now; a JSON summary.
+  virtual StatusOr<std::string> Compact() = 0;
+};
+
 }  // namespace zipg

@@ -39,7 +39,7 @@ class Graph final : public ShardRouter {
   const shard::Shard& shard(uint32_t i) const { return *shards_[i]; }
 
  protected:
-  StatusOr<const shard::Shard*> LocalShard(uint32_t index) override { return shards_[index].get(); }
+  StatusOr<const shard::ShardReader*> LocalShard(uint32_t index) override { return shards_[index].get(); }
 
  private:
   Graph() = default;

@@ -8,7 +8,7 @@
 #include <thrift/transport/TTransportException.h>
 
 #include "rpc/convert.h"
-#include "zipg_rpc/ShardService.h"
+#include "zipg_rpc/LogStoreService.h"
 
 namespace zipg::rpc {
 
@@ -39,7 +39,7 @@ StatusOr<Endpoint> Endpoint::Parse(const std::string& text) {
 
 struct ConnectionPool::Connection {
   std::shared_ptr<TTransport> transport;
-  std::unique_ptr<ShardServiceClient> client;
+  std::unique_ptr<LogStoreServiceClient> client;
 };
 
 ConnectionPool::ConnectionPool(Endpoint endpoint, ConnectionOptions options)
@@ -61,7 +61,7 @@ StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() 
   } catch (const TException& e) {
     return Status::Unavailable("cannot connect to " + endpoint_.ToString() + ": " + e.what());
   }
-  conn->client = std::make_unique<ShardServiceClient>(std::make_shared<TBinaryProtocol>(conn->transport));
+  conn->client = std::make_unique<LogStoreServiceClient>(std::make_shared<TBinaryProtocol>(conn->transport));
   return conn;
 }
 
@@ -79,7 +79,7 @@ void ConnectionPool::Clear() {
   }
 }
 
-Status ConnectionPool::Call(const std::function<void(ShardServiceClient&)>& call,
+Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& call,
                             bool idempotent) {
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Connection> conn;

@@ -23,7 +23,7 @@
 
 namespace zipg::rpc {
 
-class ShardServiceClient;  // generated; also a GraphServiceClient
+class LogStoreServiceClient;  // generated; has every method (LogStore > Shard > Graph service)
 
 struct Endpoint {
   std::string host;
@@ -53,7 +53,7 @@ class ConnectionPool {
   const Endpoint& endpoint() const { return endpoint_; }
 
   // Runs `call` with a connected client and maps every failure to a Status (above).
-  Status Call(const std::function<void(ShardServiceClient&)>& call, bool idempotent = true);
+  Status Call(const std::function<void(LogStoreServiceClient&)>& call, bool idempotent = true);
 
   // Closes the idle connections.
   void Clear();

@@ -4,12 +4,6 @@
 
 namespace zipg::rpc {
 
-namespace {
-[[noreturn]] void ReadOnly(const char* op) {
-  throw ToError(Status::InvalidArgument(
-      std::string(op) + " is a write; this cluster serves a read-only store (no LogStore yet)"));
-}
-}  // namespace
 
 void GraphHandler::get_node_property(MaybeProperties& _return, int64_t id, bool all_properties,
                                      const std::vector<std::string>& properties) {
@@ -58,22 +52,36 @@ void GraphHandler::obj_get(MaybeNode& _return, int64_t id) {
   _return.__set_node(std::move(n));
 }
 
-void GraphHandler::obj_add(int64_t, const std::map<std::string, std::string>&) {
-  ReadOnly("obj_add");
+GraphWriteApi& GraphHandler::Writer() {
+  if (writer_ == nullptr) {
+    throw ToError(Status::InvalidArgument(
+        "this server does not take writes; send them to an aggregator or the LogStore"));
+  }
+  return *writer_;
 }
-void GraphHandler::obj_update(int64_t, const std::map<std::string, std::string>&) {
-  ReadOnly("obj_update");
+
+void GraphHandler::obj_add(int64_t id, const std::map<std::string, std::string>& properties) {
+  ThrowIfError(Writer().ObjAdd(id, FromThrift(properties)));
 }
-bool GraphHandler::obj_delete(int64_t) { ReadOnly("obj_delete"); }
-void GraphHandler::assoc_add(int64_t, int64_t, int64_t, int64_t,
-                             const std::map<std::string, std::string>&) {
-  ReadOnly("assoc_add");
+void GraphHandler::obj_update(int64_t id, const std::map<std::string, std::string>& properties) {
+  ThrowIfError(Writer().ObjUpdate(id, FromThrift(properties)));
 }
-void GraphHandler::assoc_update(int64_t, int64_t, int64_t, int64_t,
-                                const std::map<std::string, std::string>&) {
-  ReadOnly("assoc_update");
+bool GraphHandler::obj_delete(int64_t id) { return ValueOrThrow(Writer().ObjDelete(id)); }
+void GraphHandler::assoc_add(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
+                             const std::map<std::string, std::string>& properties) {
+  ThrowIfError(Writer().AssocAdd(zipg::Edge{src, type, dst, timestamp, FromThrift(properties)}));
 }
-bool GraphHandler::assoc_delete(int64_t, int64_t, int64_t) { ReadOnly("assoc_delete"); }
+void GraphHandler::assoc_update(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
+                                const std::map<std::string, std::string>& properties) {
+  ThrowIfError(
+      Writer().AssocUpdate(zipg::Edge{src, type, dst, timestamp, FromThrift(properties)}));
+}
+bool GraphHandler::assoc_delete(int64_t src, int64_t type, int64_t dst) {
+  return ValueOrThrow(Writer().AssocDelete(src, type, dst));
+}
+void GraphHandler::admin_compact(std::string& _return) {
+  _return = ValueOrThrow(Writer().Compact());
+}
 
 void GraphHandler::assoc_range(std::vector<Edge>& _return, int64_t id, int64_t type, int64_t pos,
                                int64_t limit) {

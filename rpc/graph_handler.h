@@ -16,9 +16,11 @@ namespace zipg::rpc {
 
 class GraphHandler : virtual public GraphServiceIf {
  public:
-  // `status` produces the status() document.
-  GraphHandler(GraphApi* graph, std::function<StatusOr<std::string>()> status)
-      : graph_(graph), status_(std::move(status)) {}
+  // `status` produces the status() document. Writes go to `writer`; without one (shard
+  // servers) they fail with INVALID_ARGUMENT.
+  GraphHandler(GraphApi* graph, std::function<StatusOr<std::string>()> status,
+               GraphWriteApi* writer = nullptr)
+      : graph_(graph), writer_(writer), status_(std::move(status)) {}
 
   void get_node_property(MaybeProperties& _return, int64_t id, bool all_properties,
                          const std::vector<std::string>& properties) override;
@@ -47,9 +49,13 @@ class GraphHandler : virtual public GraphServiceIf {
   void assoc_time_range(std::vector<Edge>& _return, int64_t id, int64_t type, int64_t low,
                         int64_t high, int64_t limit) override;
   void status(std::string& _return) override;
+  void admin_compact(std::string& _return) override;
 
  private:
+  GraphWriteApi& Writer();
+
   GraphApi* graph_;
+  GraphWriteApi* writer_;
   std::function<StatusOr<std::string>()> status_;
 };
 

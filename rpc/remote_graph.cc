@@ -1,7 +1,7 @@
 #include "rpc/remote_graph.h"
 
 #include "rpc/convert.h"
-#include "zipg_rpc/ShardService.h"
+#include "zipg_rpc/LogStoreService.h"
 
 namespace zipg::rpc {
 
@@ -27,7 +27,7 @@ StatusOr<std::optional<Properties>> RemoteGraph::GetNodeProperty(
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, nullptr, names));
   MaybeProperties r;
   static const std::vector<std::string> kNone;
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) {
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
     c.get_node_property(r, id, names == nullptr, names ? *names : kNone);
   }));
   if (!r.__isset.properties) return std::optional<Properties>();
@@ -38,7 +38,7 @@ StatusOr<std::vector<int64_t>> RemoteGraph::GetNodeIds(const Properties& propert
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
   std::vector<int64_t> ids;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.get_node_ids(ids, props); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.get_node_ids(ids, props); }));
   return ids;
 }
 
@@ -47,7 +47,7 @@ StatusOr<std::vector<int64_t>> RemoteGraph::GetNeighborIds(int64_t id, std::opti
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
   std::vector<int64_t> ids;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) {
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
     c.get_neighbor_ids(ids, id, !type.has_value(), type.value_or(0), props);
   }));
   return ids;
@@ -55,7 +55,7 @@ StatusOr<std::vector<int64_t>> RemoteGraph::GetNeighborIds(int64_t id, std::opti
 
 StatusOr<EdgeRecordInfo> RemoteGraph::GetEdgeRecord(int64_t id, int64_t type) {
   EdgeRecord r;
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.get_edge_record(r, id, type); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.get_edge_record(r, id, type); }));
   return EdgeRecordInfo{r.src, r.type, r.count};
 }
 
@@ -63,7 +63,7 @@ StatusOr<std::pair<int64_t, int64_t>> RemoteGraph::GetEdgeRange(int64_t id, int6
                                                                 int64_t t_lo, int64_t t_hi) {
   EdgeRange r;
   ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](ShardServiceClient& c) { c.get_edge_range(r, id, type, t_lo, t_hi); }));
+      pool_->Call([&](LogStoreServiceClient& c) { c.get_edge_range(r, id, type, t_lo, t_hi); }));
   return std::make_pair(r.begin_order, r.end_order);
 }
 
@@ -71,14 +71,14 @@ StatusOr<std::optional<zipg::Edge>> RemoteGraph::GetEdgeData(int64_t id, int64_t
                                                              int64_t time_order) {
   MaybeEdge r;
   ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](ShardServiceClient& c) { c.get_edge_data(r, id, type, time_order); }));
+      pool_->Call([&](LogStoreServiceClient& c) { c.get_edge_data(r, id, type, time_order); }));
   if (!r.__isset.edge) return std::optional<zipg::Edge>();
   return std::optional<zipg::Edge>(FromThrift(r.edge));
 }
 
 StatusOr<std::optional<zipg::Node>> RemoteGraph::ObjGet(int64_t id) {
   MaybeNode r;
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.obj_get(r, id); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.obj_get(r, id); }));
   if (!r.__isset.node) return std::optional<zipg::Node>();
   return std::optional<zipg::Node>(zipg::Node{r.node.id, FromThrift(r.node.properties)});
 }
@@ -87,14 +87,14 @@ StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocRange(int64_t id, int64_t ty
                                                           int64_t limit) {
   std::vector<rpc::Edge> r;
   ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](ShardServiceClient& c) { c.assoc_range(r, id, type, pos, limit); }));
+      pool_->Call([&](LogStoreServiceClient& c) { c.assoc_range(r, id, type, pos, limit); }));
   return FromThrift(r);
 }
 
 StatusOr<int64_t> RemoteGraph::AssocCount(int64_t id, int64_t type) {
   int64_t count = 0;
   ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](ShardServiceClient& c) { count = c.assoc_count(id, type); }));
+      pool_->Call([&](LogStoreServiceClient& c) { count = c.assoc_count(id, type); }));
   return count;
 }
 
@@ -104,7 +104,7 @@ StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocGet(int64_t id, int64_t type
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(ids.size(), nullptr, nullptr));
   std::vector<rpc::Edge> r;
   ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](ShardServiceClient& c) { c.assoc_get(r, id, type, ids, low, high); }));
+      pool_->Call([&](LogStoreServiceClient& c) { c.assoc_get(r, id, type, ids, low, high); }));
   return FromThrift(r);
 }
 
@@ -113,13 +113,13 @@ StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocTimeRange(int64_t id, int64_
                                                               int64_t limit) {
   std::vector<rpc::Edge> r;
   ZIPG_RETURN_IF_ERROR(pool_->Call(
-      [&](ShardServiceClient& c) { c.assoc_time_range(r, id, type, low, high, limit); }));
+      [&](LogStoreServiceClient& c) { c.assoc_time_range(r, id, type, low, high, limit); }));
   return FromThrift(r);
 }
 
 StatusOr<std::string> RemoteGraph::ServerStatus() {
   std::string r;
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.status(r); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.status(r); }));
   return r;
 }
 
@@ -128,7 +128,7 @@ StatusOr<std::vector<int64_t>> RemoteGraph::FilterNodes(const std::vector<int64_
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(ids.size(), &properties, nullptr));
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.filter_nodes(r, ids, props); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.filter_nodes(r, ids, props); }));
   return r;
 }
 
@@ -137,7 +137,78 @@ StatusOr<std::vector<int64_t>> RemoteGraph::LocalNodeIds(const std::vector<int32
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](ShardServiceClient& c) { c.local_node_ids(r, shards, props); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.local_node_ids(r, shards, props); }));
+  return r;
+}
+
+// Writes are not retried on a stale connection (idempotent = false): a retry could apply twice.
+Status RemoteGraph::ObjAdd(int64_t id, const Properties& properties) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
+  const auto props = ToThrift(properties);
+  return pool_->Call([&](LogStoreServiceClient& c) { c.obj_add(id, props); }, false);
+}
+
+Status RemoteGraph::ObjUpdate(int64_t id, const Properties& properties) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
+  const auto props = ToThrift(properties);
+  return pool_->Call([&](LogStoreServiceClient& c) { c.obj_update(id, props); }, false);
+}
+
+StatusOr<bool> RemoteGraph::ObjDelete(int64_t id) {
+  bool deleted = false;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { deleted = c.obj_delete(id); }, false));
+  return deleted;
+}
+
+Status RemoteGraph::AssocAdd(const zipg::Edge& edge) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &edge.properties, nullptr));
+  const auto props = ToThrift(edge.properties);
+  return pool_->Call(
+      [&](LogStoreServiceClient& c) {
+        c.assoc_add(edge.src, edge.type, edge.dst, edge.timestamp, props);
+      },
+      false);
+}
+
+Status RemoteGraph::AssocUpdate(const zipg::Edge& edge) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &edge.properties, nullptr));
+  const auto props = ToThrift(edge.properties);
+  return pool_->Call(
+      [&](LogStoreServiceClient& c) {
+        c.assoc_update(edge.src, edge.type, edge.dst, edge.timestamp, props);
+      },
+      false);
+}
+
+StatusOr<bool> RemoteGraph::AssocDelete(int64_t src, int64_t type, int64_t dst) {
+  bool deleted = false;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](LogStoreServiceClient& c) { deleted = c.assoc_delete(src, type, dst); }, false));
+  return deleted;
+}
+
+StatusOr<std::string> RemoteGraph::Compact() {
+  std::string r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.admin_compact(r); }, false));
+  return r;
+}
+
+StatusOr<NodeData> RemoteGraph::Fragment(int64_t id, bool any_type, int64_t type,
+                                         const std::vector<int64_t>& generations) {
+  NodeFragment r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](LogStoreServiceClient& c) { c.fragment(r, id, any_type, type, generations); }));
+  NodeData data;
+  if (r.__isset.properties) data.properties = FromThrift(r.properties);
+  data.edges = FromThrift(r.edges);
+  return data;
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& properties) {
+  std::vector<int64_t> r;
+  const auto props = ToThrift(properties);
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.log_node_ids(r, props); }));
   return r;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/api.h"
+#include "graph/edge_list.h"
 #include "rpc/connection_pool.h"
 
 namespace zipg::rpc {
@@ -20,7 +21,7 @@ namespace zipg::rpc {
 // The largest request a client sends and a server accepts.
 inline constexpr size_t kMaxRequestBytes = 16u << 20;
 
-class RemoteGraph final : public GraphApi {
+class RemoteGraph final : public GraphApi, public GraphWriteApi {
  public:
   explicit RemoteGraph(std::shared_ptr<ConnectionPool> pool) : pool_(std::move(pool)) {}
 
@@ -43,6 +44,20 @@ class RemoteGraph final : public GraphApi {
                                        int64_t low, int64_t high) override;
   StatusOr<std::vector<zipg::Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) override;
+
+  Status ObjAdd(int64_t id, const Properties& properties) override;
+  Status ObjUpdate(int64_t id, const Properties& properties) override;
+  StatusOr<bool> ObjDelete(int64_t id) override;
+  Status AssocAdd(const zipg::Edge& edge) override;
+  Status AssocUpdate(const zipg::Edge& edge) override;
+  StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
+  StatusOr<std::string> Compact() override;
+
+  // LogStore calls (LogStoreService): a node's live data in the listed generations (type -1 and
+  // no any_type: properties only), and get_node_ids over the LogStore's fragments.
+  StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
+                              const std::vector<int64_t>& generations);
+  StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
 
   // The server's status document (JSON text).
   StatusOr<std::string> ServerStatus();

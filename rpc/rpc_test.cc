@@ -14,7 +14,7 @@
 #include "rpc/graph_handler.h"
 #include "rpc/remote_graph.h"
 #include "rpc/server.h"
-#include "zipg_rpc/ShardService.h"
+#include "zipg_rpc/LogStoreService.h"
 
 namespace zipg::rpc {
 namespace {
@@ -180,7 +180,7 @@ TEST_F(RpcTest, EveryErrorCodeSurvivesTheTrip) {
 TEST_F(RpcTest, WritesAreRefusedAsReadOnly) {
   StartServer();
   try {
-    Status s = Client().pool().Call([](ShardServiceClient& c) { c.obj_add(1, {}); });
+    Status s = Client().pool().Call([](LogStoreServiceClient& c) { c.obj_add(1, {}); });
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("read-only"), std::string::npos);
   } catch (...) {

@@ -51,12 +51,15 @@ std::shared_ptr<TBinaryProtocolFactory> LimitedProtocol(int max_request_bytes) {
 // process.
 class GuardedProcessor : public TProcessor {
  public:
-  explicit GuardedProcessor(std::shared_ptr<TProcessor> inner) : inner_(std::move(inner)) {}
+  GuardedProcessor(std::shared_ptr<TProcessor> inner, std::shared_ptr<std::atomic<uint64_t>> calls)
+      : inner_(std::move(inner)), calls_(std::move(calls)) {}
   bool process(std::shared_ptr<apache::thrift::protocol::TProtocol> in,
                std::shared_ptr<apache::thrift::protocol::TProtocol> out,
                void* connection_context) override {
     try {
-      return inner_->process(in, out, connection_context);
+      const bool ok = inner_->process(in, out, connection_context);
+      if (calls_) calls_->fetch_add(1, std::memory_order_relaxed);
+      return ok;
     } catch (const apache::thrift::TException&) {
       throw;  // the server closes the connection and keeps running
     } catch (const std::exception& e) {
@@ -67,6 +70,7 @@ class GuardedProcessor : public TProcessor {
 
  private:
   std::shared_ptr<TProcessor> inner_;
+  std::shared_ptr<std::atomic<uint64_t>> calls_;
 };
 
 // Reports when the socket is listening.
@@ -86,7 +90,7 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
   auto socket = std::make_shared<TServerSocket>(options.host, options.port);
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->server_ = std::make_shared<TThreadedServer>(
-      std::make_shared<GuardedProcessor>(std::move(processor)), socket,
+      std::make_shared<GuardedProcessor>(std::move(processor), options.calls), socket,
       std::make_shared<FramedFactory>(options.max_request_bytes),
       LimitedProtocol(options.max_request_bytes));
   s->server_->setConcurrentClientLimit(options.max_connections);

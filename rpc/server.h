@@ -32,6 +32,8 @@ struct ServerOptions {
   // Called (from the server's thread) if serving fails after Start returned; the owner should shut
   // the process down, since the server no longer accepts connections.
   std::function<void(const std::string&)> on_failure;
+  // If set, counts the calls served (for status documents and tests that count RPCs).
+  std::shared_ptr<std::atomic<uint64_t>> calls;
 };
 
 class RpcServer {

@@ -1,6 +1,7 @@
 #include "shard/server.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "graph/partition.h"
 #include "rpc/convert.h"
@@ -23,11 +24,46 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
   g->hosted_.erase(std::unique(g->hosted_.begin(), g->hosted_.end()), g->hosted_.end());
   g->view_ = view;
   g->pools_ = pools;
+  g->log_ = std::make_unique<LogStoreSource>(view, pools);
+  const std::string updates_dir = dir + "/updates";
+  std::error_code ec;
+  std::filesystem::create_directories(updates_dir, ec);
+  if (ec) return Status::IOError("cannot create " + updates_dir + ": " + ec.message());
+  g->merged_.resize(g->store_.shards.size());
+  for (uint32_t s : g->hosted_) {
+    ZIPG_ASSIGN_OR_RETURN(
+        auto index, UpdateIndex::Open(updates_dir + "/shard-" + std::to_string(s) + ".log"));
+    g->merged_[s] = std::make_unique<MergedShard>(g->store_.shards[s].get(), std::move(index),
+                                                  g->log_.get());
+  }
   return g;
 }
 
-StatusOr<const shard::Shard*> ServerGraph::LocalShard(uint32_t index) {
-  if (index < store_.shards.size() && store_.shards[index]) return store_.shards[index].get();
+StatusOr<NodeData> ServerGraph::LogStoreSource::Fragment(
+    int64_t id, bool any_type, int64_t type, const std::vector<int64_t>& generations) {
+  if (!view_) return Status::Unavailable("no cluster view to find the LogStore");
+  auto map = view_->Current();
+  ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
+  return rpc::RemoteGraph(pools_->Get(logstore->endpoint))
+      .Fragment(id, any_type, type, generations);
+}
+
+StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,
+                                                      const std::vector<Update>& batch) {
+  if (shard >= merged_.size() || !merged_[shard]) {
+    return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
+  }
+  return merged_[shard]->Apply(batch);
+}
+
+nlohmann::json ServerGraph::UpdateStats() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (uint32_t s : hosted_) j[std::to_string(s)] = merged_[s]->updates().size();
+  return j;
+}
+
+StatusOr<const shard::ShardReader*> ServerGraph::LocalShard(uint32_t index) {
+  if (index < merged_.size() && merged_[index]) return merged_[index].get();
   return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
 }
 
@@ -39,7 +75,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32
   std::vector<int64_t> ids;
   for (int32_t s : shards) {
     if (s < 0) return Status::InvalidArgument("negative shard number");
-    ZIPG_ASSIGN_OR_RETURN(const shard::Shard* shard, LocalShard(static_cast<uint32_t>(s)));
+    ZIPG_ASSIGN_OR_RETURN(const shard::ShardReader* shard, LocalShard(static_cast<uint32_t>(s)));
     ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
     ids.insert(ids.end(), part.begin(), part.end());
   }
@@ -66,7 +102,16 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
       return rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
     });
   }
-  return rpc::GatherIds(fanout_, calls);
+  // Nodes whose live properties were written since the load live in the LogStore.
+  if (!map) return Status::Unavailable("no cluster view to find the LogStore");
+  ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
+  calls.push_back([this, logstore, &properties] {
+    return rpc::RemoteGraph(pools_->Get(logstore->endpoint)).LogNodeIds(properties);
+  });
+  ZIPG_ASSIGN_OR_RETURN(auto ids, rpc::GatherIds(fanout_, calls));
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(

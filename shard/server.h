@@ -1,5 +1,7 @@
 // The shard server: hosts some shards of a store (mmap'd, opened read-only) and answers
-// ShardService calls for the nodes they own. Cross-shard work that reaches it is shipped on to the
+// ShardService calls for the nodes they own, merged with the writes (docs/writes.md): each hosted
+// shard is read through a MergedShard whose update index (<store>/updates/shard-<s>.log) the
+// LogStore fills over ZeroMQ. Cross-shard work that reaches it is shipped on to the
 // servers holding the data (multi-level function shipping, docs/serving.md):
 //   - get_neighbor_ids with a filter: the neighbors are grouped by owning shard; groups on shards
 //     hosted here are checked in-process, the others go to their servers as filter_nodes calls,
@@ -18,6 +20,8 @@
 #include "cluster/membership.h"
 #include "graph/graph.h"
 #include "graph/router.h"
+#include "shard/merged.h"
+#include "shard/update_channel.h"
 #include "rpc/connection_pool.h"
 #include "rpc/graph_handler.h"
 #include "util/thread_pool.h"
@@ -38,12 +42,17 @@ class ServerGraph final : public ShardRouter {
   const graph::Manifest& manifest() const { return store_.manifest; }
   const std::vector<uint32_t>& hosted() const { return hosted_; }
 
+  // Applies a batch of update pointers / deletions from the LogStore to hosted shard `shard`.
+  StatusOr<std::vector<bool>> ApplyUpdates(uint32_t shard, const std::vector<Update>& batch);
+  // Nodes touched by writes, per hosted shard.
+  nlohmann::json UpdateStats() const;
+
   // get_node_ids on the listed shards, all hosted here; sorted.
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
                                               const Properties& properties);
 
  protected:
-  StatusOr<const shard::Shard*> LocalShard(uint32_t index) override;
+  StatusOr<const shard::ShardReader*> LocalShard(uint32_t index) override;
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
   StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups,
@@ -52,7 +61,22 @@ class ServerGraph final : public ShardRouter {
  private:
   ServerGraph() : fanout_(8) {}
 
+  // Reads a written node's data from the LogStore (through the cluster view).
+  class LogStoreSource final : public FragmentSource {
+   public:
+    LogStoreSource(const cluster::ClusterView* view, rpc::PoolSet* pools)
+        : view_(view), pools_(pools) {}
+    StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
+                                const std::vector<int64_t>& generations) override;
+
+   private:
+    const cluster::ClusterView* view_;
+    rpc::PoolSet* pools_;
+  };
+
   OpenedStore store_;
+  std::unique_ptr<LogStoreSource> log_;
+  std::vector<std::unique_ptr<MergedShard>> merged_;  // null for shards not hosted
   std::vector<uint32_t> hosted_;
   const cluster::ClusterView* view_ = nullptr;
   rpc::PoolSet* pools_ = nullptr;

@@ -45,6 +45,22 @@ StatusOr<std::vector<int64_t>> Shard::NeighborIds(int64_t id, std::optional<int6
   return ids;
 }
 
+StatusOr<std::vector<Edge>> Shard::AllEdges(int64_t id, std::optional<int64_t> type) const {
+  std::vector<layout::EdgeFile::Record> records;
+  if (type) {
+    ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, *type));
+    if (record) records.push_back(std::move(*record));
+  } else {
+    ZIPG_ASSIGN_OR_RETURN(records, edges_->FindAll(id));
+  }
+  std::vector<Edge> out;
+  for (const auto& record : records) {
+    ZIPG_ASSIGN_OR_RETURN(auto edges, edges_->Edges(record, 0, record.count));
+    for (auto& e : edges) out.push_back(std::move(e));
+  }
+  return out;
+}
+
 StatusOr<int64_t> Shard::AssocCount(int64_t id, int64_t type) const {
   ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
   return record ? static_cast<int64_t>(record->count) : 0;

@@ -24,7 +24,37 @@ namespace zipg::shard {
 // The files of a shard directory, as listed in the store manifest.
 inline constexpr const char* kShardFiles[] = {"edges.meta", "edges.zcf", "nodes.idx", "nodes.zcf"};
 
-class Shard {
+// The shard-local part of every read operation, for the nodes a shard owns. Implemented by the
+// compressed Shard and by the shard server's MergedShard (shard/merged.h), which adds the writes.
+class ShardReader {
+ public:
+  virtual ~ShardReader() = default;
+
+  // Node reads, for nodes this shard owns.
+  virtual StatusOr<std::optional<Properties>> GetNodeProperty(
+      int64_t id, const std::vector<std::string>* names) const = 0;
+  virtual StatusOr<bool> NodeMatches(int64_t id, const Properties& filter) const = 0;
+  virtual StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) const = 0;
+
+  // Edge reads, for sources this shard owns. Arguments are validated by the caller.
+  // Sorted distinct destinations of id's edges of `type` (or all types), unfiltered.
+  virtual StatusOr<std::vector<int64_t>> NeighborIds(int64_t id,
+                                                     std::optional<int64_t> type) const = 0;
+  virtual StatusOr<int64_t> AssocCount(int64_t id, int64_t type) const = 0;
+  virtual StatusOr<std::pair<int64_t, int64_t>> EdgeRange(int64_t id, int64_t type, int64_t lo,
+                                                          int64_t hi) const = 0;
+  virtual StatusOr<std::optional<Edge>> EdgeData(int64_t id, int64_t type,
+                                                 int64_t time_order) const = 0;
+  virtual StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
+                                                 int64_t limit) const = 0;
+  virtual StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type,
+                                               const std::vector<int64_t>& ids, int64_t low,
+                                               int64_t high) const = 0;
+  virtual StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                     int64_t high, int64_t limit) const = 0;
+};
+
+class Shard final : public ShardReader {
  public:
   static StatusOr<std::unique_ptr<Shard>> Open(const std::string& dir,
                                                const layout::OpenOptions& options = {});
@@ -32,25 +62,29 @@ class Shard {
   const layout::NodeFile& nodes() const { return *nodes_; }
   const layout::EdgeFile& edges() const { return *edges_; }
 
+  // Every edge of id (of `type`, or of all types by ascending type), each type's edges in the
+  // contract's order.
+  StatusOr<std::vector<Edge>> AllEdges(int64_t id, std::optional<int64_t> type) const;
+
   // Node reads, for nodes this shard owns.
   StatusOr<std::optional<Properties>> GetNodeProperty(int64_t id,
-                                                      const std::vector<std::string>* names) const;
-  StatusOr<bool> NodeMatches(int64_t id, const Properties& filter) const;
-  StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) const;
+                                                      const std::vector<std::string>* names) const override;
+  StatusOr<bool> NodeMatches(int64_t id, const Properties& filter) const override;
+  StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) const override;
 
   // Edge reads, for sources this shard owns. Arguments are validated by the caller.
   // Sorted distinct destinations of id's edges of `type` (or all types), unfiltered.
-  StatusOr<std::vector<int64_t>> NeighborIds(int64_t id, std::optional<int64_t> type) const;
-  StatusOr<int64_t> AssocCount(int64_t id, int64_t type) const;
+  StatusOr<std::vector<int64_t>> NeighborIds(int64_t id, std::optional<int64_t> type) const override;
+  StatusOr<int64_t> AssocCount(int64_t id, int64_t type) const override;
   StatusOr<std::pair<int64_t, int64_t>> EdgeRange(int64_t id, int64_t type, int64_t lo,
-                                                  int64_t hi) const;
-  StatusOr<std::optional<Edge>> EdgeData(int64_t id, int64_t type, int64_t time_order) const;
+                                                  int64_t hi) const override;
+  StatusOr<std::optional<Edge>> EdgeData(int64_t id, int64_t type, int64_t time_order) const override;
   StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
-                                         int64_t limit) const;
+                                         int64_t limit) const override;
   StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
-                                       int64_t low, int64_t high) const;
+                                       int64_t low, int64_t high) const override;
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
-                                             int64_t limit) const;
+                                             int64_t limit) const override;
 
  private:
   Shard() = default;

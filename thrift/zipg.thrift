@@ -101,6 +101,9 @@ service GraphService {
 
   // The cluster as this server sees it, as a JSON document (docs/serving.md, "Status").
   string status() throws (1: GraphError error),
+  // Compresses the LogStore's current generation into a new log shard now (docs/writes.md);
+  // returns a JSON summary. Aggregators forward it to the LogStore.
+  string admin_compact() throws (1: GraphError error),
 }
 
 service ShardService extends GraphService {
@@ -109,4 +112,19 @@ service ShardService extends GraphService {
   // get_node_ids over the listed shards, all hosted by this server; sorted.
   list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties)
       throws (1: GraphError error),
+}
+
+// A node's live data in the LogStore's fragments (memtables and log shards, docs/writes.md).
+struct NodeFragment {
+  1: optional PropertyMap properties,  // unset: no live properties in these fragments
+  2: list<Edge> edges,                  // any order
+}
+
+service LogStoreService extends ShardService {
+  // The live data of node `id` (edges of `type`, or all types if any_type) in the listed
+  // generations (memtables or the log shards they became).
+  NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations)
+      throws (1: GraphError error),
+  // get_node_ids over the LogStore's fragments; sorted.
+  list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
 }

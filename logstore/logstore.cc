@@ -1,0 +1,466 @@
+#include "logstore/logstore.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+
+#include "graph/compress.h"
+#include "graph/graph.h"
+#include "graph/partition.h"
+#include "util/file.h"
+
+namespace zipg::logstore {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using shard::NodeUpdates;
+using shard::Update;
+using shard::UpdateOp;
+
+namespace {
+constexpr char kStateName[] = "STATE";
+constexpr size_t kResendChunk = 1 << 16;
+
+Status CheckEdgeKey(int64_t src, int64_t type, int64_t dst) {
+  if (src < 0) return Status::InvalidArgument("src must be >= 0");
+  if (type < 0) return Status::InvalidArgument("type must be >= 0");
+  if (dst < 0) return Status::InvalidArgument("dst must be >= 0");
+  return Status::OK();
+}
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+}  // namespace
+
+std::string LogStore::WalPath(int64_t g) const {
+  return options_.dir + "/wal-" + std::to_string(g) + ".log";
+}
+std::string LogStore::ShardDir(int64_t g) const {
+  return options_.dir + "/shard-" + std::to_string(g);
+}
+
+Status LogStore::WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs) {
+  const std::string text = json{{"shards", shards}, {"logs", logs}}.dump() + "\n";
+  return WriteFileAtomically(options_.dir + "/" + kStateName,
+                             [&](const FileSink& sink) { return sink(text); });
+}
+
+StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
+    const LogStoreOptions& options, GraphApi* reader, shard::UpdateSender* sink,
+    std::function<void(std::vector<int64_t>)> publish) {
+  std::unique_ptr<LogStore> store(new LogStore(options));
+  store->reader_ = reader;
+  store->sink_ = sink;
+  store->publish_ = std::move(publish);
+  ZIPG_RETURN_IF_ERROR(store->Recover());
+  store->compactor_ = std::thread([p = store.get()] { p->CompactionLoop(); });
+  return store;
+}
+
+LogStore::~LogStore() {
+  {
+    std::lock_guard lock(loop_mu_);
+    stopping_ = true;
+  }
+  loop_cv_.notify_all();
+  if (compactor_.joinable()) compactor_.join();
+}
+
+Status LogStore::Recover() {
+  std::error_code ec;
+  fs::create_directories(options_.dir, ec);
+  if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
+  std::vector<int64_t> shards, logs = {1};
+  const std::string state_path = options_.dir + "/" + kStateName;
+  if (fs::exists(state_path)) {
+    ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(state_path));
+    const json j = json::parse(text, nullptr, false);
+    try {
+      shards = j.at("shards").get<std::vector<int64_t>>();
+      logs = j.at("logs").get<std::vector<int64_t>>();
+    } catch (const json::exception& e) {
+      return Status::Corruption(state_path + ": " + e.what());
+    }
+    if (logs.empty() || logs.size() > 2) return Status::Corruption(state_path + ": bad log list");
+  } else {
+    ZIPG_RETURN_IF_ERROR(WriteState(shards, logs));
+  }
+  // Leftovers of an interrupted compaction or of dropped logs: anything STATE does not list.
+  for (const auto& entry : fs::directory_iterator(options_.dir)) {
+    const std::string name = entry.path().filename().string();
+    int64_t g = -1;
+    if (name.rfind("shard-", 0) == 0) {
+      g = std::atoll(name.c_str() + 6);
+      if (!Contains(shards, g) || name.find(".tmp") != std::string::npos) {
+        fs::remove_all(entry.path(), ec);
+      }
+    } else if (name.rfind("wal-", 0) == 0) {
+      g = std::atoll(name.c_str() + 4);
+      if (!Contains(logs, g)) fs::remove(entry.path(), ec);
+    }
+  }
+  for (int64_t g : shards) {
+    LogShard ls;
+    ls.generation = g;
+    GraphOpenOptions open_options;
+    ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(g), open_options, nullptr));
+    if (opened.shards.size() != 1) return Status::Corruption(ShardDir(g) + " is not one shard");
+    ls.shard = std::move(opened.shards[0]);
+    ZIPG_ASSIGN_OR_RETURN(ls.deletes, shard::UpdateIndex::Open(ShardDir(g) + ".deletes"));
+    log_shards_.push_back(std::move(ls));
+  }
+  // Replay the logs in order; a frozen generation (two logs) is frozen again after its replay.
+  std::vector<std::vector<Update>> resend(sink_->num_shards());
+  memtable_ = std::make_unique<Memtable>();
+  for (size_t i = 0; i < logs.size(); ++i) {
+    const int64_t g = logs[i];
+    generation_ = g;
+    uint64_t dropped = 0;
+    WalOptions wal_options;
+    wal_options.sync = options_.sync;
+    ZIPG_ASSIGN_OR_RETURN(
+        auto wal,
+        Wal::Open(
+            WalPath(g),
+            [&](std::string_view payload) -> Status {
+              LogRecord record;
+              ZIPG_RETURN_IF_ERROR(DecodeRecord(payload, &record));
+              resend[ShardOf(record.node, sink_->num_shards())].push_back(record.ToUpdate(g));
+              return ApplyLocal(record, g).status();
+            },
+            wal_options, &dropped));
+    if (dropped > 0) {
+      std::cerr << "LogStore: dropped a torn tail of " << dropped << " bytes from " << WalPath(g)
+                << "\n";
+    }
+    if (i + 1 < logs.size()) {
+      frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}};
+      memtable_ = std::make_unique<Memtable>();
+    } else {
+      wal_ = std::move(wal);
+    }
+  }
+  // Redo the fan-out of every logged write: a write logged before a crash may not have reached
+  // its base shard. Updates are idempotent, so resending what did arrive changes nothing.
+  for (uint32_t s = 0; s < resend.size(); ++s) {
+    for (size_t at = 0; at < resend[s].size(); at += kResendChunk) {
+      const size_t end = std::min(resend[s].size(), at + kResendChunk);
+      std::vector<Update> chunk(resend[s].begin() + at, resend[s].begin() + end);
+      ZIPG_RETURN_IF_ERROR(sink_->Send(s, std::move(chunk), 60000).status());
+    }
+  }
+  if (frozen_) wake_ = true;  // finish the interrupted compaction
+  return Status::OK();
+}
+
+StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation) {
+  const Update u = record.ToUpdate(0);
+  bool found = false;
+  for (auto& ls : log_shards_) {
+    auto entry = ls.deletes->Lookup(u.node);
+    ZIPG_ASSIGN_OR_RETURN(bool live,
+                          shard::FoundLive(*ls.shard, entry ? &*entry : nullptr, u));
+    if (!live) continue;
+    ZIPG_RETURN_IF_ERROR(ls.deletes->Apply(ls.shard.get(), {u}).status());
+    found = true;
+  }
+  if (frozen_ && frozen_->generation != generation) {
+    auto it = frozen_->overlay.find(u.node);
+    if (frozen_->table->FoundLive(u, it == frozen_->overlay.end() ? nullptr : &it->second)) {
+      shard::UpdateIndex::ApplyTo(u, true, &frozen_->overlay[u.node]);
+      found = true;
+    }
+  }
+  if (memtable_->Remove(u)) found = true;
+  if (record.is_put()) memtable_->Put(record);
+  return found;
+}
+
+StatusOr<bool> LogStore::Write(const LogRecord& record) {
+  std::shared_lock freeze(freeze_mu_);
+  const int64_t generation = generation_;
+  ZIPG_RETURN_IF_ERROR(wal_->Append(EncodeRecord(record)));
+  auto base = sink_->Send(ShardOf(record.node, sink_->num_shards()), {record.ToUpdate(generation)},
+                          options_.update_timeout_ms);
+  // Apply locally even if the base shard did not confirm: the record is logged, and the lane
+  // keeps delivering its update, after which the write is wholly visible.
+  bool found = false;
+  {
+    std::unique_lock data(data_mu_);
+    ZIPG_ASSIGN_OR_RETURN(found, ApplyLocal(record, generation));
+  }
+  ++writes_;
+  if (options_.memtable_bytes > 0) {
+    std::shared_lock data(data_mu_);
+    if (!frozen_ && memtable_->bytes() >= options_.memtable_bytes) {
+      std::lock_guard lock(loop_mu_);
+      wake_ = true;
+      loop_cv_.notify_one();
+    }
+  }
+  if (!base.ok()) return base.status();
+  return found || base->at(0);
+}
+
+Status LogStore::ObjAdd(int64_t id, const Properties& properties) {
+  if (id < 0) return Status::InvalidArgument("id must be >= 0");
+  std::lock_guard stripe(Stripe(id));
+  ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(id));
+  if (node) return Status::AlreadyExists("node " + std::to_string(id) + " already exists");
+  LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
+  return Write(r).status();
+}
+
+Status LogStore::ObjUpdate(int64_t id, const Properties& properties) {
+  if (id < 0) return Status::InvalidArgument("id must be >= 0");
+  std::lock_guard stripe(Stripe(id));
+  ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(id));
+  if (!node) return Status::NotFound("node " + std::to_string(id) + " does not exist");
+  LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
+  return Write(r).status();
+}
+
+StatusOr<bool> LogStore::ObjDelete(int64_t id) {
+  if (id < 0) return Status::InvalidArgument("id must be >= 0");
+  std::lock_guard stripe(Stripe(id));
+  return Write(LogRecord{UpdateOp::kDeleteNode, id, 0, 0, 0, {}});
+}
+
+Status LogStore::AssocAdd(const Edge& e) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeKey(e.src, e.type, e.dst));
+  std::lock_guard stripe(Stripe(e.src));
+  LogRecord r{UpdateOp::kPutEdge, e.src, e.type, e.dst, e.timestamp,
+              NormalizeProperties(e.properties)};
+  return Write(r).status();
+}
+
+Status LogStore::AssocUpdate(const Edge& e) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeKey(e.src, e.type, e.dst));
+  std::lock_guard stripe(Stripe(e.src));
+  ZIPG_ASSIGN_OR_RETURN(auto live, reader_->AssocGet(e.src, e.type, {e.dst},
+                                                     std::numeric_limits<int64_t>::min(),
+                                                     std::numeric_limits<int64_t>::max()));
+  if (live.empty()) {
+    return Status::NotFound("edge (" + std::to_string(e.src) + ", " + std::to_string(e.type) +
+                            ", " + std::to_string(e.dst) + ") does not exist");
+  }
+  LogRecord r{UpdateOp::kPutEdge, e.src, e.type, e.dst, e.timestamp,
+              NormalizeProperties(e.properties)};
+  return Write(r).status();
+}
+
+StatusOr<bool> LogStore::AssocDelete(int64_t src, int64_t type, int64_t dst) {
+  ZIPG_RETURN_IF_ERROR(CheckEdgeKey(src, type, dst));
+  std::lock_guard stripe(Stripe(src));
+  return Write(LogRecord{UpdateOp::kDeleteEdge, src, type, dst, 0, {}});
+}
+
+StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
+                                      const std::vector<int64_t>& generations) {
+  NodeData out;
+  std::shared_lock data(data_mu_);
+  const bool edges = any_type || type >= 0;
+  for (const auto& ls : log_shards_) {
+    if (!Contains(generations, ls.generation)) continue;
+    auto entry = ls.deletes->Lookup(id);
+    if (!(entry && entry->props_dead)) {
+      ZIPG_ASSIGN_OR_RETURN(auto props, ls.shard->GetNodeProperty(id, nullptr));
+      if (props) {
+        std::sort(props->begin(), props->end());
+        out.properties = std::move(props);
+      }
+    }
+    if (edges && !(entry && entry->edges_dead)) {
+      ZIPG_ASSIGN_OR_RETURN(
+          auto list, ls.shard->AllEdges(id, any_type ? std::nullopt : std::optional<int64_t>(type)));
+      for (auto& e : list) {
+        if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
+      }
+    }
+  }
+  if (frozen_ && Contains(generations, frozen_->generation)) {
+    auto it = frozen_->overlay.find(id);
+    frozen_->table->Collect(id, any_type, type,
+                            it == frozen_->overlay.end() ? nullptr : &it->second, &out);
+  }
+  if (Contains(generations, generation_)) memtable_->Collect(id, any_type, type, nullptr, &out);
+  std::lock_guard lock(stats_mu_);
+  for (int64_t g : generations) ++fragment_reads_[g];
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
+  Properties filter = properties;
+  std::sort(filter.begin(), filter.end());
+  std::vector<int64_t> ids;
+  std::shared_lock data(data_mu_);
+  memtable_->NodeIds(filter, nullptr, &ids);
+  if (frozen_) frozen_->table->NodeIds(filter, &frozen_->overlay, &ids);
+  for (const auto& ls : log_shards_) {
+    ZIPG_ASSIGN_OR_RETURN(auto found, ls.shard->GetNodeIds(filter));
+    for (int64_t id : found) {
+      auto entry = ls.deletes->Lookup(id);
+      if (!(entry && entry->props_dead)) ids.push_back(id);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+StatusOr<bool> LogStore::Freeze() {
+  std::unique_lock freeze(freeze_mu_);  // waits for in-flight writes
+  if (wal_->stats().records == 0 && wal_->size() == 0) return false;
+  const int64_t g = generation_;
+  WalOptions wal_options;
+  wal_options.sync = options_.sync;
+  std::error_code ec;
+  fs::remove(WalPath(g + 1), ec);
+  ZIPG_ASSIGN_OR_RETURN(auto next, Wal::Open(WalPath(g + 1), {}, wal_options));
+  ZIPG_RETURN_IF_ERROR(WriteState(LogShards(), {g, g + 1}));
+  {
+    std::unique_lock data(data_mu_);
+    frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}};
+    memtable_ = std::make_unique<Memtable>();
+    generation_ = g + 1;
+  }
+  wal_ = std::move(next);
+  return true;
+}
+
+Status LogStore::BuildFrozen(json* summary) {
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<const Memtable> table;
+  int64_t g;
+  {
+    std::shared_lock data(data_mu_);
+    table = frozen_->table;
+    g = frozen_->generation;
+  }
+  const uint64_t log_bytes = fs::exists(WalPath(g)) ? fs::file_size(WalPath(g)) : 0;
+  LogShard built;
+  built.generation = g;
+  graph::CompressReport report;
+  if (!table->empty()) {
+    graph::CompressOptions options;
+    options.shards = 1;
+    options.threads = 1;
+    options.overwrite = true;
+    ZIPG_RETURN_IF_ERROR(
+        graph::CompressGraph(table->ToInputGraph(), ShardDir(g), options, nullptr, &report));
+    GraphOpenOptions open_options;
+    open_options.verify_checksums = false;  // just written and synced
+    ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(g), open_options, nullptr));
+    built.shard = std::move(opened.shards[0]);
+    std::error_code ec;
+    fs::remove(ShardDir(g) + ".deletes", ec);
+    ZIPG_ASSIGN_OR_RETURN(built.deletes, shard::UpdateIndex::Open(ShardDir(g) + ".deletes"));
+  }
+  const double build_seconds = Seconds(start);
+  {
+    std::unique_lock data(data_mu_);
+    if (built.shard) {
+      // Deletes that hit the frozen table during the build move to the new shard's deletion set.
+      std::vector<Update> moved;
+      for (const auto& [node, entry] : frozen_->overlay) {
+        if (entry.edges_dead) moved.push_back({UpdateOp::kDeleteNode, node, 0, 0, 0});
+        if (entry.props_dead) moved.push_back({UpdateOp::kPutNode, node, 0, 0, 0});
+        for (const auto& [type, dst] : entry.dead_edges) {
+          moved.push_back({UpdateOp::kDeleteEdge, node, type, dst, 0});
+        }
+      }
+      if (!moved.empty()) {
+        ZIPG_RETURN_IF_ERROR(built.deletes->Apply(built.shard.get(), moved).status());
+      }
+      log_shards_.push_back(std::move(built));
+    }
+    frozen_.reset();
+  }
+  ZIPG_RETURN_IF_ERROR(WriteState(LogShards(), {generation_}));
+  if (publish_) publish_(LogShards());
+  std::error_code ec;
+  fs::remove(WalPath(g), ec);
+  ++compactions_;
+  *summary = json{{"compacted", true},
+                  {"generation", g},
+                  {"log_bytes", log_bytes},
+                  {"nodes", table->num_nodes()},
+                  {"edges", table->num_edges()},
+                  {"stored_bytes", report.stored_bytes},
+                  {"build_seconds", build_seconds},
+                  {"seconds", Seconds(start)}};
+  return Status::OK();
+}
+
+StatusOr<std::string> LogStore::CompactNow() {
+  std::lock_guard lock(compact_mu_);
+  json summary = {{"compacted", false}};
+  if (!frozen_) {
+    ZIPG_ASSIGN_OR_RETURN(bool frozen, Freeze());
+    if (!frozen) return summary.dump();
+  }
+  ZIPG_RETURN_IF_ERROR(BuildFrozen(&summary));
+  {
+    std::lock_guard stats(stats_mu_);
+    last_compaction_ = summary;
+  }
+  return summary.dump();
+}
+
+StatusOr<std::string> LogStore::Compact() { return CompactNow(); }
+
+void LogStore::CompactionLoop() {
+  std::unique_lock lock(loop_mu_);
+  while (true) {
+    loop_cv_.wait(lock, [this] { return stopping_ || wake_; });
+    if (stopping_) return;
+    wake_ = false;
+    lock.unlock();
+    auto result = CompactNow();
+    if (!result.ok()) std::cerr << "LogStore: compaction failed: " << result.status().ToString() << "\n";
+    lock.lock();
+  }
+}
+
+std::vector<int64_t> LogStore::LogShards() const {
+  std::shared_lock data(data_mu_);
+  std::vector<int64_t> out;
+  for (const auto& ls : log_shards_) out.push_back(ls.generation);
+  return out;
+}
+
+json LogStore::StatusJson() const {
+  json j;
+  {
+    std::shared_lock data(data_mu_);
+    j["generation"] = generation_;
+    j["memtable"] = {{"bytes", memtable_->bytes()},
+                     {"nodes", memtable_->num_nodes()},
+                     {"edges", memtable_->num_edges()}};
+    j["frozen"] = frozen_ ? json(frozen_->generation) : json(nullptr);
+    json shards = json::array();
+    for (const auto& ls : log_shards_) {
+      shards.push_back({{"generation", ls.generation},
+                        {"touched_nodes", ls.deletes->size()}});
+    }
+    j["log_shards"] = shards;
+  }
+  j["writes"] = writes_.load();
+  j["compactions"] = compactions_.load();
+  j["update_batches"] = sink_->batches();
+  std::lock_guard lock(stats_mu_);
+  json reads = json::object();
+  for (const auto& [g, n] : fragment_reads_) reads[std::to_string(g)] = n;
+  j["fragment_reads"] = reads;
+  j["last_compaction"] = last_compaction_;
+  return j;
+}
+
+}  // namespace zipg::logstore

@@ -1,0 +1,141 @@
+// LogStore: the cluster's single write-optimized store (ZipG section 3.5; design in
+// docs/writes.md). It takes every write, logs it durably (WAL with group commit), fans the update
+// pointer out to the base shard that owns the node (UpdateSender, acknowledged before the write
+// is), and keeps the data query-optimized in a memtable. Past a memory threshold, or on
+// Compact(), the current generation is frozen and compressed into a new log shard, which it
+// serves itself; shard servers fetch a written node's data from it with Fragment().
+//
+// Directory (options.dir): STATE, wal-<G>.log, shard-<G>/ (a one-partition store),
+// shard-<G>.deletes.
+//
+// Thread-safety: every public method may be called concurrently.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/api.h"
+#include "graph/edge_list.h"
+#include "logstore/memtable.h"
+#include "logstore/record.h"
+#include "logstore/wal.h"
+#include "shard/shard.h"
+#include "shard/update_channel.h"
+#include "shard/updates.h"
+
+namespace zipg::logstore {
+
+struct LogStoreOptions {
+  std::string dir;
+  // Memtable size (approximate bytes) that triggers a compaction. 0: only on Compact().
+  uint64_t memtable_bytes = 256ull << 20;
+  // fdatasync every commit (false only in benchmarks of the non-durable path).
+  bool sync = true;
+  // How long a write waits for its base shard to confirm the update pointer.
+  int update_timeout_ms = 10000;
+};
+
+class LogStore final : public GraphWriteApi {
+ public:
+  // Recovers the directory (docs/writes.md, "Recovery"), resends the live logs' updates through
+  // `sink` and starts the compaction thread. `reader` answers the conditional writes' checks (the
+  // cluster's read path); `publish` is called with the log shard generations after each
+  // compaction. All three must outlive the LogStore.
+  static StatusOr<std::unique_ptr<LogStore>> Open(const LogStoreOptions& options, GraphApi* reader,
+                                                  shard::UpdateSender* sink,
+                                                  std::function<void(std::vector<int64_t>)> publish);
+  ~LogStore() override;
+
+  Status ObjAdd(int64_t id, const Properties& properties) override;
+  Status ObjUpdate(int64_t id, const Properties& properties) override;
+  StatusOr<bool> ObjDelete(int64_t id) override;
+  Status AssocAdd(const Edge& edge) override;
+  Status AssocUpdate(const Edge& edge) override;
+  StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
+  StatusOr<std::string> Compact() override;
+
+  // The node's live data in `generations` (edges of every type, of `type`, or none if type < 0).
+  StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
+                              const std::vector<int64_t>& generations);
+  // get_node_ids over the LogStore's fragments; sorted.
+  StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
+
+  std::vector<int64_t> LogShards() const;
+  nlohmann::json StatusJson() const;
+
+ private:
+  struct LogShard {
+    int64_t generation = 0;
+    std::unique_ptr<shard::Shard> shard;
+    std::unique_ptr<shard::UpdateIndex> deletes;
+  };
+  struct Frozen {
+    int64_t generation = 0;
+    std::shared_ptr<const Memtable> table;
+    std::unordered_map<int64_t, shard::NodeUpdates> overlay;  // deletes since the freeze
+  };
+
+  explicit LogStore(const LogStoreOptions& options) : options_(options) {}
+  Status Recover();
+  std::string WalPath(int64_t generation) const;
+  std::string ShardDir(int64_t generation) const;
+  Status WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs);
+
+  std::mutex& Stripe(int64_t node) { return stripes_[static_cast<uint64_t>(node) % kStripes]; }
+  // Logs `record`, fans its update out and applies it; whether a live version was found anywhere.
+  StatusOr<bool> Write(const LogRecord& record);
+  // Applies a logged record to the LogStore's own fragments (data lock held exclusively).
+  StatusOr<bool> ApplyLocal(const LogRecord& record, int64_t generation);
+
+  // Compaction: freeze the live generation (false if it is empty), then build its log shard.
+  StatusOr<bool> Freeze();
+  Status BuildFrozen(nlohmann::json* summary);
+  StatusOr<std::string> CompactNow();
+  void CompactionLoop();
+
+  const LogStoreOptions options_;
+  GraphApi* reader_ = nullptr;
+  shard::UpdateSender* sink_ = nullptr;
+  std::function<void(std::vector<int64_t>)> publish_;
+
+  static constexpr size_t kStripes = 1024;
+  std::array<std::mutex, kStripes> stripes_;
+
+  // Held shared by every write from its log append to its local apply; exclusively by Freeze.
+  std::shared_mutex freeze_mu_;
+  std::unique_ptr<Wal> wal_;
+  int64_t generation_ = 1;
+
+  // Guards the fragments below.
+  mutable std::shared_mutex data_mu_;
+  std::unique_ptr<Memtable> memtable_;
+  std::optional<Frozen> frozen_;
+  std::vector<LogShard> log_shards_;
+
+  std::mutex compact_mu_;  // one compaction at a time
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool stopping_ = false;
+  bool wake_ = false;
+  std::thread compactor_;
+
+  std::atomic<uint64_t> writes_{0};
+  std::atomic<uint64_t> compactions_{0};
+  mutable std::mutex stats_mu_;
+  std::map<int64_t, uint64_t> fragment_reads_;  // by generation
+  nlohmann::json last_compaction_ = nullptr;
+};
+
+}  // namespace zipg::logstore

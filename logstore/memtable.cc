@@ -1,0 +1,172 @@
+#include "logstore/memtable.h"
+
+#include <algorithm>
+#include <set>
+
+namespace zipg::logstore {
+
+using shard::UpdateOp;
+
+namespace {
+constexpr uint64_t kNodeOverhead = 64;
+constexpr uint64_t kEdgeOverhead = 64;
+
+EdgeList::const_iterator FindDst(const EdgeList& list, int64_t dst) {
+  return std::find_if(list.begin(), list.end(), [dst](const Edge& e) { return e.dst == dst; });
+}
+}  // namespace
+
+uint64_t Memtable::Size(const Properties& p) {
+  uint64_t n = 0;
+  for (const auto& [name, value] : p) n += name.size() + value.size() + 16;
+  return n;
+}
+
+bool Memtable::FoundLive(const shard::Update& u, const shard::NodeUpdates* dead) const {
+  auto it = nodes_.find(u.node);
+  if (it == nodes_.end()) return false;
+  const Entry& entry = it->second;
+  switch (u.op) {
+    case UpdateOp::kPutNode:
+    case UpdateOp::kDeleteNode:
+      if (entry.props && !(dead && dead->props_dead)) return true;
+      if (u.op == UpdateOp::kPutNode) return false;
+      for (const auto& [type, list] : entry.edges) {
+        for (const auto& e : list) {
+          if (!(dead && dead->EdgeDead(type, e.dst))) return true;
+        }
+      }
+      return false;
+    case UpdateOp::kPutEdge:
+    case UpdateOp::kDeleteEdge: {
+      if (dead && dead->EdgeDead(u.type, u.dst)) return false;
+      auto list = entry.edges.find(u.type);
+      return list != entry.edges.end() && FindDst(list->second, u.dst) != list->second.end();
+    }
+  }
+  return false;
+}
+
+bool Memtable::Remove(const shard::Update& u) {
+  auto it = nodes_.find(u.node);
+  if (it == nodes_.end()) return false;
+  Entry& entry = it->second;
+  bool found = false;
+  if (u.op == UpdateOp::kPutNode || u.op == UpdateOp::kDeleteNode) {
+    if (entry.props) {
+      bytes_ -= Size(*entry.props);
+      entry.props.reset();
+      --props_;
+      found = true;
+    }
+    if (u.op == UpdateOp::kDeleteNode) {
+      for (const auto& [type, list] : entry.edges) {
+        for (const auto& e : list) bytes_ -= Size(e.properties) + kEdgeOverhead;
+        edges_ -= list.size();
+        found = found || !list.empty();
+      }
+      entry.edges.clear();
+    }
+  } else {
+    auto list = entry.edges.find(u.type);
+    if (list != entry.edges.end()) {
+      auto e = FindDst(list->second, u.dst);
+      if (e != list->second.end()) {
+        bytes_ -= Size(e->properties) + kEdgeOverhead;
+        list->second.erase(e);
+        --edges_;
+        found = true;
+        if (list->second.empty()) entry.edges.erase(list);
+      }
+    }
+  }
+  if (!entry.props && entry.edges.empty()) {
+    nodes_.erase(it);
+    bytes_ -= kNodeOverhead;
+  }
+  return found;
+}
+
+void Memtable::Put(const LogRecord& r) {
+  auto [it, fresh] = nodes_.try_emplace(r.node);
+  if (fresh) bytes_ += kNodeOverhead;
+  Entry& entry = it->second;
+  if (r.op == UpdateOp::kPutNode) {
+    if (!entry.props) ++props_;
+    entry.props = r.properties;
+    bytes_ += Size(r.properties);
+    return;
+  }
+  Edge edge{r.node, r.type, r.dst, r.timestamp, r.properties};
+  EdgeList& list = entry.edges[r.type];
+  list.insert(std::lower_bound(list.begin(), list.end(), edge, NewestFirst), std::move(edge));
+  bytes_ += Size(r.properties) + kEdgeOverhead;
+  ++edges_;
+}
+
+void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::NodeUpdates* dead,
+                       NodeData* out) const {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  const Entry& entry = it->second;
+  if (entry.props && !(dead && dead->props_dead)) out->properties = entry.props;
+  if (!any_type && type < 0) return;
+  for (const auto& [t, list] : entry.edges) {
+    if (!any_type && t != type) continue;
+    for (const auto& e : list) {
+      if (!(dead && dead->EdgeDead(t, e.dst))) out->edges.push_back(e);
+    }
+  }
+}
+
+void Memtable::NodeIds(const Properties& filter,
+                       const std::unordered_map<int64_t, shard::NodeUpdates>* dead,
+                       std::vector<int64_t>* out) const {
+  for (const auto& [id, entry] : nodes_) {
+    if (!entry.props || !MatchesAll(*entry.props, filter)) continue;
+    if (dead) {
+      auto d = dead->find(id);
+      if (d != dead->end() && d->second.props_dead) continue;
+    }
+    out->push_back(id);
+  }
+}
+
+graph::InputGraph Memtable::ToInputGraph() const {
+  graph::InputGraph g;
+  std::set<std::string> node_names, edge_names;
+  for (const auto& [id, entry] : nodes_) {
+    if (entry.props) {
+      for (const auto& p : *entry.props) node_names.insert(p.first);
+    }
+    for (const auto& [type, list] : entry.edges) {
+      for (const auto& e : list) {
+        for (const auto& p : e.properties) edge_names.insert(p.first);
+      }
+    }
+  }
+  g.node_property_names.assign(node_names.begin(), node_names.end());
+  g.edge_property_names.assign(edge_names.begin(), edge_names.end());
+  auto index = [](const std::vector<std::string>& names, const Properties& props) {
+    graph::IndexedProperties out;
+    for (const auto& [name, value] : props) {
+      const auto pos = std::lower_bound(names.begin(), names.end(), name) - names.begin();
+      out.emplace_back(static_cast<uint32_t>(pos), value);
+    }
+    return out;  // names and props are both sorted, so indexes ascend
+  };
+  for (const auto& [id, entry] : nodes_) {
+    if (entry.props) g.nodes.push_back({id, index(g.node_property_names, *entry.props)});
+    for (const auto& [type, list] : entry.edges) {
+      for (const auto& e : list) {
+        g.edges.push_back({e.src, e.dst, e.type, e.timestamp, index(g.edge_property_names,
+                                                                    e.properties)});
+      }
+    }
+  }
+  std::sort(g.nodes.begin(), g.nodes.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  return g;
+}
+
+}  // namespace zipg::logstore

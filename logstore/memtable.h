@@ -1,0 +1,62 @@
+// Memtable: one LogStore generation's data in memory, query-optimized: node properties by id and,
+// per (src, type), the edges in the contract's order (timestamp descending, dst ascending), so the
+// LogStore answers a node's reads with the same list operations as the shard servers' merged reads
+// (graph/edge_list.h). docs/writes.md.
+//
+// Thread-safety: none; the LogStore guards it with its data lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/edge_list.h"
+#include "graph/input.h"
+#include "logstore/record.h"
+#include "shard/updates.h"
+
+namespace zipg::logstore {
+
+class Memtable {
+ public:
+  // Whether a version of what `u` targets is live here (and not deleted by `dead`, may be null):
+  // the node's properties (put/delete node; delete node also counts edges) or the edge key.
+  bool FoundLive(const shard::Update& u, const shard::NodeUpdates* dead) const;
+  // Removes the live version of what `u` targets; true if there was one.
+  bool Remove(const shard::Update& u);
+  // Stores a put record's data (the caller removed the old version first).
+  void Put(const LogRecord& record);
+
+  // Adds the node's live data (minus `dead`) to `out`: properties, and edges of every type
+  // (any_type), of `type`, or none (type < 0).
+  void Collect(int64_t id, bool any_type, int64_t type, const shard::NodeUpdates* dead,
+               NodeData* out) const;
+  // Appends the ids of nodes whose live properties match every pair of `filter` (sorted by name).
+  void NodeIds(const Properties& filter,
+               const std::unordered_map<int64_t, shard::NodeUpdates>* dead,
+               std::vector<int64_t>* out) const;
+
+  // The table as a graph for the compress pipeline.
+  graph::InputGraph ToInputGraph() const;
+
+  bool empty() const { return nodes_.empty(); }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t num_nodes() const { return props_; }
+  uint64_t num_edges() const { return edges_; }
+
+ private:
+  struct Entry {
+    std::optional<Properties> props;
+    std::map<int64_t, EdgeList> edges;  // by type, each NewestFirst
+  };
+  static uint64_t Size(const Properties& p);
+
+  std::unordered_map<int64_t, Entry> nodes_;
+  uint64_t bytes_ = 0;
+  uint64_t props_ = 0;  // nodes with live properties
+  uint64_t edges_ = 0;
+};
+
+}  // namespace zipg::logstore

@@ -1,0 +1,29 @@
+#include "logstore/server.h"
+
+#include "rpc/convert.h"
+
+namespace zipg::logstore {
+
+void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_type,
+                               int64_t type, const std::vector<int64_t>& generations) {
+  NodeData data = rpc::ValueOrThrow(store_->Fragment(id, any_type, type, generations));
+  if (data.properties) _return.__set_properties(rpc::ToThrift(*data.properties));
+  _return.edges = rpc::ToThrift(data.edges);
+}
+
+void LogStoreHandler::log_node_ids(std::vector<int64_t>& _return,
+                                   const std::map<std::string, std::string>& properties) {
+  _return = rpc::ValueOrThrow(store_->NodeIds(rpc::FromThrift(properties)));
+}
+
+void LogStoreHandler::filter_nodes(std::vector<int64_t>&, const std::vector<int64_t>&,
+                                   const std::map<std::string, std::string>&) {
+  rpc::ThrowIfError(Status::InvalidArgument("filter_nodes is a shard server call"));
+}
+
+void LogStoreHandler::local_node_ids(std::vector<int64_t>&, const std::vector<int32_t>&,
+                                     const std::map<std::string, std::string>&) {
+  rpc::ThrowIfError(Status::InvalidArgument("local_node_ids is a shard server call"));
+}
+
+}  // namespace zipg::logstore

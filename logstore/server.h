@@ -1,0 +1,37 @@
+// The LogStore's Thrift handler: LogStoreService. Writes go to the LogStore; reads are answered
+// like an aggregator's (the LogStore process holds a ClusterGraph), so a client connected to the
+// LogStore sees the same data as through any aggregator; fragment and log_node_ids serve the
+// shard servers and aggregators (docs/writes.md).
+//
+// Thread-safety: every method may be called concurrently.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "logstore/logstore.h"
+#include "rpc/graph_handler.h"
+#include "zipg_rpc/LogStoreService.h"
+
+namespace zipg::logstore {
+
+class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHandler {
+ public:
+  LogStoreHandler(GraphApi* reader, LogStore* store,
+                  std::function<StatusOr<std::string>()> status)
+      : rpc::GraphHandler(reader, std::move(status), store), store_(store) {}
+
+  void fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
+                const std::vector<int64_t>& generations) override;
+  void log_node_ids(std::vector<int64_t>& _return,
+                    const std::map<std::string, std::string>& properties) override;
+  void filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
+                    const std::map<std::string, std::string>& properties) override;
+  void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
+                      const std::map<std::string, std::string>& properties) override;
+
+ private:
+  LogStore* store_;
+};
+
+}  // namespace zipg::logstore

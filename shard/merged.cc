@@ -1,0 +1,139 @@
+#include "shard/merged.h"
+
+#include <algorithm>
+
+namespace zipg::shard {
+
+namespace {
+bool TypeThenNewest(const Edge& a, const Edge& b) {
+  if (a.type != b.type) return a.type < b.type;
+  return NewestFirst(a, b);
+}
+}  // namespace
+
+StatusOr<NodeData> MergedShard::Materialize(int64_t id, const NodeUpdates& entry, Want want,
+                                            int64_t type) const {
+  NodeData data;
+  if (!entry.props_dead) {
+    ZIPG_ASSIGN_OR_RETURN(data.properties, base_->GetNodeProperty(id, nullptr));
+    if (data.properties) {
+      std::sort(data.properties->begin(), data.properties->end());
+    }
+  }
+  if (want != Want::kProperties && !entry.edges_dead) {
+    ZIPG_ASSIGN_OR_RETURN(
+        auto edges,
+        base_->AllEdges(id, want == Want::kType ? std::optional<int64_t>(type) : std::nullopt));
+    for (auto& e : edges) {
+      if (!entry.EdgeDead(e.type, e.dst)) data.edges.push_back(std::move(e));
+    }
+  }
+  if (!entry.generations.empty()) {
+    if (log_ == nullptr) return Status::Unavailable("no LogStore to read written node from");
+    ZIPG_ASSIGN_OR_RETURN(
+        NodeData log,
+        log_->Fragment(id, want == Want::kAllTypes, want == Want::kType ? type : -1,
+                       entry.generations));
+    if (log.properties) data.properties = std::move(log.properties);
+    for (auto& e : log.edges) data.edges.push_back(std::move(e));
+  }
+  std::sort(data.edges.begin(), data.edges.end(), TypeThenNewest);
+  return data;
+}
+
+StatusOr<std::optional<EdgeList>> MergedShard::TouchedEdges(int64_t id, int64_t type) const {
+  auto entry = updates_->Lookup(id);
+  if (!entry) return std::optional<EdgeList>();
+  ZIPG_ASSIGN_OR_RETURN(NodeData data, Materialize(id, *entry, Want::kType, type));
+  return std::optional<EdgeList>(std::move(data.edges));
+}
+
+StatusOr<std::optional<Properties>> MergedShard::GetNodeProperty(
+    int64_t id, const std::vector<std::string>* names) const {
+  auto entry = updates_->Lookup(id);
+  if (!entry) return base_->GetNodeProperty(id, names);
+  ZIPG_ASSIGN_OR_RETURN(NodeData data, Materialize(id, *entry, Want::kProperties, 0));
+  if (!data.properties) return std::optional<Properties>();
+  return std::optional<Properties>(SelectProperties(*data.properties, names));
+}
+
+StatusOr<bool> MergedShard::NodeMatches(int64_t id, const Properties& filter) const {
+  auto entry = updates_->Lookup(id);
+  if (!entry) return base_->NodeMatches(id, filter);
+  ZIPG_ASSIGN_OR_RETURN(NodeData data, Materialize(id, *entry, Want::kProperties, 0));
+  if (!data.properties) return false;
+  Properties sorted_filter = filter;
+  std::sort(sorted_filter.begin(), sorted_filter.end());
+  return MatchesAll(*data.properties, sorted_filter);
+}
+
+StatusOr<std::vector<int64_t>> MergedShard::GetNodeIds(const Properties& properties) const {
+  // Live properties of a touched node are either still here (not props_dead) or in the LogStore,
+  // which answers for its own fragments (log_node_ids).
+  ZIPG_ASSIGN_OR_RETURN(auto ids, base_->GetNodeIds(properties));
+  if (updates_->size() == 0) return ids;
+  std::vector<int64_t> kept;
+  for (int64_t id : ids) {
+    auto entry = updates_->Lookup(id);
+    if (!entry || !entry->props_dead) kept.push_back(id);
+  }
+  return kept;
+}
+
+StatusOr<std::vector<int64_t>> MergedShard::NeighborIds(int64_t id,
+                                                        std::optional<int64_t> type) const {
+  auto entry = updates_->Lookup(id);
+  if (!entry) return base_->NeighborIds(id, type);
+  ZIPG_ASSIGN_OR_RETURN(NodeData data,
+                        Materialize(id, *entry, type ? Want::kType : Want::kAllTypes,
+                                    type.value_or(0)));
+  std::vector<int64_t> ids;
+  for (const auto& e : data.edges) ids.push_back(e.dst);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+StatusOr<int64_t> MergedShard::AssocCount(int64_t id, int64_t type) const {
+  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
+  if (!edges) return base_->AssocCount(id, type);
+  return static_cast<int64_t>(edges->size());
+}
+
+StatusOr<std::pair<int64_t, int64_t>> MergedShard::EdgeRange(int64_t id, int64_t type, int64_t lo,
+                                                             int64_t hi) const {
+  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
+  if (!edges) return base_->EdgeRange(id, type, lo, hi);
+  return ListEdgeRange(*edges, lo, hi);
+}
+
+StatusOr<std::optional<Edge>> MergedShard::EdgeData(int64_t id, int64_t type,
+                                                    int64_t time_order) const {
+  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
+  if (!edges) return base_->EdgeData(id, type, time_order);
+  return ListEdgeData(*edges, time_order);
+}
+
+StatusOr<std::vector<Edge>> MergedShard::AssocRange(int64_t id, int64_t type, int64_t pos,
+                                                    int64_t limit) const {
+  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
+  if (!edges) return base_->AssocRange(id, type, pos, limit);
+  return ListAssocRange(*edges, pos, limit);
+}
+
+StatusOr<std::vector<Edge>> MergedShard::AssocGet(int64_t id, int64_t type,
+                                                  const std::vector<int64_t>& ids, int64_t low,
+                                                  int64_t high) const {
+  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
+  if (!edges) return base_->AssocGet(id, type, ids, low, high);
+  return ListAssocGet(*edges, ids, low, high);
+}
+
+StatusOr<std::vector<Edge>> MergedShard::AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                        int64_t high, int64_t limit) const {
+  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
+  if (!edges) return base_->AssocTimeRange(id, type, low, high, limit);
+  return ListAssocTimeRange(*edges, low, high, limit);
+}
+
+}  // namespace zipg::shard

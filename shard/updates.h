@@ -1,0 +1,99 @@
+// The writes' footprint on one compressed fragment (a base shard at its shard server, or a log
+// shard at the LogStore): per node, its deletion set (the paper's deletion bitmap) and, for base
+// shards, its update pointers (the LogStore generations holding newer data for the node).
+// docs/writes.md, "Update pointers and the shard side".
+//
+// Persisted as an append-only file with the WAL framing (logstore/wal.h), one record per applied
+// batch, replayed at open.
+//
+// Thread-safety: Apply and Lookup may be called concurrently (a reader-writer lock inside).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "util/status.h"
+
+namespace zipg::logstore {
+class Wal;
+}
+
+namespace zipg::shard {
+
+class Shard;
+
+// The four unconditional write operations of the log (docs/writes.md), as they reach a fragment.
+enum class UpdateOp : uint8_t { kPutNode = 1, kDeleteNode = 2, kPutEdge = 3, kDeleteEdge = 4 };
+
+struct Update {
+  UpdateOp op = UpdateOp::kPutNode;
+  int64_t node = 0;
+  int64_t type = 0;        // edge ops
+  int64_t dst = 0;         // edge ops
+  int64_t generation = 0;  // put ops: the generation now holding the data (0: none)
+};
+
+// Wire/disk form of a batch: u32 count, then per update u8 op | i64 node | i64 type | i64 dst |
+// i64 generation (little endian). `flags`, if given, adds one byte per update after the batch.
+std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<uint8_t>* flags);
+// INVALID_ARGUMENT / corruption if malformed.
+Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
+                     std::vector<uint8_t>* flags);
+
+struct NodeUpdates {
+  bool props_dead = false;                        // the properties stored here are deleted
+  bool edges_dead = false;                        // every edge stored here is deleted
+  std::set<std::pair<int64_t, int64_t>> dead_edges;  // (type, dst) deleted here
+  std::vector<int64_t> generations;               // sorted, distinct
+
+  bool EdgeDead(int64_t type, int64_t dst) const {
+    return edges_dead || dead_edges.count({type, dst}) > 0;
+  }
+};
+
+class UpdateIndex {
+ public:
+  // Opens (creating) the file at `path` and replays it. `sync`: fdatasync each batch.
+  static StatusOr<std::unique_ptr<UpdateIndex>> Open(const std::string& path, bool sync = true);
+  ~UpdateIndex();
+
+  // Applies `batch` to this fragment, whose data is `data` (may be null: no data), and persists
+  // it. found[i] = whether the fragment held a live version of what update i targets, before it.
+  // Updates are idempotent: applying a batch twice changes nothing the second time.
+  StatusOr<std::vector<bool>> Apply(const Shard* data, const std::vector<Update>& batch);
+
+  // A copy of the node's entry; nullopt if the node was never touched by a write.
+  std::optional<NodeUpdates> Lookup(int64_t node) const;
+  // True if the node has an entry (cheap; the fast-path test).
+  bool Touched(int64_t node) const;
+  // Nodes with an entry.
+  size_t size() const;
+
+  // Applies one update to `entry` given `found` (no I/O).
+  static void ApplyTo(const Update& u, bool found, NodeUpdates* entry);
+
+ private:
+  UpdateIndex() = default;
+  Status Replay(std::string_view record);
+
+  std::mutex apply_mu_;  // serializes Apply
+  mutable std::shared_mutex mu_;
+  std::unordered_map<int64_t, NodeUpdates> nodes_;
+  std::unique_ptr<logstore::Wal> file_;
+};
+
+// Whether `data` holds a live version (given the node's current entry, may be null) of what `u`
+// targets: the node's properties (put/delete node; delete node also counts live edges) or the
+// edge key.
+StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Update& u);
+
+}  // namespace zipg::shard
