@@ -117,39 +117,60 @@ Status UpdateIndex::Replay(std::string_view record) {
   std::vector<Update> batch;
   std::vector<uint8_t> found;
   ZIPG_RETURN_IF_ERROR(DecodeUpdates(record, &batch, &found));
-  for (size_t i = 0; i < batch.size(); ++i) ApplyTo(batch[i], found[i] != 0, &nodes_[batch[i].node]);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& slot = nodes_[batch[i].node];
+    if (!slot) slot = std::make_shared<NodeUpdates>();
+    ApplyTo(batch[i], found[i] != 0, slot.get());
+  }
   return Status::OK();
 }
 
 StatusOr<std::vector<bool>> UpdateIndex::Apply(const Shard* data, const std::vector<Update>& batch) {
   // Batches apply one at a time; readers are blocked only while the result is installed, not
-  // during the reads and the sync. Every update is decided against the state its predecessors in
-  // the batch leave, on copies of the touched entries, so a failed write leaves memory unchanged.
+  // during the lookups and the sync. Each update is decided against the state its predecessors in
+  // the batch leave (on scratch copies of the entries that need a lookup), then logged, then
+  // applied in place: a failed write leaves memory unchanged.
   std::lock_guard apply_lock(apply_mu_);
-  std::unordered_map<int64_t, NodeUpdates> touched;
+  std::unordered_map<int64_t, NodeUpdates> scratch;
   std::vector<uint8_t> flags;
+  flags.reserve(batch.size());
   for (const Update& u : batch) {
-    auto [it, fresh] = touched.try_emplace(u.node);
-    if (fresh) {
-      if (auto old = Lookup(u.node)) it->second = std::move(*old);
+    bool found = true;
+    if (u.op != UpdateOp::kPutEdge) {
+      auto [it, fresh] = scratch.try_emplace(u.node);
+      if (fresh) {
+        if (auto old = Lookup(u.node)) it->second = *old;
+      }
+      found = false;
+      if (data) {
+        ZIPG_ASSIGN_OR_RETURN(found, FoundLive(*data, &it->second, u));
+      }
+      ApplyTo(u, found, &it->second);
+    } else if (auto it = scratch.find(u.node); it != scratch.end()) {
+      // An upsert needs no answer, so its key is marked dead without the compressed lookup (the
+      // write path's most expensive step otherwise); a dead key with no version is harmless.
+      ApplyTo(u, true, &it->second);
     }
-    bool found = false;
-    if (data) {
-      ZIPG_ASSIGN_OR_RETURN(found, FoundLive(*data, &it->second, u));
-    }
-    ApplyTo(u, found, &it->second);
     flags.push_back(found ? 1 : 0);
   }
   ZIPG_RETURN_IF_ERROR(file_->Append(EncodeUpdates(batch, &flags)));
   std::unique_lock lock(mu_);
-  for (auto& [node, entry] : touched) nodes_[node] = std::move(entry);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    auto& slot = nodes_[batch[i].node];
+    if (!slot) {
+      slot = std::make_shared<NodeUpdates>();
+    } else if (slot.use_count() > 1) {
+      slot = std::make_shared<NodeUpdates>(*slot);  // a reader holds the old one: copy on write
+    }
+    ApplyTo(batch[i], flags[i] != 0, slot.get());
+  }
   return std::vector<bool>(flags.begin(), flags.end());
 }
 
-std::optional<NodeUpdates> UpdateIndex::Lookup(int64_t node) const {
+std::shared_ptr<const NodeUpdates> UpdateIndex::Lookup(int64_t node) const {
   std::shared_lock lock(mu_);
   auto it = nodes_.find(node);
-  if (it == nodes_.end()) return std::nullopt;
+  if (it == nodes_.end()) return nullptr;
   return it->second;
 }
 

@@ -67,12 +67,14 @@ class UpdateIndex {
   ~UpdateIndex();
 
   // Applies `batch` to this fragment, whose data is `data` (may be null: no data), and persists
-  // it. found[i] = whether the fragment held a live version of what update i targets, before it.
+  // it. found[i] = whether the fragment held a live version of what update i targets, before it
+  // (always true for kPutEdge, which is not looked up: its key is marked dead unconditionally).
   // Updates are idempotent: applying a batch twice changes nothing the second time.
   StatusOr<std::vector<bool>> Apply(const Shard* data, const std::vector<Update>& batch);
 
-  // A copy of the node's entry; nullopt if the node was never touched by a write.
-  std::optional<NodeUpdates> Lookup(int64_t node) const;
+  // The node's entry (an immutable snapshot: later batches copy on write); null if the node was
+  // never touched by a write.
+  std::shared_ptr<const NodeUpdates> Lookup(int64_t node) const;
   // True if the node has an entry (cheap; the fast-path test).
   bool Touched(int64_t node) const;
   // Nodes with an entry.
@@ -87,7 +89,7 @@ class UpdateIndex {
 
   std::mutex apply_mu_;  // serializes Apply
   mutable std::shared_mutex mu_;
-  std::unordered_map<int64_t, NodeUpdates> nodes_;
+  std::unordered_map<int64_t, std::shared_ptr<NodeUpdates>> nodes_;
   std::unique_ptr<logstore::Wal> file_;
 };
 
