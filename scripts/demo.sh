@@ -46,6 +46,22 @@ echo "== a JSON-lines batch through the other aggregator $agg2 (one malformed li
 printf '%s\n' '{"op": "assoc_count", "id": 0, "type": 2}' 'not json' \
   '{"op": "get_edge_record", "id": 0, "type": 2}' | $zipg query --connect "$agg2" --batch -
 
+echo "== writes (to the LogStore through an aggregator), read back through the other aggregator"
+w() { echo "-- $*"; $zipg query --connect "$agg" "$@"; }
+r() { echo "-- (via $agg2) $*"; $zipg query --connect "$agg2" "$@"; }
+w obj_add --id 1000000 --properties '{"p00": "Ithaca", "name": "new node"}'
+w assoc_add --src 0 --type 1 --dst 1000000 --timestamp 1500000000 --properties '{"note": "newest"}'
+r assoc_range --id 0 --type 1 --pos 0 --limit 1
+r get_node_ids --properties '{"name": "new node"}'
+w obj_update --id 42 --properties '{"p00": "Ithaca"}'
+r obj_get --id 42
+echo "== compress the LogStore's log into a new shard now; the data stays the same"
+$zipg admin compact --connect "$agg"
+r assoc_range --id 0 --type 1 --pos 0 --limit 1
+w assoc_delete --src 0 --type 1 --dst 1000000
+w obj_delete --id 1000000
+r obj_get --id 1000000
+
 echo "== the same cluster from Python (client/python installed into a venv)"
 /usr/bin/python3 -m venv --system-site-packages "$work/venv"
 "$work/venv/bin/pip" install -q --no-build-isolation ./client/python
@@ -66,7 +82,8 @@ except zipg.Error as e:
     print("obj_get(-1) ->", e.code, e.message)
 PY
 
-echo "== a short TAO-mix load through both aggregators"
+echo "== a short TAO-mix load through both aggregators, then LinkBench with writes"
 $zipg bench --store "$work/store" --mix tao --connections 4 --duration 3
+$zipg bench --store "$work/store" --mix linkbench-rw --connections 4 --duration 3
 echo "== stop the cluster"
 $zipg local stop --store "$work/store"
