@@ -4,6 +4,9 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <limits>
 
 #include "graph/compress.h"
@@ -406,17 +409,41 @@ StatusOr<std::string> LogStore::CompactNow() {
     ZIPG_ASSIGN_OR_RETURN(bool frozen, Freeze());
     if (!frozen) return summary.dump();
   }
-  ZIPG_RETURN_IF_ERROR(BuildFrozen(&summary));
-  {
-    std::lock_guard stats(stats_mu_);
-    last_compaction_ = summary;
+  Status s = BuildFrozen(&summary);
+  std::lock_guard stats(stats_mu_);
+  if (!s.ok()) {
+    last_error_ = s.ToString();
+    return s;
   }
+  last_compaction_ = summary;
+  last_error_.clear();
   return summary.dump();
 }
 
-StatusOr<std::string> LogStore::Compact() { return CompactNow(); }
+StatusOr<std::string> LogStore::Compact() {
+  // Freeze now (so the caller knows which generation is being compressed); the build runs on the
+  // compaction thread, and StatusJson reports when it is published.
+  int64_t generation;
+  {
+    std::lock_guard lock(compact_mu_);
+    if (!frozen_) {
+      ZIPG_ASSIGN_OR_RETURN(bool frozen, Freeze());
+      if (!frozen) return json{{"started", false}, {"reason", "the log is empty"}}.dump();
+    }
+    std::shared_lock data(data_mu_);
+    generation = frozen_->generation;
+  }
+  {
+    std::lock_guard lock(loop_mu_);
+    wake_ = true;
+  }
+  loop_cv_.notify_one();
+  return json{{"started", true}, {"generation", generation}}.dump();
+}
 
 void LogStore::CompactionLoop() {
+  // Compression is CPU-heavy; queries come first.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   std::unique_lock lock(loop_mu_);
   while (true) {
     loop_cv_.wait(lock, [this] { return stopping_ || wake_; });
@@ -460,6 +487,7 @@ json LogStore::StatusJson() const {
   for (const auto& [g, n] : fragment_reads_) reads[std::to_string(g)] = n;
   j["fragment_reads"] = reads;
   j["last_compaction"] = last_compaction_;
+  if (!last_error_.empty()) j["last_error"] = last_error_;
   return j;
 }
 

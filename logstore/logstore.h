@@ -64,6 +64,8 @@ class LogStore final : public GraphWriteApi {
   Status AssocAdd(const Edge& edge) override;
   Status AssocUpdate(const Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
+  // Freezes the live generation and has the compaction thread compress it; returns at once with
+  // {"started", "generation"}. StatusJson's "last_compaction" reports it when published.
   StatusOr<std::string> Compact() override;
 
   // The node's live data in `generations` (edges of every type, of `type`, or none if type < 0).
@@ -136,6 +138,7 @@ class LogStore final : public GraphWriteApi {
   mutable std::mutex stats_mu_;
   std::map<int64_t, uint64_t> fragment_reads_;  // by generation
   nlohmann::json last_compaction_ = nullptr;
+  std::string last_error_;
 };
 
 }  // namespace zipg::logstore
