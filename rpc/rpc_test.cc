@@ -1,12 +1,16 @@
 // The RPC glue against an in-process server: values round-trip unchanged through Thrift, every
 // error code survives the trip, transport failures map to UNAVAILABLE / DEADLINE_EXCEEDED, a
-// restarted server is used again without a failed call, and oversized requests are refused
-// locally. Also the shard map's routing rules.
+// restarted server is used again without a failed call (reads) or with exactly one failed call and
+// no retry (writes), and oversized requests are refused locally. Writes: a handler without a writer
+// refuses them; with one, every write and admin_compact carries its arguments and its result or
+// error unchanged. Also the shard map's routing rules.
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "cluster/membership.h"
@@ -101,11 +105,90 @@ class FakeGraph final : public GraphApi {
   }
 };
 
+// A GraphWriteApi that records every call and answers with programmed results, or with `fail`.
+class FakeWriter final : public GraphWriteApi {
+ public:
+  // One call as received: obj_*: a = id; assoc_*: a = src, b = type, c = dst, d = timestamp.
+  struct Call {
+    std::string op;
+    int64_t a = 0, b = 0, c = 0, d = 0;
+    Properties properties;
+    friend bool operator==(const Call&, const Call&) = default;
+  };
+
+  Status fail;           // returned by every call when not OK
+  bool deleted = false;  // ObjDelete / AssocDelete answer this
+  std::string compacted = "{}";
+
+  Status ObjAdd(int64_t id, const Properties& properties) override {
+    return Record({"obj_add", id, 0, 0, 0, properties});
+  }
+  Status ObjUpdate(int64_t id, const Properties& properties) override {
+    return Record({"obj_update", id, 0, 0, 0, properties});
+  }
+  StatusOr<bool> ObjDelete(int64_t id) override {
+    ZIPG_RETURN_IF_ERROR(Record({"obj_delete", id, 0, 0, 0, {}}));
+    return deleted;
+  }
+  Status AssocAdd(const zipg::Edge& e) override {
+    return Record({"assoc_add", e.src, e.type, e.dst, e.timestamp, e.properties});
+  }
+  Status AssocUpdate(const zipg::Edge& e) override {
+    return Record({"assoc_update", e.src, e.type, e.dst, e.timestamp, e.properties});
+  }
+  StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override {
+    ZIPG_RETURN_IF_ERROR(Record({"assoc_delete", src, type, dst, 0, {}}));
+    return deleted;
+  }
+  StatusOr<std::string> Compact() override {
+    ZIPG_RETURN_IF_ERROR(Record({"admin_compact", 0, 0, 0, 0, {}}));
+    return compacted;
+  }
+
+  std::vector<Call> Calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+  size_t NumCalls() {
+    std::lock_guard lock(mu_);
+    return calls_.size();
+  }
+
+ private:
+  Status Record(Call call) {
+    std::lock_guard lock(mu_);
+    calls_.push_back(std::move(call));
+    return fail;
+  }
+  std::mutex mu_;
+  std::vector<Call> calls_;
+};
+
+void PrintTo(const FakeWriter::Call& c, std::ostream* os) {
+  *os << c.op << "(" << c.a << ", " << c.b << ", " << c.c << ", " << c.d << ", "
+      << c.properties.size() << " properties)";
+}
+
+// Every write operation of RemoteGraph, reduced to its Status (results are checked elsewhere).
+std::vector<std::pair<std::string, std::function<Status(RemoteGraph&)>>> EveryWrite() {
+  const zipg::Edge e{1, 2, 3, 4, {{"p", "v"}}};
+  return {
+      {"obj_add", [](RemoteGraph& c) { return c.ObjAdd(1, {{"p", "v"}}); }},
+      {"obj_update", [](RemoteGraph& c) { return c.ObjUpdate(1, {{"p", "v"}}); }},
+      {"obj_delete", [](RemoteGraph& c) { return c.ObjDelete(1).status(); }},
+      {"assoc_add", [e](RemoteGraph& c) { return c.AssocAdd(e); }},
+      {"assoc_update", [e](RemoteGraph& c) { return c.AssocUpdate(e); }},
+      {"assoc_delete", [](RemoteGraph& c) { return c.AssocDelete(1, 2, 3).status(); }},
+      {"admin_compact", [](RemoteGraph& c) { return c.Compact().status(); }},
+  };
+}
+
 class RpcTest : public ::testing::Test {
  protected:
   void StartServer(int port = 0) {
     auto handler = std::make_shared<GraphHandler>(
-        &fake_, []() -> StatusOr<std::string> { return std::string("{\"fake\":true}"); });
+        &fake_, []() -> StatusOr<std::string> { return std::string("{\"fake\":true}"); },
+        writer_);
     ServerOptions options;
     options.port = port;
     auto server = RpcServer::Start(std::make_shared<GraphServiceProcessor>(handler), options);
@@ -122,6 +205,7 @@ class RpcTest : public ::testing::Test {
   }
 
   FakeGraph fake_;
+  GraphWriteApi* writer_ = nullptr;  // set before StartServer to take writes
   std::unique_ptr<RpcServer> server_;
   std::shared_ptr<ConnectionPool> pool_;
 };
@@ -177,15 +261,162 @@ TEST_F(RpcTest, EveryErrorCodeSurvivesTheTrip) {
   EXPECT_EQ(*c.AssocCount(1, 1), 11);
 }
 
-TEST_F(RpcTest, WritesAreRefusedAsReadOnly) {
-  StartServer();
+TEST_F(RpcTest, WritesAreRefusedWithoutAWriter) {
+  StartServer();  // a shard server's handler: no writer
+  RemoteGraph c = Client();
+  const int reads = fake_.calls;
+  for (auto& [op, write] : EveryWrite()) {
+    Status s = write(c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << op << ": " << s.ToString();
+    EXPECT_NE(s.message().find("does not take writes"), std::string::npos)
+        << op << ": " << s.ToString();
+  }
+  EXPECT_EQ(fake_.calls, reads) << "a write must not reach the reader";
+  // The raw client call reports the declared error as a Status, never as an exception.
   try {
-    Status s = Client().pool().Call([](LogStoreServiceClient& c) { c.obj_add(1, {}); });
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(s.message().find("read-only"), std::string::npos);
+    Status s = c.pool().Call([](LogStoreServiceClient& raw) { raw.obj_add(1, {}); }, false);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   } catch (...) {
     FAIL() << "Call must not throw";
   }
+  // A refused write leaves the connection usable.
+  EXPECT_EQ(*c.AssocCount(1, 1), 11);
+}
+
+TEST_F(RpcTest, WritesRoundTripArgumentsAndResults) {
+  FakeWriter writer;
+  writer_ = &writer;
+  StartServer();
+  RemoteGraph c = Client();
+  const int reads = fake_.calls;
+  using Call = FakeWriter::Call;
+  const Properties& props = FakeGraph::kProps;  // "" name, U+0000, non-ASCII, "" value
+  std::vector<Call> want;
+
+  ASSERT_TRUE(c.ObjAdd(INT64_MAX, props).ok());
+  want.push_back({"obj_add", INT64_MAX, 0, 0, 0, props});
+  ASSERT_TRUE(c.ObjAdd(0, {}).ok());
+  want.push_back({"obj_add", 0, 0, 0, 0, {}});
+  ASSERT_TRUE(c.ObjUpdate(INT64_MIN, props).ok());  // the writer, not the wire, checks ids
+  want.push_back({"obj_update", INT64_MIN, 0, 0, 0, props});
+  ASSERT_TRUE(c.ObjUpdate(-1, {{"", ""}}).ok());
+  want.push_back({"obj_update", -1, 0, 0, 0, {{"", ""}}});
+
+  for (bool deleted : {true, false}) {
+    writer.deleted = deleted;
+    auto r = c.ObjDelete(deleted ? INT64_MAX : INT64_MIN);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, deleted);
+    want.push_back({"obj_delete", deleted ? INT64_MAX : INT64_MIN, 0, 0, 0, {}});
+    auto a = c.AssocDelete(INT64_MIN, INT64_MAX, deleted ? 0 : INT64_MIN);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(*a, deleted);
+    want.push_back({"assoc_delete", INT64_MIN, INT64_MAX, deleted ? 0 : INT64_MIN, 0, {}});
+  }
+
+  const zipg::Edge extremes{INT64_MIN, INT64_MAX, INT64_MIN, INT64_MAX, props};
+  const zipg::Edge other{INT64_MAX, 0, INT64_MAX, INT64_MIN, {}};
+  for (const zipg::Edge& e : {extremes, other, FakeGraph::kEdge}) {
+    ASSERT_TRUE(c.AssocAdd(e).ok());
+    want.push_back({"assoc_add", e.src, e.type, e.dst, e.timestamp, e.properties});
+    ASSERT_TRUE(c.AssocUpdate(e).ok());
+    want.push_back({"assoc_update", e.src, e.type, e.dst, e.timestamp, e.properties});
+  }
+
+  for (const std::string& result :
+       {std::string("{\"compacted\":true,\"generation\":7}"), std::string(),
+        std::string("nul\0inside \xc3\xbc", 13)}) {
+    writer.compacted = result;
+    auto r = c.Compact();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(*r, result);
+    want.push_back({"admin_compact", 0, 0, 0, 0, {}});
+  }
+
+  EXPECT_EQ(writer.Calls(), want);
+  EXPECT_EQ(fake_.calls, reads) << "writes must go to the writer only";
+}
+
+TEST_F(RpcTest, EveryErrorCodeOfAWriteSurvivesTheTrip) {
+  FakeWriter writer;
+  writer_ = &writer;
+  StartServer();
+  RemoteGraph c = Client();
+  for (StatusCode code : {StatusCode::kInvalidArgument, StatusCode::kNotFound,
+                          StatusCode::kAlreadyExists, StatusCode::kUnavailable,
+                          StatusCode::kDeadlineExceeded, StatusCode::kResourceExhausted,
+                          StatusCode::kInternal}) {
+    writer.fail = Status(code, "why \xe2\x98\x83");
+    for (auto& [op, write] : EveryWrite()) {
+      Status s = write(c);
+      EXPECT_EQ(s.code(), code) << op << ": " << s.ToString();
+      EXPECT_EQ(s.message(), "why \xe2\x98\x83") << op;
+    }
+  }
+  // Engine-internal codes are INTERNAL for clients, with the original code in the message.
+  writer.fail = Status::IOError("disk full");
+  for (auto& [op, write] : EveryWrite()) {
+    Status s = write(c);
+    EXPECT_EQ(s.code(), StatusCode::kInternal) << op << ": " << s.ToString();
+    EXPECT_EQ(s.message(), "IO_ERROR: disk full") << op;
+  }
+  // The results of a failed call are not taken for answers, and the connection stays usable.
+  writer.fail = Status::OK();
+  writer.deleted = true;
+  EXPECT_EQ(*c.ObjDelete(5), true);
+  EXPECT_EQ(*c.AssocDelete(5, 0, 6), true);
+  EXPECT_EQ(writer.NumCalls(), 8 * EveryWrite().size() + 2);
+}
+
+// A write is sent with idempotent=false: a stale pooled connection fails it (UNAVAILABLE) instead
+// of resending it, and the server never sees it; the next call connects again and goes through
+// once.
+TEST_F(RpcTest, WritesAreNotRetriedOnAStaleConnection) {
+  FakeWriter writer;
+  writer_ = &writer;
+  StartServer();
+  RemoteGraph c = Client();
+  const int port = server_->port();
+  for (auto& [op, write] : EveryWrite()) {
+    ASSERT_TRUE(c.ObjGet(7).ok()) << op;  // leaves an idle pooled connection
+    server_->Stop();
+    StartServer(port);  // the pooled connection now points at a closed socket
+    const size_t before = writer.NumCalls();
+    Status s = write(c);
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << op << ": " << s.ToString();
+    EXPECT_EQ(writer.NumCalls(), before) << op << " reached the server on a stale connection";
+    Status again = write(c);
+    EXPECT_TRUE(again.ok()) << op << ": " << again.ToString();
+    EXPECT_EQ(writer.NumCalls(), before + 1) << op;
+  }
+  // The same situation with idempotent=true (what reads use) is retried on a fresh connection and
+  // reaches the server once: the stale connection above really was stale.
+  ASSERT_TRUE(c.ObjGet(7).ok());
+  server_->Stop();
+  StartServer(port);
+  const size_t before = writer.NumCalls();
+  Status retried = c.pool().Call([](LogStoreServiceClient& raw) { raw.obj_add(9, {}); }, true);
+  EXPECT_TRUE(retried.ok()) << retried.ToString();
+  EXPECT_EQ(writer.NumCalls(), before + 1);
+}
+
+TEST_F(RpcTest, OversizedWritesAreRefusedBeforeSending) {
+  FakeWriter writer;
+  writer_ = &writer;
+  StartServer();
+  RemoteGraph c = Client();
+  const Properties big = {{"p", std::string(kMaxRequestBytes, 'x')}};
+  const zipg::Edge e{1, 0, 2, 3, big};
+  EXPECT_EQ(c.ObjAdd(1, big).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.ObjUpdate(1, big).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.AssocAdd(e).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.AssocUpdate(e).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(writer.NumCalls(), 0u);
+  // Just under the limit goes through, whole.
+  const Properties fine = {{"p", std::string(kMaxRequestBytes / 2, 'y')}};
+  ASSERT_TRUE(c.ObjAdd(1, fine).ok());
+  ASSERT_EQ(writer.NumCalls(), 1u);
+  EXPECT_EQ(writer.Calls()[0].properties, fine);
 }
 
 TEST_F(RpcTest, DeadServerIsUnavailableFastAndRestartIsPickedUp) {

@@ -1,24 +1,27 @@
 #!/usr/bin/python3
 """End-to-end test of a real local cluster (`zipg local start`: etcd, 2 shard servers for 4 shards,
-2 aggregators, lease TTL 2 s), checked against the plain-Python model of graph_model.py:
+the LogStore, 2 aggregators, lease TTL 2 s), checked against the plain-Python model of
+graph_model.py:
 
 1. compress generated edge-case input with --shards 4; start the cluster (always stopped again:
    try/finally + atexit, leftover pids killed one by one if `zipg local stop` fails);
 2. every read operation of the contract (thousands of requests, with bad lines mixed in) through
    BOTH aggregators with --batch (FILE and stdin), compared with the model and with the embedded
-   `zipg query --store` answers; single --connect operations (exit codes 0 / 1); `zipg status`;
+   `zipg query --store` answers; single --connect operations (exit codes 0 / 1); `zipg status`
+   (5 members: 2 shard servers, the LogStore, 2 aggregators; cluster.json names the LogStore);
 3. SIGKILL one shard server: calls touching its shards fail fast with UNAVAILABLE (each < 1 s), the
    others still answer correctly, get_node_ids and filtered get_neighbor_ids that need the dead
    server fail with UNAVAILABLE (never a wrong answer); after the lease expires status shows the
    shards unserved (exit 1) and errors stay UNAVAILABLE; the server restarted with its own command
    line re-registers and the full comparison passes again;
-4. malformed input never crashes a server: raw sockets to an aggregator and to both shard servers
-   (garbage, 1-4 GB frame headers, unknown method, wrong argument types, containers / strings
-   claiming 2^31-1 elements, deep nesting, truncated messages, many half-open connections); the
-   CLI with a 20,000-line mixed batch, an assoc_get with 3,000,000 ids (RESOURCE_EXHAUSTED) and
-   one with 1,000,000 ids (answered);
-5. `zipg local stop` (with idle and half-sent connections open) leaves no process behind, removes
-   run/cluster.json, and a second stop is harmless.
+4. malformed input never crashes a server: raw sockets to an aggregator, to both shard servers and
+   to the LogStore (garbage, 1-4 GB frame headers, unknown method, wrong argument types, containers
+   / strings claiming 2^31-1 elements, deep nesting, truncated messages, many half-open
+   connections); the CLI with a 20,000-line mixed batch, an assoc_get with 3,000,000 ids
+   (RESOURCE_EXHAUSTED) and one with 1,000,000 ids (answered);
+5. `zipg local stop` (with idle and half-sent connections open) stops aggregators, then the
+   LogStore, then shard servers, then etcd, leaves no process behind, removes run/cluster.json, and
+   a second stop is harmless.
 
 For the raw-socket cases whose length fields claim 2^31-1 elements, the target server runs under a
 soft address-space limit (RLIMIT_AS: its size then + 1.75 GiB, lifted afterwards): a server that
@@ -434,7 +437,12 @@ def main():
     check(printed == aggs and len(aggs) == 2, f"local start prints the aggregators: {printed} vs {aggs}")
     procs = {p["name"]: p for p in state["processes"]}
     check(sorted(p["role"] for p in state["processes"]) ==
-          ["aggregator", "aggregator", "etcd", "shard", "shard"], f"cluster.json processes: {procs}")
+          ["aggregator", "aggregator", "etcd", "logstore", "shard", "shard"],
+          f"cluster.json processes: {procs}")
+    check(procs.get("logstore", {}).get("role") == "logstore", f"cluster.json: the LogStore: {procs}")
+    logstore_ep = state.get("logstore")
+    check(isinstance(logstore_ep, str) and logstore_ep.rsplit(":", 1)[-1].isdigit() and
+          logstore_ep not in aggs, f"cluster.json names the LogStore endpoint: {logstore_ep!r}")
     check(all(alive(p["pid"]) for p in state["processes"]), "every process of cluster.json runs")
     print(f"   cluster up in {start_secs:.2f} s: aggregators {aggs}")
     r2 = zipg("local", "start", "--store", STORE, timeout=60)
@@ -550,11 +558,25 @@ def main():
         servers = s.get("servers", [])
         shard_servers = [m for m in servers if m.get("role") == "shard"]
         agg_servers = [m for m in servers if m.get("role") == "aggregator"]
+        log_servers = [m for m in servers if m.get("role") == "logstore"]
         served = sorted(x for m in shard_servers for x in m.get("shards", []))
         check(s.get("healthy") is True and s.get("num_shards") == 4 and s.get("unserved_shards") == [],
               f"status {a}: healthy, 4 shards, none unserved: {json.dumps(s)[:500]}")
-        check(len(shard_servers) == 2 and len(agg_servers) == 2 and len(servers) == 4,
-              f"status {a}: 2 shard servers + 2 aggregators: {[m.get('name') for m in servers]}")
+        check(len(shard_servers) == 2 and len(agg_servers) == 2 and len(log_servers) == 1 and
+              len(servers) == 5,
+              f"status {a}: 2 shard servers + the LogStore + 2 aggregators: "
+              f"{[(m.get('name'), m.get('role')) for m in servers]}")
+        if log_servers:
+            ls = log_servers[0]
+            check(s.get("logstore") == ls.get("name") == "logstore",
+                  f"status {a}: the LogStore is named: {s.get('logstore')!r} / {ls.get('name')!r}")
+            check(ls.get("endpoint") == logstore_ep,
+                  f"status {a}: LogStore endpoint {ls.get('endpoint')} vs cluster.json {logstore_ep}")
+            check(isinstance(ls.get("generations"), list),
+                  f"status {a}: the LogStore lists its log shard generations: {ls}")
+        check(all(isinstance(m.get("update_endpoint"), str) and m.get("update_endpoint")
+                  for m in shard_servers),
+              f"status {a}: every shard server has an update endpoint: {shard_servers}")
         check(served == [0, 1, 2, 3], f"status {a}: the shards served: {served}")
         check(sorted(m.get("endpoint") for m in agg_servers) == sorted(aggs),
               f"status {a}: aggregator endpoints {[m.get('endpoint') for m in agg_servers]}")
@@ -563,6 +585,10 @@ def main():
         check(s.get("store", {}).get("nodes") == len(model.nodes), f"status {a}: node count")
         st = raw_status(a)
         check(st is not None and st.get("healthy") is True, f"raw Thrift status() on {a}: {st}")
+    st = raw_status(logstore_ep) if logstore_ep else None
+    check(st is not None and st.get("role") == "logstore" and st.get("name") == "logstore" and
+          st.get("pid") == procs.get("logstore", {}).get("pid"),
+          f"raw Thrift status() on the LogStore {logstore_ep}: {str(st)[:300]}")
     rc, _ = status_json(f"127.0.0.1:{free_port()}")
     check(rc == 1, f"status of a closed port: exit {rc}")
 
@@ -727,12 +753,12 @@ def main():
     full_comparison("after restart", reference=embedded_answers)
 
     # -------------------------------------------------------------------------------------------
-    section("4. malformed requests over raw sockets (an aggregator and both shard servers)")
+    section("4. malformed requests over raw sockets (an aggregator, both shard servers, the LogStore)")
     argv_of = {}
     by_name = members(aggs[1])
     for name, m in by_name.items():
         argv_of[name] = cmdline(m["pid"])
-    targets = ["aggregator-0", "shard-0", "shard-1"]
+    targets = ["aggregator-0", "shard-0", "shard-1", "logstore"]
     check(all(t in by_name for t in targets), f"members: {sorted(by_name)}")
     own_id = {survivor: next(i for i in live if i in model.nodes),
               victim: next(i for i in sorted(dead) if i in model.nodes)}
@@ -758,6 +784,9 @@ def main():
 
     def endpoint_of(name):
         return aggs[0] if name == "aggregator-0" else by_name[name]["endpoint"]
+
+    check(endpoint_of("logstore") == logstore_ep,
+          f"the LogStore's endpoint: status {endpoint_of('logstore')} vs cluster.json {logstore_ep}")
 
     def answers_correctly(name):
         ep = endpoint_of(name)
@@ -958,12 +987,45 @@ def main():
             socks.append(s)
         except OSError:
             pass
+    # Watch the processes die while `local stop` runs: aggregators first, then the LogStore, then
+    # the shard servers, then etcd. Each pass looks at the later roles first, so a process seen
+    # dead in a pass before one of an earlier role means that one really outlived it.
+    # (A server that crashed above was restarted by this test and is stopped already.)
+    stop_order = ["aggregator", "logstore", "shard", "etcd"]
+    watched = [p for p in state["processes"] if alive(p["pid"]) and p["role"] in stop_order]
+    present = [role for role in stop_order if any(p["role"] == role for p in watched)]
+    check(present == stop_order or failures > 0,
+          f"every role runs before the stop: {[(p['name'], p['role']) for p in watched]}")
+    watched.sort(key=lambda p: -stop_order.index(p["role"]))
+    gone_at = {}
     t = time.monotonic()
-    r = zipg("local", "stop", "--store", STORE, timeout=120)
+    stopper = subprocess.Popen([ZIPG, "local", "stop", "--store", STORE], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    passes = 0
+    while len(gone_at) < len(watched) and time.monotonic() - t < 60:
+        passes += 1
+        for p in watched:
+            if p["pid"] not in gone_at and not alive(p["pid"]):
+                gone_at[p["pid"]] = passes
+        time.sleep(0.002)
+    try:
+        out, err = stopper.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        stopper.kill()
+        out, err = stopper.communicate()
+    r = subprocess.CompletedProcess(stopper.args, stopper.returncode, out, err)
     secs = time.monotonic() - t
     for s in socks:
         s.close()
     check(r.returncode == 0, f"local stop: exit {r.returncode}: {r.stderr[-500:]!r}")
+    order = [(p["name"], gone_at.get(p["pid"])) for p in reversed(watched)]
+    for earlier, later in zip(present, present[1:]):
+        a = [gone_at.get(p["pid"], passes + 1) for p in watched if p["role"] == earlier]
+        b = [gone_at.get(p["pid"], passes + 1) for p in watched if p["role"] == later]
+        check(a and b and max(a) <= min(b),
+              f"local stop: every {earlier} is gone before any {later} goes (name, poll pass): "
+              f"{order}")
+    print(f"   stop order (name, poll pass seen gone): {order}")
     check(b"ignored SIGTERM" not in r.stderr, f"local stop had to SIGKILL: {r.stderr[-500:]!r}")
     check(secs < 15, f"local stop took {secs:.1f} s")
     print(f"   local stop: {secs:.2f} s")

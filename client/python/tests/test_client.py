@@ -9,11 +9,20 @@ already imports instead (e.g. a venv where the package was installed).
 
 It generates a graph (`zipg gen graph`), adds a few nodes and edges with awkward values (U+0000,
 newlines, quotes, emoji, ...), compresses it into 2 shards, starts a cluster with `zipg local
-start` (etcd, 2 shard servers, 2 aggregators) and compares every operation's result for many
-arguments with `zipg query --store DIR --batch -` (the same JSON shapes). Then errors, argument
-checks, reconnection (through a TCP proxy that the test cuts, blackholes and takes down), the
-pure-Python protocol, threads, close(). The zipg binary is $ZIPG_BIN (default:
-<repo>/build/client/zipg).
+start` (etcd, 2 shard servers, the LogStore, 2 aggregators) and compares every operation's result
+for many arguments with `zipg query --store DIR --batch -` (the same JSON shapes). Then errors,
+argument checks, reconnection (through a TCP proxy that the test cuts, blackholes and takes down),
+the pure-Python protocol, threads, close().
+
+Writes (docs/writes.md) go into the same cluster: every acknowledged write is read back at once
+through the OTHER aggregator (read-your-writes). They use node ids from FRESH_IDS (outside the
+loaded data and every id the comparisons ask about), except one test that changes a loaded node and
+its edges and puts them back exactly (checked against the embedded answers before it returns) and
+one that writes node INT64_MAX (a missing node of the comparisons) and deletes it again, so the
+comparison tests see the loaded graph whatever order the tests run in. The embedded store
+(`zipg query --store`) is read-only and never sees a write.
+
+The zipg binary is $ZIPG_BIN (default: <repo>/build/client/zipg).
 """
 # SPDX-License-Identifier: GPL-3.0-or-later
 
@@ -38,6 +47,8 @@ REPO = os.path.dirname(os.path.dirname(PACKAGE_DIR))     # the repository root
 ZIPG_BIN = os.environ.get("ZIPG_BIN") or os.path.join(REPO, "build", "client", "zipg")
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
+# Node ids the write tests own: no loaded node or edge and no comparison request touches them.
+FRESH_IDS = range(7_000_000_000, 7_001_000_000)
 
 zipg = None          # the package under test, set by setUpModule
 _module_tmp = None   # where setUpModule built it
@@ -262,6 +273,12 @@ class ClientTest(unittest.TestCase):
         _run(["compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", cls.store,
               "--shards", "2"])
         cls.requests = cls._make_requests()
+        touched = set(cls.nodes) | {d for lst in cls.edges.values() for _, d in lst}
+        touched |= {src for src, _ in cls.edges}
+        touched |= {r[k] for r in cls.requests for k in ("id", "src", "dst") if k in r}
+        touched |= {i for r in cls.requests for i in r.get("ids", [])}
+        assert not touched & set(FRESH_IDS), "FRESH_IDS must be outside the test data"
+        cls._next_fresh = iter(FRESH_IDS)
         batch = "".join(json.dumps(r) + "\n" for r in cls.requests).encode("utf-8")
         out = _run(["query", "--store", cls.store, "--batch", "-"], stdin=batch)
         # Split on "\n" only: str.splitlines() would also split inside values at U+2028 etc.
@@ -460,6 +477,28 @@ class ClientTest(unittest.TestCase):
         self.assertIsInstance(cm.exception.message, str)
         return cm.exception
 
+    def _fresh(self):
+        """A node id no other test and no comparison uses; deleted again when the test ends."""
+        node = next(self._next_fresh)
+        self.addCleanup(self._delete_quietly, node)
+        return node
+
+    def _delete_quietly(self, node):
+        try:
+            self.g.obj_delete(node)
+        except zipg.Error as e:  # the test's own failure is the interesting one
+            sys.stderr.write("test_client: cleanup obj_delete(%d): %s\n" % (node, e))
+
+    @staticmethod
+    def _live(props):
+        """What a written property list reads back as: an empty value is an absent property (as in
+        the CSV loader)."""
+        return {k: v for k, v in props.items() if v != ""}
+
+    def _edge_reads(self, g, src, typ):
+        """The whole record of (src, typ), newest first, as assoc_range returns it."""
+        return g.assoc_range(src, typ, 0, 1 << 20)
+
     # ---- tests ----------------------------------------------------------------------------------
 
     def test_every_operation_matches_the_embedded_engine(self):
@@ -539,6 +578,13 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(st.get("num_shards"), 2)
         self.assertTrue(st.get("healthy"))
         self.assertIn("servers", st)
+        # The LogStore is a member: role "logstore", the endpoint cluster.json names.
+        logstores = [m for m in st["servers"] if m.get("role") == "logstore"]
+        self.assertEqual(len(logstores), 1, st["servers"])
+        self.assertEqual(st.get("logstore"), logstores[0]["name"])
+        self.assertEqual(logstores[0]["endpoint"], self.cluster["logstore"])
+        self.assertEqual(sorted(p["role"] for p in self.cluster["processes"]),
+                         ["aggregator", "aggregator", "etcd", "logstore", "shard", "shard"])
 
     def test_server_errors(self):
         g = self.g
@@ -549,21 +595,390 @@ class ClientTest(unittest.TestCase):
         self._assert_error("INVALID_ARGUMENT", g.assoc_range, id=1, type=0, pos=-1, limit=1)
         self.assertIsNotNone(g.obj_get(id=1))  # a declared error leaves the connection usable
 
-    def test_write_operations_surface_the_servers_error(self):
-        g = self.g
-        for name, kwargs in [
-                ("obj_add", {"id": 5000, "properties": {"p00": "x"}}),
-                ("obj_update", {"id": 1, "properties": {"p00": "x"}}),
-                ("obj_delete", {"id": 1}),
-                ("assoc_add", {"src": 1, "type": 0, "dst": 2, "timestamp": 3,
-                               "properties": {"data": "x"}}),
-                ("assoc_update", {"src": 1, "type": 0, "dst": 2, "timestamp": 3,
-                                  "properties": {}}),
-                ("assoc_delete", {"src": 1, "type": 0, "dst": 2})]:
-            with self.subTest(op=name):
-                err = self._assert_error("INVALID_ARGUMENT", getattr(g, name), **kwargs)
-                self.assertIn(name, err.message)
-        self.assertEqual(g.obj_get(1)["id"], 1)
+    # ---- writes: each acknowledged write is read back through the other aggregator -------------
+
+    def test_write_node_lifecycle_read_through_the_other_aggregator(self):
+        w, r = self.g, self.g2
+        node = self._fresh()
+        token = "tok-%d" % node
+        props = {"wa": "nul\x00inside", "we": "", "": "empty name", "wm": "\U0001F600 \u2028",
+                 "wn": "l1\nl2,\"q\"", "wtok": token}
+        live = self._live(props)
+        self.assertEqual(sorted(live), ["", "wa", "wm", "wn", "wtok"])
+        self.assertIsNone(r.obj_get(node))
+
+        self.assertIsNone(w.obj_add(node, props))
+        self.assertEqual(r.obj_get(node), {"id": node, "properties": live})
+        self.assertEqual(r.get_node_property(node), live)
+        self.assertEqual(r.get_node_property(node, ["wa", "we", "nope"]), {"wa": "nul\x00inside"})
+        self.assertEqual(r.get_node_property(node, []), {})
+        self.assertEqual(r.get_node_ids({"wtok": token}), [node])
+        self.assertEqual(r.get_node_ids({"wtok": token, "wa": "nul\x00inside"}), [node])
+        self.assertEqual(r.get_node_ids({"wtok": token, "wa": "nul"}), [])
+        with zipg.connect(self.cluster["logstore"]) as log:  # the LogStore answers reads too
+            self.assertEqual(log.obj_get(node), {"id": node, "properties": live})
+
+        # A live node cannot be added again, through either aggregator; nothing changes.
+        self._assert_error("ALREADY_EXISTS", r.obj_add, node, {"wtok": "other"})
+        self._assert_error("ALREADY_EXISTS", w.obj_add, id=node)
+        self.assertEqual(w.obj_get(node), {"id": node, "properties": live})
+
+        # obj_update replaces the whole list (written through r, read through w).
+        new = {"wtok2": token, "wb": "\x00"}
+        self.assertIsNone(r.obj_update(node, new))
+        self.assertEqual(w.obj_get(node), {"id": node, "properties": new})
+        self.assertEqual(w.get_node_ids({"wtok": token}), [])
+        self.assertEqual(w.get_node_ids({"wtok2": token}), [node])
+        self.assertIsNone(r.obj_update(id=node, properties={"we": ""}))
+        self.assertEqual(w.obj_get(node), {"id": node, "properties": {}})  # live, no properties
+        self.assertEqual(w.get_node_property(node), {})
+        self.assertEqual(w.get_node_ids({"wtok2": token}), [])
+
+        # obj_delete: {"deleted": True} once, then False; the node is gone everywhere.
+        self.assertEqual(w.obj_delete(node), {"deleted": True})
+        self.assertIsNone(r.obj_get(node))
+        self.assertIsNone(r.get_node_property(node))
+        self.assertEqual(r.obj_delete(node), {"deleted": False})
+        self._assert_error("NOT_FOUND", r.obj_update, node, {"wtok": token})
+        self.assertIsNone(w.obj_get(node))
+
+        # A deleted node can be added again.
+        self.assertIsNone(r.obj_add(node, {"wtok": token}))
+        self.assertEqual(w.obj_get(node), {"id": node, "properties": {"wtok": token}})
+        self.assertEqual(w.get_node_ids({"wtok": token}), [node])
+        self.assertEqual(r.obj_delete(node), {"deleted": True})
+        self.assertEqual(w.get_node_ids({"wtok": token}), [])
+
+    def test_write_the_largest_node_id(self):
+        # INT64_MAX is also a "missing node" of the comparisons: it is missing again afterwards.
+        w, r = self.g2, self.g
+        self.addCleanup(self._delete_quietly, INT64_MAX)
+        self.assertIsNone(r.obj_get(INT64_MAX))
+        self.assertIsNone(w.obj_add(INT64_MAX, {"wmax": "1"}))
+        self.assertEqual(r.obj_get(INT64_MAX), {"id": INT64_MAX, "properties": {"wmax": "1"}})
+        self.assertIsNone(w.assoc_add(INT64_MAX, 0, INT64_MAX, INT64_MIN, {}))
+        self.assertEqual(r.get_neighbor_ids(INT64_MAX), [INT64_MAX])
+        self.assertEqual(r.get_neighbor_ids(INT64_MAX, 0, {"wmax": "1"}), [INT64_MAX])
+        self.assertEqual(w.obj_delete(INT64_MAX), {"deleted": True})
+        self.assertIsNone(r.obj_get(INT64_MAX))
+        self.assertEqual(r.assoc_count(INT64_MAX, 0), 0)
+        self.assertEqual(r.get_neighbor_ids(INT64_MAX), [])
+
+    def test_write_edge_lifecycle_read_through_the_other_aggregator(self):
+        w, r = self.g, self.g2
+        src, f1 = self._fresh(), self._fresh()
+        token = "tok-%d" % f1
+        self.assertIsNone(w.obj_add(src))
+        self.assertIsNone(w.obj_add(f1, {"wtok": token}))
+        self.assertEqual(r.obj_get(src), {"id": src, "properties": {}})
+        k0, v0 = sorted(self.nodes[0].items())[0]  # a loaded node as a destination
+
+        def edge(dst, ts, props, typ=1):
+            return {"src": src, "type": typ, "dst": dst, "timestamp": ts, "properties": props}
+
+        adds = [edge(f1, 5, {"w": "nul\x00 \u2603", "we": ""}), edge(0, 5, {}),
+                edge(INT64_MAX, INT64_MIN, {"lo": "1"}), edge(1, INT64_MAX, {"": "x"}),
+                edge(f1, 0, {}, typ=3)]
+        for e in adds:
+            self.assertIsNone(w.assoc_add(e["src"], e["type"], e["dst"], e["timestamp"],
+                                          e["properties"]))
+            want = dict(e, properties=self._live(e["properties"]))
+            self.assertEqual(r.assoc_get(src, e["type"], [e["dst"]], INT64_MIN, INT64_MAX),
+                             [want])
+        # Newest first, equal timestamps by dst ascending, never collapsed.
+        rec = [edge(1, INT64_MAX, {"": "x"}), edge(0, 5, {}), edge(f1, 5, {"w": "nul\x00 \u2603"}),
+               edge(INT64_MAX, INT64_MIN, {"lo": "1"})]
+        self.assertEqual(self._edge_reads(r, src, 1), rec)
+        self.assertEqual(r.assoc_count(src, 1), 4)
+        self.assertEqual(r.get_edge_record(src, 1), {"src": src, "type": 1, "count": 4})
+        self.assertEqual(r.get_edge_range(src, 1, 5, 5), [1, 3])
+        self.assertEqual(r.get_edge_range(src, 1, INT64_MIN, INT64_MIN), [3, 4])
+        self.assertEqual(r.get_edge_data(src, 1, 3), rec[3])
+        self.assertIsNone(r.get_edge_data(src, 1, 4))
+        self.assertEqual(r.assoc_range(src, 1, 1, 2), rec[1:3])
+        self.assertEqual(r.assoc_time_range(src, 1, 0, INT64_MAX, 2), rec[:2])
+        self.assertEqual(r.assoc_time_range(src, 1, INT64_MIN, 4, 10), rec[3:])
+        self.assertEqual(r.get_neighbor_ids(src), sorted([0, 1, f1, INT64_MAX]))
+        self.assertEqual(r.get_neighbor_ids(src, 3), [f1])
+        self.assertEqual(r.get_neighbor_ids(src, properties={"wtok": token}), [f1])
+        self.assertEqual(r.get_neighbor_ids(src, 1, {k0: v0}),
+                         [d for d in (0, 1) if self.nodes[d].get(k0) == v0])
+
+        # assoc_add of an existing key replaces it (upsert): still 4 edges, new place in the order.
+        self.assertIsNone(r.assoc_add(src, 1, 0, 7, {"v": "2"}))
+        rec = [rec[0], edge(0, 7, {"v": "2"}), rec[2], rec[3]]
+        self.assertEqual(self._edge_reads(w, src, 1), rec)
+
+        # assoc_update replaces an existing edge; a missing key (or type) is NOT_FOUND.
+        self.assertIsNone(w.assoc_update(src, 1, f1, -3, {"u": "\x00"}))
+        rec = [rec[0], rec[1], edge(f1, -3, {"u": "\x00"}), rec[3]]
+        self.assertEqual(self._edge_reads(r, src, 1), rec)
+        self._assert_error("NOT_FOUND", w.assoc_update, src, 1, 2, 0, {})
+        self._assert_error("NOT_FOUND", r.assoc_update, src, 2, f1, 0, {})
+        self._assert_error("NOT_FOUND", r.assoc_update, f1, 1, src, 0, {})
+        self.assertEqual(self._edge_reads(w, src, 1), rec)
+        self.assertEqual(w.assoc_count(src, 2), 0)
+
+        # assoc_delete: {"deleted": True} once, then False.
+        self.assertEqual(r.assoc_delete(src, 1, INT64_MAX), {"deleted": True})
+        self.assertEqual(self._edge_reads(w, src, 1), rec[:3])
+        self.assertEqual(w.assoc_delete(src, 1, INT64_MAX), {"deleted": False})
+        self.assertEqual(w.assoc_delete(src, 4, 0), {"deleted": False})
+        self.assertEqual(r.assoc_count(src, 1), 3)
+        self.assertEqual(r.get_neighbor_ids(src), sorted([0, 1, f1]))
+
+        # obj_delete also deletes the outgoing edges, not the nodes they point to.
+        self.assertEqual(w.obj_delete(src), {"deleted": True})
+        for typ in (1, 3):
+            self.assertEqual(r.assoc_count(src, typ), 0)
+            self.assertEqual(r.assoc_range(src, typ, 0, 10), [])
+        self.assertEqual(r.get_neighbor_ids(src), [])
+        self.assertEqual(r.obj_get(f1), {"id": f1, "properties": {"wtok": token}})
+        self.assertEqual(r.obj_get(0), {"id": 0, "properties": self.nodes[0]})
+        # The key can be written again after the delete.
+        self.assertIsNone(r.assoc_add(src, 1, f1, 9, {}))
+        self.assertEqual(self._edge_reads(w, src, 1), [edge(f1, 9, {})])
+        self.assertEqual(r.obj_delete(src), {"deleted": True})
+        self.assertEqual(w.assoc_count(src, 1), 0)
+
+    def test_writes_to_loaded_data_then_restored(self):
+        w, r = self.g2, self.g
+        asked = {q["id"] for q in self.requests if "id" in q}
+        out_degree = collections.Counter()
+        for (s, _), lst in self.edges.items():
+            out_degree[s] += len(lst)
+        # A loaded node the comparisons ask about, with edges of several types, and a loaded node
+        # with an edge to it (whose filtered get_neighbor_ids sees the node's properties).
+        node = max((n for n in asked if n in self.nodes and n < 300),
+                   key=lambda n: (len({t for (s, t) in self.edges if s == n}), out_degree[n], -n))
+        into = sorted(s for (s, t), lst in self.edges.items() if any(d == node for _, d in lst)
+                      and s in self.nodes and s != node)
+        self.assertTrue(into, "test data: a loaded node with an edge to %d" % node)
+        pred = next((s for s in into if s in asked), into[0])
+        k, v = sorted(self.nodes[node].items())[0]
+        types = sorted({t for (s, t) in self.edges if s == node})
+        self.assertGreaterEqual(len(types), 2)
+        props = r.obj_get(node)["properties"]
+        self.assertEqual(props, self.nodes[node])
+        saved = {t: self._edge_reads(r, node, t) for t in types}
+        self.assertEqual({t: len(es) for t, es in saved.items()},
+                         {t: len(self.edges[(node, t)]) for t in types})
+        token = "tok-loaded-%d" % node
+        restored = []
+
+        def restore():
+            if restored:
+                return
+            restored.append(True)
+            if self.g.obj_get(node) is None:
+                self.g.obj_add(node, props)
+            else:
+                self.g.obj_update(node, props)
+            for t in types:
+                now = {e["dst"] for e in self._edge_reads(self.g, node, t)}
+                for e in saved[t]:
+                    self.g.assoc_add(node, t, e["dst"], e["timestamp"], e["properties"])
+                for d in now - {e["dst"] for e in saved[t]}:
+                    self.g.assoc_delete(node, t, d)
+        self.addCleanup(restore)
+
+        self._assert_error("ALREADY_EXISTS", w.obj_add, node, {"wtok": token})
+        self.assertEqual(r.obj_get(node), {"id": node, "properties": props})
+
+        # Replace the loaded properties: the old ones are gone from every read.
+        self.assertIsNone(w.obj_update(node, {"wtok": token}))
+        self.assertEqual(r.obj_get(node), {"id": node, "properties": {"wtok": token}})
+        self.assertNotIn(node, r.get_node_ids({k: v}))
+        self.assertEqual(r.get_node_ids({"wtok": token}), [node])
+        self.assertNotIn(node, r.get_neighbor_ids(pred, properties={k: v}))
+        self.assertIn(node, r.get_neighbor_ids(pred, properties={"wtok": token}))
+        for t in types:  # the edges are not touched by obj_update
+            self.assertEqual(self._edge_reads(r, node, t), saved[t])
+        # The embedded store reads only the compressed store: it still has the loaded node.
+        out = _run(["query", "--store", self.store, "obj_get", "--id", str(node)])
+        self.assertEqual(json.loads(out), {"ok": {"id": node, "properties": props}})
+
+        # Update, delete and add loaded edges.
+        t0, t1 = types[0], types[1]
+        self.assertGreaterEqual(len(saved[t1]), 3)
+        oldest = saved[t0][-1]
+        self.assertIsNone(w.assoc_update(node, t0, oldest["dst"], INT64_MAX, {"wu": "\x00"}))
+        moved = dict(oldest, timestamp=INT64_MAX, properties={"wu": "\x00"})
+        self.assertEqual(r.assoc_range(node, t0, 0, 1), [moved])
+        self.assertEqual(r.assoc_count(node, t0), len(saved[t0]))
+        gone = saved[t1][0]
+        self.assertEqual(w.assoc_delete(node, t1, gone["dst"]), {"deleted": True})
+        self.assertEqual(r.assoc_get(node, t1, [gone["dst"]], INT64_MIN, INT64_MAX), [])
+        self.assertEqual(self._edge_reads(r, node, t1), saved[t1][1:])
+        self.assertEqual(r.assoc_delete(node, t1, gone["dst"]), {"deleted": False})
+        fresh_dst = self._fresh()
+        self._assert_error("NOT_FOUND", w.assoc_update, node, t1, fresh_dst, 0, {})
+        self.assertIsNone(w.assoc_add(node, t1, fresh_dst, INT64_MIN, {"wnew": "1"}))
+        self.assertEqual(r.assoc_range(node, t1, len(saved[t1]) - 1, 5), [
+            {"src": node, "type": t1, "dst": fresh_dst, "timestamp": INT64_MIN,
+             "properties": {"wnew": "1"}}])
+        self.assertIn(fresh_dst, r.get_neighbor_ids(node, t1))
+        # A new edge with the timestamp of loaded ones merges into their order (ts desc, dst asc),
+        # and an upsert of a loaded key replaces it in place.
+        mid = saved[t1][len(saved[t1]) // 2]
+        dst = min(n for n in self.nodes if n not in {e["dst"] for e in saved[t1]})
+        self.assertIsNone(w.assoc_add(node, t1, dst, mid["timestamp"], {"wmid": "1"}))
+        upsert = saved[t1][-1]
+        self.assertIsNone(w.assoc_add(node, t1, upsert["dst"], upsert["timestamp"], {"wup": "1"}))
+        want = saved[t1][1:-1] + [
+            dict(upsert, properties={"wup": "1"}),
+            {"src": node, "type": t1, "dst": fresh_dst, "timestamp": INT64_MIN,
+             "properties": {"wnew": "1"}},
+            {"src": node, "type": t1, "dst": dst, "timestamp": mid["timestamp"],
+             "properties": {"wmid": "1"}}]
+        want.sort(key=lambda e: (-e["timestamp"], e["dst"]))
+        self.assertEqual(self._edge_reads(r, node, t1), want)
+        self.assertEqual(r.assoc_count(node, t1), len(want))
+        same = [i for i, e in enumerate(want) if e["timestamp"] == mid["timestamp"]]
+        self.assertEqual(r.get_edge_range(node, t1, mid["timestamp"], mid["timestamp"]),
+                         [same[0], same[-1] + 1])
+        for i in same:
+            self.assertEqual(r.get_edge_data(node, t1, i), want[i])
+
+        # Delete the loaded node: properties and every outgoing edge; incoming edges stay.
+        self.assertEqual(w.obj_delete(node), {"deleted": True})
+        self.assertIsNone(r.obj_get(node))
+        self.assertIsNone(r.get_node_property(node, [k]))
+        for t in types:
+            self.assertEqual(r.assoc_count(node, t), 0)
+            self.assertEqual(r.get_edge_record(node, t)["count"], 0)
+        self.assertEqual(r.get_neighbor_ids(node), [])
+        self.assertEqual(r.get_node_ids({"wtok": token}), [])
+        self.assertIn(node, r.get_neighbor_ids(pred))  # the edge into it is pred's
+        self.assertNotIn(node, r.get_neighbor_ids(pred, properties={"wtok": token}))
+        self.assertEqual(w.obj_delete(node), {"deleted": False})
+
+        # Put everything back, then every request about these nodes answers as before.
+        restore()
+        self.assertEqual(r.obj_get(node), {"id": node, "properties": props})
+        for t in types:
+            self.assertEqual(self._edge_reads(r, node, t), saved[t])
+            self.assertEqual(self._edge_reads(w, node, t), saved[t])
+        pairs = [(q, e) for q, e in zip(self.requests, self.expected)
+                 if q.get("id") in (node, pred) or q["op"] == "get_node_ids" or
+                 (q["op"] == "get_neighbor_ids" and q.get("properties"))]
+        self.assertGreater(len(pairs), 100)
+        for g in (self.g, self.g2):
+            self._assert_none_differ(self._compare(g, pairs), len(pairs))
+
+    def test_write_errors(self):
+        w, r = self.g, self.g2
+        node = self._fresh()
+        # Ids below 0 are the server's INVALID_ARGUMENT (any id position, both aggregators).
+        for g in (w, r):
+            for name, args in [
+                    ("obj_add", (-1, {})), ("obj_add", (INT64_MIN, {"p": "x"})),
+                    ("obj_update", (-1, {})), ("obj_delete", (-1,)), ("obj_delete", (INT64_MIN,)),
+                    ("assoc_add", (-1, 0, 1, 0, {})), ("assoc_add", (node, -1, 1, 0, {})),
+                    ("assoc_add", (node, 0, -1, 0, {})), ("assoc_add", (node, INT64_MIN, 1, 0)),
+                    ("assoc_update", (-1, 0, 1, 0, {})), ("assoc_update", (node, -1, 1, 0, {})),
+                    ("assoc_update", (node, 0, INT64_MIN, 0, {})),
+                    ("assoc_delete", (-1, 0, 1)), ("assoc_delete", (node, -1, 1)),
+                    ("assoc_delete", (node, 0, -1))]:
+                with self.subTest(endpoint=g.endpoint, op=name, args=args):
+                    self._assert_error("INVALID_ARGUMENT", getattr(g, name), *args)
+        # Non-string keys / values, wrong types and out-of-range ints: refused before sending
+        # (a Graph on a dead endpoint would say UNAVAILABLE if the check reached the network).
+        dead = zipg.Graph("127.0.0.1:%d" % _free_port(), timeout=2.0)
+        for g in (dead, w):
+            for name, args in [
+                    ("obj_add", (node, {"p": 1})), ("obj_add", (node, {1: "p"})),
+                    ("obj_add", (node, {"p": None})), ("obj_add", (node, {"p": b"x"})),
+                    ("obj_add", (node, {"p": "\ud800"})), ("obj_add", (node, [("p", "x")])),
+                    ("obj_add", (1 << 63, {})), ("obj_add", (str(node), {})),
+                    ("obj_update", (node, None)), ("obj_update", (node, {"p": 1.5})),
+                    ("obj_delete", (True,)), ("obj_delete", (None,)),
+                    ("assoc_add", (node, 0, 1, 0, {"p": 1})), ("assoc_add", (node, "0", 1, 0)),
+                    ("assoc_add", (node, 0, 1, 1.5)), ("assoc_add", (node, 0, 1, INT64_MAX + 1)),
+                    ("assoc_add", (node, 0, 1, 0, {b"p": "x"})),
+                    ("assoc_update", (node, 0, 1, 0, None)), ("assoc_update", (node, 0, 1, 0, "p")),
+                    ("assoc_delete", (node, None, 1)), ("assoc_delete", (node, 0, [1]))]:
+                with self.subTest(endpoint=g.endpoint, op=name, args=args):
+                    self._assert_error("INVALID_ARGUMENT", getattr(g, name), *args)
+        dead.close()
+        self.assertIsNone(r.obj_get(node))  # nothing of the above was written
+        self.assertEqual(r.assoc_count(node, 0), 0)
+        # Conditional writes that fail leave the data as it was.
+        self._assert_error("ALREADY_EXISTS", w.obj_add, 0, {"p00": "x"})
+        self.assertEqual(r.obj_get(0), {"id": 0, "properties": self.nodes[0]})
+        self._assert_error("NOT_FOUND", w.obj_update, node, {"p": "x"})
+        self.assertIsNone(r.obj_get(node))
+        dst = self.edges[(1000, 2)][0][1]
+        self._assert_error("NOT_FOUND", w.assoc_update, 1000, 2, node, 0, {})
+        self._assert_error("NOT_FOUND", w.assoc_update, 1000, 5, dst, 0, {})
+        self._assert_error("NOT_FOUND", w.assoc_update, node, 2, dst, 0, {})
+        self.assertEqual(r.assoc_count(1000, 2), len(self.edges[(1000, 2)]))
+        self.assertEqual(r.assoc_count(node, 2), 0)
+        self.assertEqual(w.obj_delete(node), {"deleted": False})
+        self.assertEqual(w.assoc_delete(node, 0, 1), {"deleted": False})
+        self.assertEqual(w.assoc_delete(1000, 2, node), {"deleted": False})
+        self.assertEqual(r.assoc_count(1000, 2), len(self.edges[(1000, 2)]))
+        self.assertEqual(w.obj_get(1), r.obj_get(1))  # the connections are still usable
+
+    def test_concurrent_writes_through_both_aggregators(self):
+        conns = [zipg.connect(self.aggregators[i % 2], timeout=30.0) for i in range(8)]
+        for c in conns:
+            self.addCleanup(c.close)
+        barrier = threading.Barrier(len(conns))
+
+        def race(fn):
+            results = [None] * len(conns)
+
+            def work(i):
+                barrier.wait()
+                try:
+                    results[i] = ("ok", fn(i, conns[i]))
+                except zipg.Error as e:
+                    results[i] = ("error", e.code)
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(len(conns))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            return results
+
+        # The same node from 8 connections: exactly one obj_add wins, the others ALREADY_EXISTS;
+        # exactly one obj_delete finds it.
+        for _ in range(3):
+            node = self._fresh()
+            got = race(lambda i, c: c.obj_add(node, {"wwho": str(i)}))
+            winners = [i for i, x in enumerate(got) if x == ("ok", None)]
+            self.assertEqual(len(winners), 1, got)
+            self.assertEqual(sorted(x for x in got if x[0] == "error"),
+                             [("error", "ALREADY_EXISTS")] * 7)
+            for g in (self.g, self.g2):
+                self.assertEqual(g.obj_get(node),
+                                 {"id": node, "properties": {"wwho": str(winners[0])}})
+            got = race(lambda i, c: c.obj_delete(node))
+            self.assertEqual(sorted(x[1]["deleted"] for x in got), [False] * 7 + [True], got)
+            self.assertIsNone(self.g2.obj_get(node))
+
+        # Many distinct writes at once: every one is there afterwards, through both aggregators.
+        src = self._fresh()
+        dsts = [[self._fresh() for _ in range(10)] for _ in conns]
+        token = "tok-batch-%d" % src
+
+        def add_many(i, c):
+            for k, d in enumerate(dsts[i]):
+                c.obj_add(d, {"wbatch": token})
+                c.assoc_add(src, 0, d, k, {"wi": str(i)})
+        self.assertEqual(race(add_many), [("ok", None)] * len(conns))
+        every = sorted(d for lst in dsts for d in lst)
+        for g in (self.g, self.g2):
+            self.assertEqual(g.get_node_ids({"wbatch": token}), every)
+            self.assertEqual(g.assoc_count(src, 0), len(every))
+            self.assertEqual(g.get_neighbor_ids(src, 0, {"wbatch": token}), every)
+        got = race(lambda i, c: [c.obj_delete(d)["deleted"] for d in dsts[i]])
+        self.assertEqual(got, [("ok", [True] * 10)] * len(conns))
+        self.assertEqual(self.g.obj_delete(src), {"deleted": True})
+        for g in (self.g, self.g2):
+            self.assertEqual(g.get_node_ids({"wbatch": token}), [])
+            self.assertEqual(g.assoc_count(src, 0), 0)
 
     def test_argument_types_are_checked_before_sending(self):
         # A Graph on a dead endpoint: a check that reached the network would say UNAVAILABLE.
@@ -615,6 +1030,11 @@ class ClientTest(unittest.TestCase):
                            list(range(zipg.MAX_REQUEST_BYTES // 8 + 1)), 0, 1)
         self._assert_error("RESOURCE_EXHAUSTED", dead.get_node_ids,
                            {"p00": "x" * zipg.MAX_REQUEST_BYTES})
+        big = {"p00": "x" * zipg.MAX_REQUEST_BYTES}
+        self._assert_error("RESOURCE_EXHAUSTED", dead.obj_add, 1, big)
+        self._assert_error("RESOURCE_EXHAUSTED", dead.obj_update, 1, big)
+        self._assert_error("RESOURCE_EXHAUSTED", dead.assoc_add, 1, 0, 2, 3, big)
+        self._assert_error("RESOURCE_EXHAUSTED", dead.assoc_update, 1, 0, 2, 3, big)
 
     def test_dead_endpoint_is_unavailable_quickly(self):
         endpoint = "127.0.0.1:%d" % _free_port()
@@ -637,6 +1057,7 @@ class ClientTest(unittest.TestCase):
 
     def test_reconnects_after_failures(self):
         proxy = _Proxy(self.aggregators[0])
+        node = self._fresh()
         try:
             g = zipg.connect(proxy.endpoint, timeout=0.5)
             self.assertEqual(g.obj_get(1)["id"], 1)
@@ -658,14 +1079,24 @@ class ClientTest(unittest.TestCase):
             proxy.down()
             self._assert_error("UNAVAILABLE", g.obj_get, 4)
             self._assert_error("UNAVAILABLE", g.assoc_count, 4, 0)
+            self._assert_error("UNAVAILABLE", g.obj_add, node, {"wp": "1"})
             # ... and comes back: the next call reconnects.
             proxy.up()
             self.assertEqual(g.obj_get(4)["id"], 4)
 
-            # A write is not retried on a dead connection: the error surfaces.
+            # A write is not retried on a dead connection: the error surfaces, and the write was
+            # not sent again on a new connection (it is not in the cluster) ...
             proxy.cut()
-            self._assert_error("UNAVAILABLE", g.obj_delete, 4)
+            self._assert_error("UNAVAILABLE", g.obj_add, node, {"wp": "2"})
+            self.assertIsNone(self.g2.obj_get(node))
             self.assertEqual(g.obj_get(5)["id"], 5)
+            # ... and the next write goes through on a new connection, exactly once.
+            proxy.cut()
+            self.assertEqual(g.obj_get(5)["id"], 5)
+            self.assertIsNone(g.obj_add(node, {"wp": "3"}))
+            self.assertEqual(self.g2.obj_get(node), {"id": node, "properties": {"wp": "3"}})
+            self.assertEqual(g.obj_delete(node), {"deleted": True})
+            self.assertIsNone(self.g2.obj_get(node))
             g.close()
         finally:
             proxy.down()
