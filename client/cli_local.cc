@@ -386,7 +386,7 @@ class Starter {
         }
         why = std::to_string(shard_servers) + "/" + std::to_string(servers) + " shard servers, " +
               std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators";
-        if (shard_servers == servers && aggs.size() == aggregators) {
+        if (shard_servers == servers && aggs.size() == aggregators && !logstore_endpoint_.empty()) {
           bool all_healthy = true;
           for (const auto& a : aggs) {
             auto client = Connect(a);
