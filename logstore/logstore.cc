@@ -265,16 +265,38 @@ StatusOr<bool> LogStore::AssocDelete(int64_t src, int64_t type, int64_t dst) {
   return Write(LogRecord{UpdateOp::kDeleteEdge, src, type, dst, 0, {}});
 }
 
+std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore::ShardsIn(
+    const std::vector<int64_t>* generations) const {
+  // Log shards are never closed while the LogStore lives, so their pointers stay valid after the
+  // data lock is released: the slow compressed reads then do not hold it (a writer waiting for
+  // the lock would otherwise starve behind a stream of readers).
+  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> out;
+  for (const auto& ls : log_shards_) {
+    if (generations && !Contains(*generations, ls.generation)) continue;
+    out.emplace_back(ls.shard.get(), ls.deletes.get());
+  }
+  return out;
+}
+
 StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
                                       const std::vector<int64_t>& generations) {
   NodeData out;
-  std::shared_lock data(data_mu_);
   const bool edges = any_type || type >= 0;
-  for (const auto& ls : log_shards_) {
-    if (!Contains(generations, ls.generation)) continue;
-    auto entry = ls.deletes->Lookup(id);
+  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
+  {
+    std::shared_lock data(data_mu_);
+    shards = ShardsIn(&generations);
+    if (frozen_ && Contains(generations, frozen_->generation)) {
+      auto it = frozen_->overlay.find(id);
+      frozen_->table->Collect(id, any_type, type,
+                              it == frozen_->overlay.end() ? nullptr : &it->second, &out);
+    }
+    if (Contains(generations, generation_)) memtable_->Collect(id, any_type, type, nullptr, &out);
+  }
+  for (const auto& [log_shard, deletes] : shards) {
+    auto entry = deletes->Lookup(id);
     if (!(entry && entry->props_dead)) {
-      ZIPG_ASSIGN_OR_RETURN(auto props, ls.shard->GetNodeProperty(id, nullptr));
+      ZIPG_ASSIGN_OR_RETURN(auto props, log_shard->GetNodeProperty(id, nullptr));
       if (props) {
         std::sort(props->begin(), props->end());
         out.properties = std::move(props);
@@ -282,18 +304,12 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
     }
     if (edges && !(entry && entry->edges_dead)) {
       ZIPG_ASSIGN_OR_RETURN(
-          auto list, ls.shard->AllEdges(id, any_type ? std::nullopt : std::optional<int64_t>(type)));
+          auto list, log_shard->AllEdges(id, any_type ? std::nullopt : std::optional<int64_t>(type)));
       for (auto& e : list) {
         if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
       }
     }
   }
-  if (frozen_ && Contains(generations, frozen_->generation)) {
-    auto it = frozen_->overlay.find(id);
-    frozen_->table->Collect(id, any_type, type,
-                            it == frozen_->overlay.end() ? nullptr : &it->second, &out);
-  }
-  if (Contains(generations, generation_)) memtable_->Collect(id, any_type, type, nullptr, &out);
   std::lock_guard lock(stats_mu_);
   for (int64_t g : generations) ++fragment_reads_[g];
   return out;
@@ -303,13 +319,17 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
   Properties filter = properties;
   std::sort(filter.begin(), filter.end());
   std::vector<int64_t> ids;
-  std::shared_lock data(data_mu_);
-  memtable_->NodeIds(filter, nullptr, &ids);
-  if (frozen_) frozen_->table->NodeIds(filter, &frozen_->overlay, &ids);
-  for (const auto& ls : log_shards_) {
-    ZIPG_ASSIGN_OR_RETURN(auto found, ls.shard->GetNodeIds(filter));
+  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
+  {
+    std::shared_lock data(data_mu_);
+    memtable_->NodeIds(filter, nullptr, &ids);
+    if (frozen_) frozen_->table->NodeIds(filter, &frozen_->overlay, &ids);
+    shards = ShardsIn(nullptr);
+  }
+  for (const auto& [log_shard, deletes] : shards) {
+    ZIPG_ASSIGN_OR_RETURN(auto found, log_shard->GetNodeIds(filter));
     for (int64_t id : found) {
-      auto entry = ls.deletes->Lookup(id);
+      auto entry = deletes->Lookup(id);
       if (!(entry && entry->props_dead)) ids.push_back(id);
     }
   }

@@ -100,6 +100,9 @@ class LogStore final : public GraphWriteApi {
   StatusOr<bool> Write(const LogRecord& record);
   // Applies a logged record to the LogStore's own fragments (data lock held exclusively).
   StatusOr<bool> ApplyLocal(const LogRecord& record, int64_t generation);
+  // The log shards (of `generations`, or all if null) as stable pointers (data lock held).
+  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> ShardsIn(
+      const std::vector<int64_t>* generations) const;
 
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.
   StatusOr<bool> Freeze();
