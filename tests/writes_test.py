@@ -45,7 +45,6 @@ E. the size threshold (LogStore restarted with --memtable-mb 1: one compaction b
    aggregators, then `zipg local stop` (no process left).
 
 Usage: writes_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
-import atexit
 import json
 import os
 import random
@@ -61,6 +60,7 @@ import time
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_procs  # noqa: E402
 from graph_model import (CODES, COMMON, EDGE_PROPS, INT64_MAX, INT64_MIN, NODE_PROPS,  # noqa: E402
                          TYPES, Input, Model, load_model, same, timestamp, value)
 
@@ -104,94 +104,16 @@ LOGSTORE_STATE = os.path.join(STORE, "logstore", "STATE")
 
 
 # ------------------------------------------------------------------------------------------------
-# Processes: everything this test starts is stopped again, whatever happens.
-known_pids = set()
-children = {}  # pid -> Popen of the servers this test (re)started itself
-sessions_open = []
-cleaned = False
-
-
-def alive(pid):
-    """True if pid runs (a zombie does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    if pid in children:
-        children[pid].poll()
-    return stat[stat.rindex(")") + 2] not in "ZX"
-
-
-def cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode() for a in f.read().split(b"\0")[:-1]]
-    except OSError:
-        return []
-
-
-def ours():
-    """Pids of live processes whose command line names this test's directory."""
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit() and int(d) != os.getpid():
-            if any(TMP in a for a in cmdline(int(d))) and alive(int(d)):
-                out.append(int(d))
-    return out
-
-
-def kill_and_wait(pids, sig=signal.SIGTERM, grace=5.0):
-    for pid in pids:
-        if alive(pid):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + grace
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return [p for p in pids if alive(p)]
-
-
-def cleanup():
-    global cleaned
-    if cleaned:
-        return
-    cleaned = True
-    for s in sessions_open:
-        s.close()
-    # Servers this test restarted are not in run/cluster.json: stop them first.
-    kill_and_wait([p for p in children if alive(p)], signal.SIGTERM, 10.0)
-    try:
-        if os.path.exists(STATE):
-            subprocess.run([ZIPG, "local", "stop", "--store", STORE], capture_output=True, timeout=60)
-    except Exception as e:  # noqa: BLE001
-        print("cleanup: zipg local stop:", e)
-    left = [p for p in set(known_pids) | set(ours()) if alive(p) and TMP in " ".join(cmdline(p))]
-    left = kill_and_wait(left, signal.SIGTERM, 5.0)
-    kill_and_wait(left, signal.SIGKILL, 5.0)
-    for p in children.values():
-        try:
-            p.wait(timeout=5)
-        except Exception:  # noqa: BLE001
-            pass
-    if os.environ.get("ZIPG_KEEP_TEST_DIR"):
-        print("test directory kept:", TMP)
-    else:
-        shutil.rmtree(TMP, ignore_errors=True)
-
-
-atexit.register(cleanup)
-
-
-def interrupted(signum, _frame):
-    print(f"writes_test: interrupted by signal {signum}; stopping the cluster", flush=True)
-    sys.exit(1)
-
-
-signal.signal(signal.SIGTERM, interrupted)
-signal.signal(signal.SIGHUP, interrupted)
+# Processes: everything this test starts is stopped again, whatever happens (tests/cluster_procs.py).
+procs = cluster_procs.Procs("writes_test", TMP, ZIPG, STORE)
+known_pids = procs.known_pids
+children = procs.children
+sessions_open = procs.sessions
+alive = procs.alive
+cmdline = cluster_procs.cmdline
+ours = procs.ours
+kill_and_wait = procs.kill_and_wait
+cleanup = procs.cleanup
 
 
 def zipg(*args, stdin=None, timeout=120):

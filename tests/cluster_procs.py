@@ -1,0 +1,95 @@
+"""Process bookkeeping for the end-to-end tests that run a real local cluster (cluster_test.py,
+writes_test.py): which servers are ours, whether they are alive, and stopping every one of them
+whatever happens (atexit, SIGTERM, SIGHUP), then removing the test directory.
+"""
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode() for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return []
+
+
+class Procs:
+    def __init__(self, name, tmp, zipg, store):
+        self.name, self.tmp, self.zipg, self.store = name, tmp, zipg, store
+        self.known_pids = set()  # every server pid seen (cluster.json, status, our restarts)
+        self.children = {}       # pid -> Popen of the servers the test (re)started itself
+        self.sessions = []       # objects with close(), closed before the servers stop
+        self.cleaned = False
+        atexit.register(self.cleanup)
+        signal.signal(signal.SIGTERM, self._interrupted)
+        signal.signal(signal.SIGHUP, self._interrupted)
+
+    def _interrupted(self, signum, _frame):
+        print(f"{self.name}: interrupted by signal {signum}; stopping the cluster", flush=True)
+        sys.exit(1)
+
+    def alive(self, pid):
+        """True if pid runs (a zombie does not)."""
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        if pid in self.children:
+            self.children[pid].poll()
+        return stat[stat.rindex(")") + 2] not in "ZX"
+
+    def ours(self):
+        """Pids of live processes whose command line names the test's directory."""
+        out = []
+        for d in os.listdir("/proc"):
+            if d.isdigit() and int(d) != os.getpid():
+                if any(self.tmp in a for a in cmdline(int(d))) and self.alive(int(d)):
+                    out.append(int(d))
+        return out
+
+    def kill_and_wait(self, pids, sig=signal.SIGTERM, grace=5.0):
+        for pid in pids:
+            if self.alive(pid):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace
+        while any(self.alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return [p for p in pids if self.alive(p)]
+
+    def cleanup(self):
+        if self.cleaned:
+            return
+        self.cleaned = True
+        for s in self.sessions:
+            s.close()
+        # Servers the test restarted are not in run/cluster.json: stop them first.
+        self.kill_and_wait([p for p in self.children if self.alive(p)], signal.SIGTERM, 10.0)
+        try:
+            if os.path.exists(os.path.join(self.store, "run", "cluster.json")):
+                subprocess.run([self.zipg, "local", "stop", "--store", self.store],
+                               capture_output=True, timeout=60)
+        except Exception as e:  # noqa: BLE001
+            print("cleanup: zipg local stop:", e)
+        left = [p for p in self.known_pids | set(self.ours())
+                if self.alive(p) and self.tmp in " ".join(cmdline(p))]
+        left = self.kill_and_wait(left, signal.SIGTERM, 5.0)
+        self.kill_and_wait(left, signal.SIGKILL, 5.0)
+        for p in self.children.values():
+            try:
+                p.wait(timeout=5)
+            except Exception:  # noqa: BLE001
+                pass
+        if os.environ.get("ZIPG_KEEP_TEST_DIR"):
+            print("test directory kept:", self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
