@@ -7,6 +7,7 @@
 // Random values come from std::mt19937_64 (whose output the standard fixes) with fixed seeds.
 
 #include "graph/input.h"
+#include "util/scratch_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -50,33 +51,7 @@ void PrintTo(const InputEdge& e, std::ostream* os) {
 
 namespace {
 
-// A fresh directory under ::testing::TempDir(), removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::path(::testing::TempDir()) / "input_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  bool ok() const { return !path_.empty(); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  // Writes `contents` to file `name` and returns its path.
-  std::string Write(const std::string& name, const std::string& contents) const {
-    const std::string path = File(name);
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    return path;
-  }
-
- private:
-  std::string path_;
-};
+using zipg::ScratchDir;
 
 using Loader = Status (*)(const std::string&, InputGraph*, const LoadProgress&);
 

@@ -38,6 +38,7 @@
 #include "util/checksum.h"
 #include "util/coding.h"
 #include "util/status.h"
+#include "util/scratch_dir.h"
 
 namespace {
 
@@ -294,37 +295,7 @@ std::string FlipBit(std::string bytes, size_t pos, int bit) {
   return bytes;
 }
 
-// A fresh directory under ::testing::TempDir(), removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl =
-        (std::filesystem::path(::testing::TempDir()) / "compressed_file_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  bool ok() const { return !path_.empty(); }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  std::vector<std::string> Entries() const {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(path_, ec)) {
-      names.push_back(e.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::string path_;
-};
+using zipg::ScratchDir;
 
 // ------------------------------------------------------------------------------------------------
 // Cost model: rough number of gap decodes per operation, to cap the work on expensive

@@ -32,6 +32,7 @@
 #include "util/coding.h"
 #include "util/file.h"
 #include "util/status.h"
+#include "util/scratch_dir.h"
 
 namespace {
 
@@ -43,26 +44,7 @@ using zipg::logstore::kWalHeaderSize;
 using zipg::logstore::Wal;
 using zipg::logstore::WalOptions;
 
-// A fresh directory under ::testing::TempDir(), removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::path(::testing::TempDir()) / "wal_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  bool ok() const { return !path_.empty(); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using zipg::ScratchDir;
 
 // The record framing, written independently of wal.cc: u32 length | u64 Checksum64(length bytes,
 // payload) | payload.
