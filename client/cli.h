@@ -51,6 +51,9 @@ int UsageError(const std::string& message, const std::string& usage);
 // The aggregator endpoints of the cluster `zipg local start` runs for `store` (from
 // <store>/run/cluster.json); NOT_FOUND if none runs.
 StatusOr<std::vector<std::string>> LocalAggregators(const std::string& store);
+// The server a cluster command talks to: --connect HOST:PORT, or the first aggregator of the local
+// cluster of --store DIR; nullopt if neither option is given.
+StatusOr<std::optional<std::string>> ClusterAddress(const Args& args);
 
 int RunFile(int argc, char** argv);      // zipg file ...
 int RunGen(int argc, char** argv);       // zipg gen ...

@@ -32,23 +32,16 @@ int RunAdmin(int argc, char** argv) {
   }
   Status known = args->CheckKnown({"connect", "store", "timeout-ms"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
-  std::string address;
-  if (auto connect = args->Get("connect")) {
-    address = *connect;
-  } else if (auto store = args->Get("store")) {
-    auto aggregators = LocalAggregators(*store);
-    if (!aggregators.ok()) return Fail(aggregators.status());
-    address = aggregators->front();
-  } else {
-    return UsageError("admin compact needs --connect HOST:PORT or --store DIR", kUsage);
-  }
+  auto address = ClusterAddress(*args);
+  if (!address.ok()) return Fail(address.status());
+  if (!*address) return UsageError("admin compact needs --connect HOST:PORT or --store DIR", kUsage);
   auto timeout = args->GetUint("timeout-ms", 3600000);
   if (!timeout.ok() || *timeout == 0 || *timeout > 86400000) {
     return UsageError("--timeout-ms must be 1..86400000", kUsage);
   }
   ClientOptions options;
   options.timeout_ms = static_cast<int>(*timeout);
-  auto client = Connect(address, options);
+  auto client = Connect(**address, options);
   if (!client.ok()) return Fail(client.status());
   auto started_text = (*client)->Compact();
   if (!started_text.ok()) return Fail(started_text.status());

@@ -442,6 +442,15 @@ class Starter {
 
 }  // namespace
 
+StatusOr<std::optional<std::string>> ClusterAddress(const Args& args) {
+  if (auto connect = args.Get("connect")) return std::optional<std::string>(*connect);
+  if (auto store = args.Get("store")) {
+    ZIPG_ASSIGN_OR_RETURN(auto aggregators, LocalAggregators(*store));
+    return std::optional<std::string>(aggregators.front());
+  }
+  return std::optional<std::string>();
+}
+
 StatusOr<std::vector<std::string>> LocalAggregators(const std::string& store) {
   auto state = ReadState(store);
   if (!state.ok()) {

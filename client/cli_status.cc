@@ -48,17 +48,10 @@ int RunStatus(int argc, char** argv) {
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   Status known = args->CheckKnown({"connect", "store", "json"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
-  std::string address;
-  if (auto connect = args->Get("connect")) {
-    address = *connect;
-  } else if (auto store = args->Get("store")) {
-    auto aggregators = LocalAggregators(*store);
-    if (!aggregators.ok()) return Fail(aggregators.status());
-    address = aggregators->front();
-  } else {
-    return UsageError("status needs --connect HOST:PORT or --store DIR", kUsage);
-  }
-  auto client = Connect(address);
+  auto address = ClusterAddress(*args);
+  if (!address.ok()) return Fail(address.status());
+  if (!*address) return UsageError("status needs --connect HOST:PORT or --store DIR", kUsage);
+  auto client = Connect(**address);
   if (!client.ok()) return Fail(client.status());
   auto text = (*client)->ServerStatus();
   if (!text.ok()) return Fail(text.status());
