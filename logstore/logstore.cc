@@ -171,7 +171,7 @@ StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation)
     ZIPG_ASSIGN_OR_RETURN(bool live,
                           shard::FoundLive(*ls.shard, entry ? &*entry : nullptr, u));
     if (!live) continue;
-    ZIPG_RETURN_IF_ERROR(ls.deletes->Apply(ls.shard.get(), {u}).status());
+    ZIPG_RETURN_IF_ERROR(ls.deletes->Record({u}, {true}));
     found = true;
   }
   if (frozen_ && frozen_->generation != generation) {
@@ -195,18 +195,17 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
   // Apply locally even if the base shard did not confirm: the record is logged, and the lane
   // keeps delivering its update, after which the write is wholly visible.
   bool found = false;
+  bool full = false;
   {
     std::unique_lock data(data_mu_);
     ZIPG_ASSIGN_OR_RETURN(found, ApplyLocal(record, generation));
+    full = options_.memtable_bytes > 0 && !frozen_ && memtable_->bytes() >= options_.memtable_bytes;
   }
   ++writes_;
-  if (options_.memtable_bytes > 0) {
-    std::shared_lock data(data_mu_);
-    if (!frozen_ && memtable_->bytes() >= options_.memtable_bytes) {
-      std::lock_guard lock(loop_mu_);
-      wake_ = true;
-      loop_cv_.notify_one();
-    }
+  if (full) {
+    std::lock_guard lock(loop_mu_);
+    wake_ = true;
+    loop_cv_.notify_one();
   }
   if (!base.ok()) return base.status();
   return found || base->at(0);
@@ -340,7 +339,7 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
 
 StatusOr<bool> LogStore::Freeze() {
   std::unique_lock freeze(freeze_mu_);  // waits for in-flight writes
-  if (wal_->stats().records == 0 && wal_->size() == 0) return false;
+  if (wal_->size() == 0) return false;
   const int64_t g = generation_;
   WalOptions wal_options;
   wal_options.sync = options_.sync;
@@ -400,7 +399,8 @@ Status LogStore::BuildFrozen(json* summary) {
         }
       }
       if (!moved.empty()) {
-        ZIPG_RETURN_IF_ERROR(built.deletes->Apply(built.shard.get(), moved).status());
+        // The overlay holds only what was live in the frozen table, which the shard holds too.
+        ZIPG_RETURN_IF_ERROR(built.deletes->Record(moved, std::vector<bool>(moved.size(), true)));
       }
       log_shards_.push_back(std::move(built));
     }

@@ -153,6 +153,13 @@ StatusOr<std::vector<bool>> UpdateIndex::Apply(const Shard* data, const std::vec
     }
     flags.push_back(found ? 1 : 0);
   }
+  std::vector<bool> found(flags.begin(), flags.end());
+  ZIPG_RETURN_IF_ERROR(Record(batch, found));
+  return found;
+}
+
+Status UpdateIndex::Record(const std::vector<Update>& batch, const std::vector<bool>& found) {
+  std::vector<uint8_t> flags(found.begin(), found.end());
   ZIPG_RETURN_IF_ERROR(file_->Append(EncodeUpdates(batch, &flags)));
   std::unique_lock lock(mu_);
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -162,9 +169,9 @@ StatusOr<std::vector<bool>> UpdateIndex::Apply(const Shard* data, const std::vec
     } else if (slot.use_count() > 1) {
       slot = std::make_shared<NodeUpdates>(*slot);  // a reader holds the old one: copy on write
     }
-    ApplyTo(batch[i], flags[i] != 0, slot.get());
+    ApplyTo(batch[i], found[i], slot.get());
   }
-  return std::vector<bool>(flags.begin(), flags.end());
+  return Status::OK();
 }
 
 std::shared_ptr<const NodeUpdates> UpdateIndex::Lookup(int64_t node) const {

@@ -71,6 +71,9 @@ class UpdateIndex {
   // (always true for kPutEdge, which is not looked up: its key is marked dead unconditionally).
   // Updates are idempotent: applying a batch twice changes nothing the second time.
   StatusOr<std::vector<bool>> Apply(const Shard* data, const std::vector<Update>& batch);
+  // Persists and applies a batch whose outcomes the caller already decided (found[i] as above).
+  // Record is not serialized with Apply; callers use one or the other for a given index.
+  Status Record(const std::vector<Update>& batch, const std::vector<bool>& found);
 
   // The node's entry (an immutable snapshot: later batches copy on write); null if the node was
   // never touched by a write.
