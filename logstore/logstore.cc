@@ -186,34 +186,185 @@ StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation)
   return found;
 }
 
+// Holds a stripe shared or exclusively for the life of one write (see LogStore::Stripe).
+class LogStore::StripeLock {
+ public:
+  StripeLock(Stripe& stripe, bool exclusive) : stripe_(stripe), exclusive_(exclusive) {
+    std::unique_lock lock(stripe_.mu);
+    if (exclusive_) {
+      ++stripe_.exclusive_waiting;
+      stripe_.cv.wait(lock, [&] { return !stripe_.exclusive && stripe_.shared == 0; });
+      --stripe_.exclusive_waiting;
+      stripe_.exclusive = true;
+    } else {
+      stripe_.cv.wait(lock, [&] { return !stripe_.exclusive && stripe_.exclusive_waiting == 0; });
+      ++stripe_.shared;
+    }
+  }
+  ~StripeLock() {
+    std::lock_guard lock(stripe_.mu);
+    if (exclusive_) {
+      stripe_.exclusive = false;
+    } else if (--stripe_.shared > 0) {
+      return;
+    }
+    stripe_.cv.notify_all();
+  }
+  StripeLock(const StripeLock&) = delete;
+  StripeLock& operator=(const StripeLock&) = delete;
+
+ private:
+  Stripe& stripe_;
+  const bool exclusive_;
+};
+
 StatusOr<bool> LogStore::Write(const LogRecord& record) {
-  std::shared_lock freeze(freeze_mu_);
-  const int64_t generation = generation_;
-  ZIPG_RETURN_IF_ERROR(wal_->Append(EncodeRecord(record)));
-  auto base = sink_->Send(ShardOf(record.node, sink_->num_shards()), {record.ToUpdate(generation)},
-                          options_.update_timeout_ms);
-  // Apply locally even if the base shard did not confirm: the record is logged, and the lane
-  // keeps delivering its update, after which the write is wholly visible.
-  bool found = false;
+  Commit self(&record);
+  std::unique_lock lock(commit_mu_);
+  commits_.push_back(&self);
+  while (!self.done && !(commits_.front() == &self && !logging_ && !freezing_)) {
+    self.cv.wait(lock);
+  }
+  if (self.done) {
+    if (!self.status.ok()) return self.status;
+    return self.found;
+  }
+
+  // This writer leads a group: every write queued now, its own first. Stage 1, one group at a
+  // time: log the group and post its updates, both in queue order. Stage 2, overlapping the next
+  // group's stage 1: wait for the base shards' answers, then apply, in the order of stage 1.
+  std::vector<Commit*> group(commits_.begin(), commits_.end());
+  commits_.clear();
+  logging_ = true;
+  const uint64_t ticket = next_ticket_++;
+  const int64_t generation = generation_;  // Freeze changes it only with no group in flight
+  Wal* const wal = wal_.get();
+  lock.unlock();
+
+  const auto t0 = std::chrono::steady_clock::now();
+  GroupFanout fanout;
+  const Status logged = LogGroup(group, wal, generation, &fanout);
+  const auto t1 = std::chrono::steady_clock::now();
+
+  lock.lock();
+  logging_ = false;
+  if (!commits_.empty()) commits_.front()->cv.notify_one();  // the next group's leader
+  order_cv_.notify_all();
+  lock.unlock();
+
+  if (logged.ok()) AwaitGroup(group, &fanout);
+  const auto t2 = std::chrono::steady_clock::now();
+
+  lock.lock();
+  order_cv_.wait(lock, [&] { return applied_ticket_ == ticket; });
+  lock.unlock();
+  if (logged.ok()) {
+    ApplyGroup(group, generation, fanout);
+  } else {
+    for (Commit* c : group) c->status = logged;
+  }
+  const auto t3 = std::chrono::steady_clock::now();
+
+  lock.lock();
+  ++applied_ticket_;
+  for (Commit* c : group) {
+    c->done = true;
+    if (c != &self) c->cv.notify_one();  // under commit_mu_: a woken writer destroys its Commit
+  }
+  order_cv_.notify_all();
+  lock.unlock();
+
+  auto us = [](auto d) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+  };
+  ++commit_groups_;
+  commit_log_us_ += us(t1 - t0);
+  commit_fanout_us_ += us(t2 - t1);
+  commit_apply_us_ += us(t3 - t2);
+  if (!self.status.ok()) return self.status;
+  return self.found;
+}
+
+Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
+                          GroupFanout* fanout) {
+  std::vector<std::string> payloads;
+  payloads.reserve(group.size());
+  for (const Commit* c : group) payloads.push_back(EncodeRecord(*c->record));
+  const std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  ZIPG_RETURN_IF_ERROR(wal->AppendAll(views.data(), views.size()));
+
+  // One batch per base shard, all in flight at once; a lane delivers its batches in post order.
+  const uint32_t num_shards = sink_->num_shards();
+  fanout->members.assign(num_shards, {});
+  fanout->replies.clear();
+  fanout->replies.resize(num_shards);
+  fanout->status.assign(group.size(), Status::OK());
+  fanout->found.assign(group.size(), false);
+  for (size_t i = 0; i < group.size(); ++i) {
+    fanout->members[ShardOf(group[i]->record->node, num_shards)].push_back(i);
+  }
+  for (uint32_t s = 0; s < num_shards; ++s) {
+    if (fanout->members[s].empty()) continue;
+    std::vector<Update> updates;
+    updates.reserve(fanout->members[s].size());
+    for (size_t i : fanout->members[s]) updates.push_back(group[i]->record->ToUpdate(generation));
+    fanout->replies[s] = sink_->Post(s, std::move(updates));
+  }
+  return Status::OK();
+}
+
+void LogStore::AwaitGroup(const std::vector<Commit*>& group, GroupFanout* fanout) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.update_timeout_ms);
+  for (uint32_t s = 0; s < fanout->replies.size(); ++s) {
+    auto& reply = fanout->replies[s];
+    if (!reply) continue;
+    StatusOr<std::vector<bool>> found =
+        reply->ok() ? shard::UpdateSender::Await(&**reply, s, deadline)
+                    : StatusOr<std::vector<bool>>(reply->status());
+    const auto& members = fanout->members[s];
+    for (size_t k = 0; k < members.size(); ++k) {
+      if (found.ok()) {
+        fanout->found[members[k]] = found->at(k);
+      } else {
+        fanout->status[members[k]] = found.status();
+      }
+    }
+  }
+  (void)group;
+}
+
+void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
+                          const GroupFanout& fanout) {
+  // Apply locally even where a base shard did not confirm: the records are logged, and the lane
+  // keeps delivering their updates, after which the writes are wholly visible.
   bool full = false;
   {
     std::unique_lock data(data_mu_);
-    ZIPG_ASSIGN_OR_RETURN(found, ApplyLocal(record, generation));
+    for (size_t i = 0; i < group.size(); ++i) {
+      Commit* c = group[i];
+      StatusOr<bool> found = ApplyLocal(*c->record, generation);
+      if (!found.ok()) {
+        c->status = found.status();
+      } else if (!fanout.status[i].ok()) {
+        c->status = fanout.status[i];
+      } else {
+        c->found = *found || fanout.found[i];
+      }
+    }
     full = options_.memtable_bytes > 0 && !frozen_ && memtable_->bytes() >= options_.memtable_bytes;
   }
-  ++writes_;
+  writes_ += group.size();
   if (full) {
     std::lock_guard lock(loop_mu_);
     wake_ = true;
     loop_cv_.notify_one();
   }
-  if (!base.ok()) return base.status();
-  return found || base->at(0);
 }
 
 Status LogStore::ObjAdd(int64_t id, const Properties& properties) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
-  std::lock_guard stripe(Stripe(id));
+  StripeLock stripe(StripeOf(id), /*exclusive=*/true);
   ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(id));
   if (node) return Status::AlreadyExists("node " + std::to_string(id) + " already exists");
   LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
@@ -222,7 +373,7 @@ Status LogStore::ObjAdd(int64_t id, const Properties& properties) {
 
 Status LogStore::ObjUpdate(int64_t id, const Properties& properties) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
-  std::lock_guard stripe(Stripe(id));
+  StripeLock stripe(StripeOf(id), /*exclusive=*/true);
   ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(id));
   if (!node) return Status::NotFound("node " + std::to_string(id) + " does not exist");
   LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
@@ -231,13 +382,13 @@ Status LogStore::ObjUpdate(int64_t id, const Properties& properties) {
 
 StatusOr<bool> LogStore::ObjDelete(int64_t id) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
-  std::lock_guard stripe(Stripe(id));
+  StripeLock stripe(StripeOf(id), /*exclusive=*/false);
   return Write(LogRecord{UpdateOp::kDeleteNode, id, 0, 0, 0, {}});
 }
 
 Status LogStore::AssocAdd(const Edge& e) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeKey(e.src, e.type, e.dst));
-  std::lock_guard stripe(Stripe(e.src));
+  StripeLock stripe(StripeOf(e.src), /*exclusive=*/false);
   LogRecord r{UpdateOp::kPutEdge, e.src, e.type, e.dst, e.timestamp,
               NormalizeProperties(e.properties)};
   return Write(r).status();
@@ -245,7 +396,7 @@ Status LogStore::AssocAdd(const Edge& e) {
 
 Status LogStore::AssocUpdate(const Edge& e) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeKey(e.src, e.type, e.dst));
-  std::lock_guard stripe(Stripe(e.src));
+  StripeLock stripe(StripeOf(e.src), /*exclusive=*/true);
   ZIPG_ASSIGN_OR_RETURN(auto live, reader_->AssocGet(e.src, e.type, {e.dst},
                                                      std::numeric_limits<int64_t>::min(),
                                                      std::numeric_limits<int64_t>::max()));
@@ -260,7 +411,7 @@ Status LogStore::AssocUpdate(const Edge& e) {
 
 StatusOr<bool> LogStore::AssocDelete(int64_t src, int64_t type, int64_t dst) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeKey(src, type, dst));
-  std::lock_guard stripe(Stripe(src));
+  StripeLock stripe(StripeOf(src), /*exclusive=*/false);
   return Write(LogRecord{UpdateOp::kDeleteEdge, src, type, dst, 0, {}});
 }
 
@@ -338,7 +489,20 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
 }
 
 StatusOr<bool> LogStore::Freeze() {
-  std::unique_lock freeze(freeze_mu_);  // waits for in-flight writes
+  // Hold back new commit groups and wait for those in flight to be applied.
+  {
+    std::unique_lock lock(commit_mu_);
+    freezing_ = true;
+    order_cv_.wait(lock, [&] { return !logging_ && applied_ticket_ == next_ticket_; });
+  }
+  struct Resume {
+    LogStore* store;
+    ~Resume() {
+      std::lock_guard lock(store->commit_mu_);
+      store->freezing_ = false;
+      if (!store->commits_.empty()) store->commits_.front()->cv.notify_one();
+    }
+  } resume{this};
   if (wal_->size() == 0) return false;
   const int64_t g = generation_;
   WalOptions wal_options;
@@ -500,6 +664,10 @@ json LogStore::StatusJson() const {
     j["log_shards"] = shards;
   }
   j["writes"] = writes_.load();
+  j["commit"] = {{"groups", commit_groups_.load()},
+                 {"log_us", commit_log_us_.load()},
+                 {"fanout_us", commit_fanout_us_.load()},
+                 {"apply_us", commit_apply_us_.load()}};
   j["compactions"] = compactions_.load();
   j["update_batches"] = sink_->batches();
   std::lock_guard lock(stats_mu_);

@@ -15,8 +15,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -95,9 +97,50 @@ class LogStore final : public GraphWriteApi {
   std::string ShardDir(int64_t generation) const;
   Status WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs);
 
-  std::mutex& Stripe(int64_t node) { return stripes_[static_cast<uint64_t>(node) % kStripes]; }
+  // Per-node ordering of writes. A stripe is held shared by unconditional writes (assoc_add and
+  // the deletes) from their check-free decision until they are applied, and exclusively by
+  // conditional ones (obj_add, obj_update, assoc_update) from their check until they are
+  // applied: a check sees every earlier write to its node, and no write slips between a check
+  // and the write it decides. Waiting conditional writes hold back new shared holders, so a hot
+  // node's stream of assoc_adds cannot starve them.
+  struct Stripe {
+    std::mutex mu;
+    std::condition_variable cv;
+    int shared = 0;
+    int exclusive_waiting = 0;
+    bool exclusive = false;
+  };
+  class StripeLock;
+  Stripe& StripeOf(int64_t node) { return stripes_[static_cast<uint64_t>(node) % kStripes]; }
+
+  // One write in the commit queue (see Write).
+  struct Commit {
+    explicit Commit(const LogRecord* r) : record(r) {}
+    const LogRecord* record;
+    Status status;       // set with done
+    bool found = false;  // a live version was found anywhere
+    bool done = false;   // guarded by commit_mu_
+    std::condition_variable cv;
+  };
   // Logs `record`, fans its update out and applies it; whether a live version was found anywhere.
+  // Concurrent writes form commit groups (docs/writes.md, "Commit groups"): the first queued
+  // writer leads, and commits every write queued behind it with one log append (one fdatasync),
+  // one update batch per base shard and one pass under the data lock. Two groups overlap: one is
+  // logged while the one before it waits for its shards. Log order, shard order and apply order
+  // agree.
   StatusOr<bool> Write(const LogRecord& record);
+  struct GroupFanout {
+    std::vector<std::vector<size_t>> members;  // per base shard: indexes into the group
+    std::vector<std::optional<StatusOr<shard::UpdateSender::Reply>>> replies;  // per base shard
+    std::vector<Status> status;                // per write: its base shard's answer
+    std::vector<bool> found;                   // per write: the base held a live version
+  };
+  // Appends the group to `wal` and posts its updates (commit_mu_ not held; one group at a time).
+  Status LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
+                  GroupFanout* fanout);
+  void AwaitGroup(const std::vector<Commit*>& group, GroupFanout* fanout);
+  // Applies the group locally and sets each write's outcome (groups in log order).
+  void ApplyGroup(const std::vector<Commit*>& group, int64_t generation, const GroupFanout& fanout);
   // Applies a logged record to the LogStore's own fragments (data lock held exclusively).
   StatusOr<bool> ApplyLocal(const LogRecord& record, int64_t generation);
   // The log shards (of `generations`, or all if null) as stable pointers (data lock held).
@@ -116,10 +159,19 @@ class LogStore final : public GraphWriteApi {
   std::function<void(std::vector<int64_t>)> publish_;
 
   static constexpr size_t kStripes = 1024;
-  std::array<std::mutex, kStripes> stripes_;
+  std::array<Stripe, kStripes> stripes_;
 
-  // Held shared by every write from its log append to its local apply; exclusively by Freeze.
-  std::shared_mutex freeze_mu_;
+  // The commit pipeline, guarded by commit_mu_.
+  std::mutex commit_mu_;
+  std::deque<Commit*> commits_;  // writes waiting for a group; the front leads the next one
+  bool logging_ = false;         // a group is in stage 1 (logging, posting)
+  bool freezing_ = false;        // Freeze holds back new groups
+  uint64_t next_ticket_ = 0;     // groups started
+  uint64_t applied_ticket_ = 0;  // groups applied; they apply in ticket order
+  std::condition_variable order_cv_;
+
+  // The live log and its generation: changed only by Recover and by Freeze, with no commit group
+  // in flight.
   std::unique_ptr<Wal> wal_;
   int64_t generation_ = 1;
 
@@ -137,6 +189,11 @@ class LogStore final : public GraphWriteApi {
   std::thread compactor_;
 
   std::atomic<uint64_t> writes_{0};
+  // Commit groups, and the time they spent logging, waiting for the base shards and applying.
+  std::atomic<uint64_t> commit_groups_{0};
+  std::atomic<uint64_t> commit_log_us_{0};
+  std::atomic<uint64_t> commit_fanout_us_{0};
+  std::atomic<uint64_t> commit_apply_us_{0};
   std::atomic<uint64_t> compactions_{0};
   mutable std::mutex stats_mu_;
   std::map<int64_t, uint64_t> fragment_reads_;  // by generation

@@ -102,8 +102,9 @@ class Reader {
 }  // namespace
 
 struct Wal::Writer {
-  explicit Writer(std::string_view p) : payload(p) {}
-  std::string_view payload;
+  explicit Writer(const std::string_view* p, size_t n) : payloads(p), count(n) {}
+  const std::string_view* payloads;  // the caller's records, written back to back
+  size_t count;
   Status status;      // set by the leader that wrote this record, with done
   bool done = false;  // guarded by Wal::mu_
   std::condition_variable cv;
@@ -160,13 +161,18 @@ Wal::~Wal() {
   ::close(fd_);
 }
 
-Status Wal::Append(std::string_view payload) {
-  if (payload.size() > kMaxWalPayload) {
-    return Status::InvalidArgument("a write-ahead log record holds at most " +
-                                   std::to_string(kMaxWalPayload) + " bytes, not " +
-                                   std::to_string(payload.size()));
+Status Wal::Append(std::string_view payload) { return AppendAll(&payload, 1); }
+
+Status Wal::AppendAll(const std::string_view* payloads, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (payloads[i].size() > kMaxWalPayload) {
+      return Status::InvalidArgument("a write-ahead log record holds at most " +
+                                     std::to_string(kMaxWalPayload) + " bytes, not " +
+                                     std::to_string(payloads[i].size()));
+    }
   }
-  Writer self(payload);
+  if (n == 0) return Status::OK();
+  Writer self(payloads, n);
   std::unique_lock lock(mu_);
   writers_.push_back(&self);
   while (!self.done && writers_.front() != &self) self.cv.wait(lock);
@@ -178,14 +184,17 @@ Status Wal::Append(std::string_view payload) {
   const size_t count = writers_.size();
   if (status.ok()) {
     leader_payloads_.clear();
-    for (size_t i = 0; i < count; ++i) leader_payloads_.push_back(writers_[i]->payload);
+    for (size_t i = 0; i < count; ++i) {
+      const Writer* w = writers_[i];
+      leader_payloads_.insert(leader_payloads_.end(), w->payloads, w->payloads + w->count);
+    }
     const uint64_t offset = size_;
     lock.unlock();
     status = WriteBatch(offset);
     lock.lock();
     if (status.ok()) {
       size_ += batch_.size();
-      stats_.records += count;
+      stats_.records += leader_payloads_.size();
       stats_.bytes += batch_.size();
       if (options_.sync) ++stats_.syncs;
     } else {

@@ -80,6 +80,9 @@ class Wal {
   // kMaxWalPayload is InvalidArgument (the log stays usable). After any I/O error the log is
   // poisoned: that and every later Append fail with IOError naming the file.
   Status Append(std::string_view payload);
+  // Appends n records as one unit of group commit: they are written back to back, in order, with
+  // no other caller's records between them, and share the outcome. n == 0 is a no-op.
+  Status AppendAll(const std::string_view* payloads, size_t n);
 
   WalStats stats() const;
   uint64_t size() const;  // bytes in the file: the intact records, replayed and appended

@@ -491,6 +491,84 @@ TEST(WalTest, GroupCommitSharesSyncsAndLosesNothing) {
   }
 }
 
+// AppendAll writes its records as one unit: back to back, in order, never interleaved with another
+// caller's records, counted one by one. Empty calls are no-ops; one oversized record refuses the
+// whole call and writes nothing.
+TEST(WalTest, AppendAllKeepsEachCallContiguousAndInOrder) {
+  ScratchDir dir;
+  ASSERT_TRUE(dir.ok());
+  const std::string path = dir.File("wal.log");
+  constexpr int kThreads = 8;
+  constexpr int kCalls = 200;
+  auto record_of = [](int thread, int call, int k) {
+    return std::to_string(thread) + " " + std::to_string(call) + " " + std::to_string(k) + " " +
+           std::string(static_cast<size_t>((thread * 37 + call * 11 + k * 5) % 200), 'x');
+  };
+  auto count_of = [](int thread, int call) { return 1 + (thread + call) % 4; };
+  {
+    std::vector<std::string> replayed;
+    auto wal = OpenCollect(path, &replayed);
+    ASSERT_TRUE(wal.ok()) << wal.status().ToString();
+    Wal* log = wal->get();
+    EXPECT_TRUE(log->AppendAll(nullptr, 0).ok());
+    EXPECT_EQ(log->size(), 0u);
+    const size_t huge = size_t{kMaxWalPayload} + 1;  // address space only, as above
+    void* mem =
+        ::mmap(nullptr, huge, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    const std::string_view refused[] = {"a", std::string_view(static_cast<const char*>(mem), huge),
+                                        "c"};
+    EXPECT_EQ(log->AppendAll(refused, 3).code(), StatusCode::kInvalidArgument);
+    ::munmap(mem, huge);
+    EXPECT_EQ(log->size(), 0u);
+    EXPECT_EQ(log->stats().records, 0u);
+
+    std::latch start(kThreads);
+    std::vector<int> failures(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        start.arrive_and_wait();
+        for (int c = 0; c < kCalls; ++c) {
+          std::vector<std::string> records;
+          for (int k = 0; k < count_of(t, c); ++k) records.push_back(record_of(t, c, k));
+          const std::vector<std::string_view> views(records.begin(), records.end());
+          if (!log->AppendAll(views.data(), views.size()).ok()) ++failures[t];
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+    uint64_t total = 0;
+    for (int t = 0; t < kThreads; ++t) {
+      for (int c = 0; c < kCalls; ++c) total += static_cast<uint64_t>(count_of(t, c));
+    }
+    EXPECT_EQ(log->stats().records, total);
+    EXPECT_EQ(log->stats().bytes, log->size());
+  }
+
+  std::vector<std::string> replayed;
+  auto wal = OpenCollect(path, &replayed);
+  ASSERT_TRUE(wal.ok()) << wal.status().ToString();
+  std::vector<int> next_call(kThreads, 0);
+  size_t at = 0;
+  while (at < replayed.size()) {
+    int t = -1, c = -1, k = -1;
+    ASSERT_EQ(std::sscanf(replayed[at].c_str(), "%d %d %d", &t, &c, &k), 3) << replayed[at];
+    ASSERT_TRUE(t >= 0 && t < kThreads) << replayed[at];
+    ASSERT_EQ(c, next_call[t]) << "thread " << t << " calls out of order";
+    ASSERT_EQ(k, 0) << "a call's first record is not first: " << replayed[at];
+    for (int j = 0; j < count_of(t, c); ++j) {
+      ASSERT_LT(at + static_cast<size_t>(j), replayed.size());
+      EXPECT_EQ(replayed[at + static_cast<size_t>(j)], record_of(t, c, j))
+          << "call (" << t << ", " << c << ") is not contiguous";
+    }
+    at += static_cast<size_t>(count_of(t, c));
+    next_call[t] = c + 1;
+  }
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(next_call[t], kCalls) << "thread " << t;
+}
+
 // A real write error: a forked child lowers RLIMIT_FSIZE (ignoring SIGXFSZ) so that an append
 // crosses the limit. That append and every later one, even one that would fit, fail with IOError
 // naming the file. The child reports through its exit code and a pipe; the parent then checks that

@@ -48,22 +48,30 @@ UpdateSender::~UpdateSender() {
 
 StatusOr<std::vector<bool>> UpdateSender::Send(uint32_t shard, std::vector<Update> updates,
                                                int timeout_ms) {
+  ZIPG_ASSIGN_OR_RETURN(Reply reply, Post(shard, std::move(updates)));
+  return Await(&reply, shard,
+               std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+}
+
+StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard, std::vector<Update> updates) {
   if (shard >= lanes_.size()) return Status::Internal("update for unknown shard");
   auto pending = std::make_shared<Pending>();
   pending->updates = std::move(updates);
-  auto future = pending->done.get_future();
-  {
-    Lane& lane = *lanes_[shard];
-    std::lock_guard lock(lane.mu);
-    lane.queue.push_back(pending);
-    lane.cv.notify_one();
-  }
-  if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
+  Reply reply = pending->done.get_future();
+  Lane& lane = *lanes_[shard];
+  std::lock_guard lock(lane.mu);
+  lane.queue.push_back(std::move(pending));
+  lane.cv.notify_one();
+  return reply;
+}
+
+StatusOr<std::vector<bool>> UpdateSender::Await(Reply* reply, uint32_t shard,
+                                                std::chrono::steady_clock::time_point deadline) {
+  if (reply->wait_until(deadline) != std::future_status::ready) {
     return Status::Unavailable("shard " + std::to_string(shard) +
-                               " did not confirm the update within " +
-                               std::to_string(timeout_ms) + " ms");
+                               " did not confirm the update in time");
   }
-  auto [status, found] = future.get();
+  auto [status, found] = reply->get();
   if (!status.ok()) return status;
   return found;
 }

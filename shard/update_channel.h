@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -49,6 +50,15 @@ class UpdateSender {
   // server's answer: whether the base held a live version of what each targets. On timeout,
   // UNAVAILABLE; the lane keeps retrying in the background.
   StatusOr<std::vector<bool>> Send(uint32_t shard, std::vector<Update> updates, int timeout_ms);
+
+  // Send in two steps, so that one caller can have batches for several shards in flight: Post
+  // queues the updates on the shard's lane, Await waits for that lane's answer until `deadline`
+  // (UNAVAILABLE after it; the lane keeps retrying). Updates posted to one shard are applied
+  // there in the order of the Post calls.
+  using Reply = std::future<std::pair<Status, std::vector<bool>>>;
+  StatusOr<Reply> Post(uint32_t shard, std::vector<Update> updates);
+  static StatusOr<std::vector<bool>> Await(Reply* reply, uint32_t shard,
+                                           std::chrono::steady_clock::time_point deadline);
 
   uint64_t batches() const { return batches_.load(); }
 
