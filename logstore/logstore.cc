@@ -222,7 +222,10 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
   Commit self(&record);
   std::unique_lock lock(commit_mu_);
   commits_.push_back(&self);
-  while (!self.done && !(commits_.front() == &self && !logging_ && !freezing_)) {
+  // A group starts when the previous one has been logged and at most one is still waiting for
+  // its shards; writers arriving meanwhile queue up and make the next group larger.
+  while (!self.done && !(commits_.front() == &self && !logging_ && !freezing_ &&
+                         next_ticket_ - applied_ticket_ < kGroupsInFlight)) {
     self.cv.wait(lock);
   }
   if (self.done) {
@@ -271,6 +274,7 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
     c->done = true;
     if (c != &self) c->cv.notify_one();  // under commit_mu_: a woken writer destroys its Commit
   }
+  if (!commits_.empty()) commits_.front()->cv.notify_one();  // may now start a group
   order_cv_.notify_all();
   lock.unlock();
 

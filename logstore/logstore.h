@@ -168,6 +168,7 @@ class LogStore final : public GraphWriteApi {
   bool freezing_ = false;        // Freeze holds back new groups
   uint64_t next_ticket_ = 0;     // groups started
   uint64_t applied_ticket_ = 0;  // groups applied; they apply in ticket order
+  static constexpr uint64_t kGroupsInFlight = 2;  // one logging, one waiting for its shards
   std::condition_variable order_cv_;
 
   // The live log and its generation: changed only by Recover and by Freeze, with no commit group

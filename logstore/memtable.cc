@@ -9,12 +9,15 @@ using shard::UpdateOp;
 
 namespace {
 constexpr uint64_t kNodeOverhead = 64;
-constexpr uint64_t kEdgeOverhead = 64;
-
-EdgeList::const_iterator FindDst(const EdgeList& list, int64_t dst) {
-  return std::find_if(list.begin(), list.end(), [dst](const Edge& e) { return e.dst == dst; });
-}
+constexpr uint64_t kEdgeOverhead = 160;  // the Edge, its tree node and its hash entry
 }  // namespace
+
+std::set<Edge, Memtable::ByNewestFirst>::const_iterator Memtable::EdgeSet::Find(
+    int64_t src, int64_t type, int64_t dst) const {
+  auto t = timestamp_of.find(dst);
+  if (t == timestamp_of.end()) return ordered.end();
+  return ordered.find(Edge{src, type, dst, t->second, {}});
+}
 
 uint64_t Memtable::Size(const Properties& p) {
   uint64_t n = 0;
@@ -32,7 +35,7 @@ bool Memtable::FoundLive(const shard::Update& u, const shard::NodeUpdates* dead)
       if (entry.props && !(dead && dead->props_dead)) return true;
       if (u.op == UpdateOp::kPutNode) return false;
       for (const auto& [type, list] : entry.edges) {
-        for (const auto& e : list) {
+        for (const auto& e : list.ordered) {
           if (!(dead && dead->EdgeDead(type, e.dst))) return true;
         }
       }
@@ -41,7 +44,7 @@ bool Memtable::FoundLive(const shard::Update& u, const shard::NodeUpdates* dead)
     case UpdateOp::kDeleteEdge: {
       if (dead && dead->EdgeDead(u.type, u.dst)) return false;
       auto list = entry.edges.find(u.type);
-      return list != entry.edges.end() && FindDst(list->second, u.dst) != list->second.end();
+      return list != entry.edges.end() && list->second.timestamp_of.count(u.dst) > 0;
     }
   }
   return false;
@@ -61,22 +64,24 @@ bool Memtable::Remove(const shard::Update& u) {
     }
     if (u.op == UpdateOp::kDeleteNode) {
       for (const auto& [type, list] : entry.edges) {
-        for (const auto& e : list) bytes_ -= Size(e.properties) + kEdgeOverhead;
-        edges_ -= list.size();
-        found = found || !list.empty();
+        for (const auto& e : list.ordered) bytes_ -= Size(e.properties) + kEdgeOverhead;
+        edges_ -= list.ordered.size();
+        found = found || !list.ordered.empty();
       }
       entry.edges.clear();
     }
   } else {
     auto list = entry.edges.find(u.type);
     if (list != entry.edges.end()) {
-      auto e = FindDst(list->second, u.dst);
-      if (e != list->second.end()) {
+      EdgeSet& set = list->second;
+      auto e = set.Find(u.node, u.type, u.dst);
+      if (e != set.ordered.end()) {
         bytes_ -= Size(e->properties) + kEdgeOverhead;
-        list->second.erase(e);
+        set.ordered.erase(e);
+        set.timestamp_of.erase(u.dst);
         --edges_;
         found = true;
-        if (list->second.empty()) entry.edges.erase(list);
+        if (set.ordered.empty()) entry.edges.erase(list);
       }
     }
   }
@@ -97,9 +102,9 @@ void Memtable::Put(const LogRecord& r) {
     bytes_ += Size(r.properties);
     return;
   }
-  Edge edge{r.node, r.type, r.dst, r.timestamp, r.properties};
-  EdgeList& list = entry.edges[r.type];
-  list.insert(std::lower_bound(list.begin(), list.end(), edge, NewestFirst), std::move(edge));
+  EdgeSet& set = entry.edges[r.type];
+  set.timestamp_of[r.dst] = r.timestamp;
+  set.ordered.insert(Edge{r.node, r.type, r.dst, r.timestamp, r.properties});
   bytes_ += Size(r.properties) + kEdgeOverhead;
   ++edges_;
 }
@@ -113,7 +118,7 @@ void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::Nod
   if (!any_type && type < 0) return;
   for (const auto& [t, list] : entry.edges) {
     if (!any_type && t != type) continue;
-    for (const auto& e : list) {
+    for (const auto& e : list.ordered) {
       if (!(dead && dead->EdgeDead(t, e.dst))) out->edges.push_back(e);
     }
   }
@@ -140,7 +145,7 @@ graph::InputGraph Memtable::ToInputGraph() const {
       for (const auto& p : *entry.props) node_names.insert(p.first);
     }
     for (const auto& [type, list] : entry.edges) {
-      for (const auto& e : list) {
+      for (const auto& e : list.ordered) {
         for (const auto& p : e.properties) edge_names.insert(p.first);
       }
     }
@@ -158,7 +163,7 @@ graph::InputGraph Memtable::ToInputGraph() const {
   for (const auto& [id, entry] : nodes_) {
     if (entry.props) g.nodes.push_back({id, index(g.node_property_names, *entry.props)});
     for (const auto& [type, list] : entry.edges) {
-      for (const auto& e : list) {
+      for (const auto& e : list.ordered) {
         g.edges.push_back({e.src, e.dst, e.type, e.timestamp, index(g.edge_property_names,
                                                                     e.properties)});
       }

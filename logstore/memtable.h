@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -47,9 +48,21 @@ class Memtable {
   uint64_t num_edges() const { return edges_; }
 
  private:
+  // One (src, type)'s edges: a tree in contract order, and each dst's timestamp to find its
+  // version, so that an upsert on a hot node is O(log n), not a scan and a shift of its list.
+  struct ByNewestFirst {
+    bool operator()(const Edge& a, const Edge& b) const { return NewestFirst(a, b); }
+  };
+  struct EdgeSet {
+    std::set<Edge, ByNewestFirst> ordered;
+    std::unordered_map<int64_t, int64_t> timestamp_of;  // by dst
+    // The live edge to `dst`, or ordered.end().
+    std::set<Edge, ByNewestFirst>::const_iterator Find(int64_t src, int64_t type,
+                                                      int64_t dst) const;
+  };
   struct Entry {
     std::optional<Properties> props;
-    std::map<int64_t, EdgeList> edges;  // by type, each NewestFirst
+    std::map<int64_t, EdgeSet> edges;  // by type
   };
   static uint64_t Size(const Properties& p);
 

@@ -1,0 +1,181 @@
+// compaction_bench: how long the LogStore takes to compress a log of a given size into a log
+// shard (ZipG section 3.5's periodic compression), and how much memory that takes.
+//
+// Runs a LogStore in-process on --dir with a stand-in base shard (an UpdateReceiver that accepts
+// every update), fills its log with assoc_add records shaped like `zipg bench --mix write` (Zipf
+// source, uniform destination, 128-byte random payload) from several threads, then forces one
+// compaction and waits until its log shard is published. The log is not fsync'ed while filling
+// (the figure is the compaction, not the write path). Afterwards, sampled edges are read back
+// through the new log shard and checked.
+//
+//   compaction_bench --dir DIR [--log-mb 1024] [--nodes 10000000] [--threads 4] [--seed 1]
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/cli.h"
+#include "datagen/random.h"
+#include "util/status.h"
+#include "logstore/logstore.h"
+#include "shard/update_channel.h"
+
+namespace {
+
+using namespace zipg;
+namespace fs = std::filesystem;
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "compaction_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// VmRSS or VmHWM of this process, in MiB.
+double ProcMiB(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;
+  }
+  return 0;
+}
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = cli::Args::Parse(argc, argv, 1, {});
+  if (!args.ok()) Die(args.status().ToString());
+  if (Status s = args->CheckKnown({"dir", "log-mb", "nodes", "threads", "seed"}); !s.ok()) {
+    Die(s.ToString());
+  }
+  const std::string dir = args->Get("dir").value_or("");
+  if (dir.empty()) Die("--dir DIR is required");
+  auto number = [&](const char* name, uint64_t fallback) {
+    auto v = args->GetUint(name, fallback);
+    if (!v.ok()) Die(v.status().ToString());
+    return *v;
+  };
+  const uint64_t log_bytes = number("log-mb", 1024) << 20;
+  const uint64_t nodes = number("nodes", 10'000'000);
+  const int threads = static_cast<int>(number("threads", 4));
+  const uint64_t seed = number("seed", 1);
+  const datagen::ZipfSampler zipf(nodes, 0.99);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+
+  auto receiver = shard::UpdateReceiver::Start(
+      "127.0.0.1", 0, [](uint32_t, const std::vector<shard::Update>& updates) {
+        return StatusOr<std::vector<bool>>(std::vector<bool>(updates.size(), false));
+      });
+  if (!receiver.ok()) Die(receiver.status().ToString());
+  const std::string endpoint = (*receiver)->endpoint();
+  shard::UpdateSender sender(1, [&](uint32_t) { return StatusOr<std::string>(endpoint); });
+  logstore::LogStoreOptions options;
+  options.dir = dir;
+  options.memtable_bytes = 0;  // compact only when told
+  options.sync = false;
+  auto store = logstore::LogStore::Open(options, nullptr, &sender, [](std::vector<int64_t>) {});
+  if (!store.ok()) Die(store.status().ToString());
+  logstore::LogStore& ls = **store;
+
+  // Fill the log.
+  const std::string wal = dir + "/wal-1.log";
+  std::atomic<bool> full{false};
+  std::atomic<uint64_t> written{0};
+  std::mutex sample_mu;
+  std::vector<Edge> sample;  // every 10000th edge of each thread
+  const auto fill_start = std::chrono::steady_clock::now();
+  std::vector<std::thread> writers;
+  for (int t = 0; t < threads; ++t) {
+    writers.emplace_back([&, t] {
+      datagen::Rng rng(seed * 1000 + static_cast<uint64_t>(t));
+      // Distinct timestamps per thread keep every edge key's newest version unambiguous.
+      int64_t clock = static_cast<int64_t>(t) << 40;
+      for (uint64_t i = 0; !full.load(std::memory_order_relaxed); ++i) {
+        std::string payload(128, 'a');
+        for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
+        Edge e{static_cast<int64_t>(zipf.Next(rng)), static_cast<int64_t>(rng.Uniform(5)),
+               static_cast<int64_t>(rng.Uniform(nodes)), ++clock, {{"data", payload}}};
+        Status s = ls.AssocAdd(e);
+        if (!s.ok()) Die("assoc_add: " + s.ToString());
+        ++written;
+        if (i % 10000 == 0) {
+          std::lock_guard lock(sample_mu);
+          sample.push_back(e);
+        }
+        if (t == 0 && i % 2000 == 0 && fs::file_size(wal) >= log_bytes) full = true;
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  const double fill_seconds = Since(fill_start);
+  const uint64_t wal_bytes = fs::file_size(wal);
+  const double rss_before = ProcMiB("VmRSS");
+  std::printf("log: %llu records, %.1f MiB in %.1f s (%.0f records/s, no fsync), RSS %.0f MiB\n",
+              static_cast<unsigned long long>(written.load()), wal_bytes / 1048576.0,
+              fill_seconds, written.load() / fill_seconds, rss_before);
+  std::printf("commit: %s, update batches %s\n", ls.StatusJson()["commit"].dump().c_str(),
+              ls.StatusJson()["update_batches"].dump().c_str());
+  std::fflush(stdout);
+
+  // Compact and wait for the publish.
+  const auto start = std::chrono::steady_clock::now();
+  auto started = ls.Compact();
+  if (!started.ok()) Die("compact: " + started.status().ToString());
+  nlohmann::json done;
+  while (true) {
+    const nlohmann::json status = ls.StatusJson();
+    if (status.contains("last_error")) Die("compaction failed: " + status["last_error"].dump());
+    if (!status["last_compaction"].is_null()) {
+      done = status["last_compaction"];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double seconds = Since(start);
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  uint64_t shard_bytes = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir + "/shard-1")) {
+    if (entry.is_regular_file()) shard_bytes += entry.file_size();
+  }
+  std::printf("compaction: %.1f s (build %.1f s), %.1f MiB/s of log; log shard %.1f MiB on disk "
+              "(%.2fx the log); peak RSS %.0f MiB (%.1fx the log)\n",
+              seconds, done.value("build_seconds", 0.0), wal_bytes / 1048576.0 / seconds,
+              shard_bytes / 1048576.0, static_cast<double>(shard_bytes) / wal_bytes,
+              ru.ru_maxrss / 1024.0, ru.ru_maxrss * 1024.0 / wal_bytes);
+  std::printf("summary: %s\n", done.dump().c_str());
+
+  // Read the sampled edges back through the log shard. An edge key written twice holds only its
+  // newest version; the check takes the sample's version or a newer one of the same key.
+  size_t checked = 0, bad = 0;
+  for (const Edge& e : sample) {
+    auto got = ls.Fragment(e.src, false, e.type, {1});
+    if (!got.ok()) Die("fragment: " + got.status().ToString());
+    bool ok = false;
+    for (const Edge& x : got->edges) {
+      if (x.type != e.type || x.dst != e.dst) continue;
+      // The same version, or one written later to the same key (by this thread: a larger clock;
+      // by another thread: any clock, as the threads race).
+      ok = x.timestamp == e.timestamp ? x.properties == e.properties
+                                      : (x.timestamp >> 40) != (e.timestamp >> 40) ||
+                                            x.timestamp > e.timestamp;
+    }
+    ++checked;
+    if (!ok) ++bad;
+  }
+  std::printf("read back: %zu sampled edges through the log shard, %zu wrong\n", checked, bad);
+  return bad == 0 ? 0 : 1;
+}
