@@ -433,7 +433,11 @@ std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore:
 }
 
 StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
-                                      const std::vector<int64_t>& generations) {
+                                      const std::vector<int64_t>& generations, int64_t limit) {
+  const bool bounded = limit >= 0;
+  if (bounded && (any_type || type < 0)) {
+    return Status::InvalidArgument("a fragment limit needs one edge type");
+  }
   NodeData out;
   const bool edges = any_type || type >= 0;
   std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
@@ -443,12 +447,27 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
     if (frozen_ && Contains(generations, frozen_->generation)) {
       auto it = frozen_->overlay.find(id);
       frozen_->table->Collect(id, any_type, type,
-                              it == frozen_->overlay.end() ? nullptr : &it->second, &out);
+                              it == frozen_->overlay.end() ? nullptr : &it->second, &out, limit);
     }
-    if (Contains(generations, generation_)) memtable_->Collect(id, any_type, type, nullptr, &out);
+    if (Contains(generations, generation_)) {
+      memtable_->Collect(id, any_type, type, nullptr, &out, limit);
+    }
   }
   for (const auto& [log_shard, deletes] : shards) {
     auto entry = deletes->Lookup(id);
+    if (bounded) {
+      if (entry && entry->edges_dead) continue;
+      // The first `limit` live edges are among the first limit + (deleted keys) stored ones.
+      const int64_t dead = static_cast<int64_t>(entry ? entry->DeadCount(type) : 0);
+      const int64_t want =
+          limit > std::numeric_limits<int64_t>::max() - dead ? std::numeric_limits<int64_t>::max()
+                                                             : limit + dead;
+      ZIPG_ASSIGN_OR_RETURN(auto list, log_shard->AssocRange(id, type, 0, want));
+      for (auto& e : list) {
+        if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
+      }
+      continue;
+    }
     if (!(entry && entry->props_dead)) {
       ZIPG_ASSIGN_OR_RETURN(auto props, log_shard->GetNodeProperty(id, nullptr));
       if (props) {
@@ -463,6 +482,11 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
         if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
       }
     }
+  }
+  if (bounded) {
+    out.properties.reset();
+    std::sort(out.edges.begin(), out.edges.end(), NewestFirst);
+    if (out.edges.size() > static_cast<size_t>(limit)) out.edges.resize(static_cast<size_t>(limit));
   }
   std::lock_guard lock(stats_mu_);
   for (int64_t g : generations) ++fragment_reads_[g];

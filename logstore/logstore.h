@@ -71,8 +71,11 @@ class LogStore final : public GraphWriteApi {
   StatusOr<std::string> Compact() override;
 
   // The node's live data in `generations` (edges of every type, of `type`, or none if type < 0).
+  // limit >= 0 (one type only, else INVALID_ARGUMENT): just the first `limit` of those edges in
+  // contract order, sorted, and no properties; each fragment then reads only its own first
+  // limit (+ its deleted keys of that type) edges.
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                              const std::vector<int64_t>& generations);
+                              const std::vector<int64_t>& generations, int64_t limit = -1);
   // get_node_ids over the LogStore's fragments; sorted.
   StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
 

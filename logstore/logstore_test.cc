@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <latch>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -222,6 +223,57 @@ TEST(LogStoreTest, FreezeDuringConcurrentWritesLosesNothing) {
     std::sort(want.begin(), want.end(), ByTypeNewestFirst);
     EXPECT_EQ(got[src], want) << "node " << src << " after a restart";
   }
+}
+
+// Fragment with a limit returns exactly the first `limit` edges of the full fragment, with the
+// node's edges spread over a log shard (some of them deleted since), and the live memtable.
+TEST(LogStoreTest, BoundedFragmentIsThePrefixOfTheFullOne) {
+  ScratchDir dir("logstore_test");
+  ASSERT_TRUE(dir.ok());
+  Harness h(dir.path());
+  LogStore& store = h.store();
+  std::mt19937_64 rng(5);
+  const std::vector<int64_t> srcs = {3, 4};
+  auto write_some = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      Edge e{srcs[rng() % 2], static_cast<int64_t>(rng() % 2), static_cast<int64_t>(rng() % 60),
+             static_cast<int64_t>(rng() % 20), {{"i", std::to_string(rng() % 1000)}}};
+      ASSERT_TRUE(store.AssocAdd(e).ok());
+    }
+  };
+  write_some(300);
+  ASSERT_TRUE(store.Compact().ok());
+  WaitForCompaction(store, 1);
+  for (int i = 0; i < 40; ++i) {  // deletes of keys now in the log shard
+    ASSERT_TRUE(store.AssocDelete(srcs[rng() % 2], static_cast<int64_t>(rng() % 2),
+                                  static_cast<int64_t>(rng() % 60))
+                    .ok());
+  }
+  write_some(150);
+  const std::vector<int64_t> generations = {1, 2};
+  for (int64_t src : srcs) {
+    for (int64_t type : {0, 1, 2}) {
+      auto full = store.Fragment(src, false, type, generations);
+      ASSERT_TRUE(full.ok()) << full.status().ToString();
+      std::sort(full->edges.begin(), full->edges.end(), NewestFirst);
+      if (type < 2) {
+        EXPECT_GT(full->edges.size(), 20u);
+      }
+      for (int64_t limit : std::vector<int64_t>{0, 1, 2, 7, 30, 1000,
+                                                std::numeric_limits<int64_t>::max()}) {
+        auto bounded = store.Fragment(src, false, type, generations, limit);
+        ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
+        const size_t n = std::min<size_t>(full->edges.size(), static_cast<size_t>(limit));
+        EXPECT_EQ(bounded->edges, std::vector<Edge>(full->edges.begin(), full->edges.begin() + n))
+            << "node " << src << " type " << type << " limit " << limit;
+        EXPECT_FALSE(bounded->properties.has_value());
+      }
+    }
+  }
+  EXPECT_EQ(store.Fragment(3, true, 0, generations, 5).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Fragment(3, false, -1, generations, 5).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -110,7 +110,7 @@ void Memtable::Put(const LogRecord& r) {
 }
 
 void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::NodeUpdates* dead,
-                       NodeData* out) const {
+                       NodeData* out, int64_t limit) const {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   const Entry& entry = it->second;
@@ -118,8 +118,13 @@ void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::Nod
   if (!any_type && type < 0) return;
   for (const auto& [t, list] : entry.edges) {
     if (!any_type && t != type) continue;
+    int64_t taken = 0;
     for (const auto& e : list.ordered) {
-      if (!(dead && dead->EdgeDead(t, e.dst))) out->edges.push_back(e);
+      if (limit >= 0 && taken >= limit) break;
+      if (!(dead && dead->EdgeDead(t, e.dst))) {
+        out->edges.push_back(e);
+        ++taken;
+      }
     }
   }
 }

@@ -5,8 +5,9 @@
 namespace zipg::logstore {
 
 void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_type,
-                               int64_t type, const std::vector<int64_t>& generations) {
-  NodeData data = rpc::ValueOrThrow(store_->Fragment(id, any_type, type, generations));
+                               int64_t type, const std::vector<int64_t>& generations,
+                               int64_t limit) {
+  NodeData data = rpc::ValueOrThrow(store_->Fragment(id, any_type, type, generations, limit));
   if (data.properties) _return.__set_properties(rpc::ToThrift(*data.properties));
   _return.edges = rpc::ToThrift(data.edges);
 }

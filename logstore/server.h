@@ -22,7 +22,7 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
       : rpc::GraphHandler(reader, std::move(status), store), store_(store) {}
 
   void fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
-                const std::vector<int64_t>& generations) override;
+                const std::vector<int64_t>& generations, int64_t limit) override;
   void log_node_ids(std::vector<int64_t>& _return,
                     const std::map<std::string, std::string>& properties) override;
   void filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,

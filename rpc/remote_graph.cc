@@ -195,10 +195,10 @@ StatusOr<std::string> RemoteGraph::Compact() {
 }
 
 StatusOr<NodeData> RemoteGraph::Fragment(int64_t id, bool any_type, int64_t type,
-                                         const std::vector<int64_t>& generations) {
+                                         const std::vector<int64_t>& generations, int64_t limit) {
   NodeFragment r;
   ZIPG_RETURN_IF_ERROR(pool_->Call(
-      [&](LogStoreServiceClient& c) { c.fragment(r, id, any_type, type, generations); }));
+      [&](LogStoreServiceClient& c) { c.fragment(r, id, any_type, type, generations, limit); }));
   NodeData data;
   if (r.__isset.properties) data.properties = FromThrift(r.properties);
   data.edges = FromThrift(r.edges);

@@ -56,7 +56,7 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   // LogStore calls (LogStoreService): a node's live data in the listed generations (type -1 and
   // no any_type: properties only), and get_node_ids over the LogStore's fragments.
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                              const std::vector<int64_t>& generations);
+                              const std::vector<int64_t>& generations, int64_t limit = -1);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
 
   // The server's status document (JSON text).

@@ -116,9 +116,31 @@ StatusOr<std::optional<Edge>> MergedShard::EdgeData(int64_t id, int64_t type,
 
 StatusOr<std::vector<Edge>> MergedShard::AssocRange(int64_t id, int64_t type, int64_t pos,
                                                     int64_t limit) const {
-  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
-  if (!edges) return base_->AssocRange(id, type, pos, limit);
-  return ListAssocRange(*edges, pos, limit);
+  auto entry = updates_->Lookup(id);
+  if (!entry) return base_->AssocRange(id, type, pos, limit);
+  if (pos < 0 || limit < 0 || pos > kBoundedRange || limit > kBoundedRange - pos) {
+    ZIPG_ASSIGN_OR_RETURN(NodeData data, Materialize(id, *entry, Want::kType, type));
+    return ListAssocRange(data.edges, pos, limit);
+  }
+  // The first pos + limit edges of the merged list are among the first pos + limit live edges of
+  // each fragment (fragments are disjoint: one live version per key). Base: its first pos + limit
+  // + (deleted keys of this type) stored edges hold its first pos + limit live ones.
+  const int64_t k = pos + limit;
+  EdgeList edges;
+  if (!entry->edges_dead && k > 0) {
+    ZIPG_ASSIGN_OR_RETURN(
+        auto base, base_->AssocRange(id, type, 0, k + static_cast<int64_t>(entry->DeadCount(type))));
+    for (auto& e : base) {
+      if (!entry->EdgeDead(e.type, e.dst)) edges.push_back(std::move(e));
+    }
+  }
+  if (!entry->generations.empty() && k > 0) {
+    if (log_ == nullptr) return Status::Unavailable("no LogStore to read written node from");
+    ZIPG_ASSIGN_OR_RETURN(NodeData log, log_->Fragment(id, false, type, entry->generations, k));
+    for (auto& e : log.edges) edges.push_back(std::move(e));
+  }
+  std::sort(edges.begin(), edges.end(), NewestFirst);
+  return ListAssocRange(edges, pos, limit);
 }
 
 StatusOr<std::vector<Edge>> MergedShard::AssocGet(int64_t id, int64_t type,

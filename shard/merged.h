@@ -24,9 +24,11 @@ class FragmentSource {
  public:
   virtual ~FragmentSource() = default;
   // The node's live data in `generations`: edges of every type (any_type), of `type`, or none
-  // (type < 0).
+  // (type < 0). limit >= 0 (with one type): only the first `limit` of those edges in contract
+  // order, sorted, and no properties.
   virtual StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                                      const std::vector<int64_t>& generations) = 0;
+                                      const std::vector<int64_t>& generations,
+                                      int64_t limit = -1) = 0;
 };
 
 class MergedShard final : public ShardReader {
@@ -61,6 +63,9 @@ class MergedShard final : public ShardReader {
 
  private:
   enum class Want { kProperties, kType, kAllTypes };
+  // assoc_range of a touched node with pos + limit up to this reads only the first pos + limit
+  // edges of each fragment; beyond it, the node is materialized.
+  static constexpr int64_t kBoundedRange = 10000;
   // The node's live data; edges sorted by (type, NewestFirst).
   StatusOr<NodeData> Materialize(int64_t id, const NodeUpdates& entry, Want want,
                                  int64_t type) const;

@@ -40,12 +40,13 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
 }
 
 StatusOr<NodeData> ServerGraph::LogStoreSource::Fragment(
-    int64_t id, bool any_type, int64_t type, const std::vector<int64_t>& generations) {
+    int64_t id, bool any_type, int64_t type, const std::vector<int64_t>& generations,
+    int64_t limit) {
   if (!view_) return Status::Unavailable("no cluster view to find the LogStore");
   auto map = view_->Current();
   ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
   return rpc::RemoteGraph(pools_->Get(logstore->endpoint))
-      .Fragment(id, any_type, type, generations);
+      .Fragment(id, any_type, type, generations, limit);
 }
 
 StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,

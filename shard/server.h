@@ -67,7 +67,7 @@ class ServerGraph final : public ShardRouter {
     LogStoreSource(const cluster::ClusterView* view, rpc::PoolSet* pools)
         : view_(view), pools_(pools) {}
     StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                                const std::vector<int64_t>& generations) override;
+                                const std::vector<int64_t>& generations, int64_t limit) override;
 
    private:
     const cluster::ClusterView* view_;

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +59,14 @@ struct NodeUpdates {
 
   bool EdgeDead(int64_t type, int64_t dst) const {
     return edges_dead || dead_edges.count({type, dst}) > 0;
+  }
+  // How many keys of `type` are in dead_edges.
+  size_t DeadCount(int64_t type) const {
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+    return static_cast<size_t>(std::distance(dead_edges.lower_bound({type, kMin}),
+                                             type == std::numeric_limits<int64_t>::max()
+                                                 ? dead_edges.end()
+                                                 : dead_edges.lower_bound({type + 1, kMin})));
   }
 };
 

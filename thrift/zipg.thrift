@@ -122,8 +122,10 @@ struct NodeFragment {
 
 service LogStoreService extends ShardService {
   // The live data of node `id` (edges of `type`, or all types if any_type) in the listed
-  // generations (memtables or the log shards they became).
-  NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations)
+  // generations (memtables or the log shards they became). limit >= 0 (one type only): just the
+  // first `limit` of those edges in contract order, sorted, and no properties.
+  NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations,
+                        5: i64 limit = -1)
       throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
