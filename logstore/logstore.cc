@@ -432,6 +432,23 @@ std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore:
   return out;
 }
 
+std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore::ReadFragments(
+    int64_t id, const std::vector<int64_t>& generations, const MemtableVisitor& visit) {
+  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
+  {
+    std::shared_lock data(data_mu_);
+    shards = ShardsIn(&generations);
+    if (frozen_ && Contains(generations, frozen_->generation)) {
+      auto it = frozen_->overlay.find(id);
+      visit(*frozen_->table, it == frozen_->overlay.end() ? nullptr : &it->second);
+    }
+    if (Contains(generations, generation_)) visit(*memtable_, nullptr);
+  }
+  std::lock_guard lock(stats_mu_);
+  for (int64_t g : generations) ++fragment_reads_[g];
+  return shards;
+}
+
 StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
                                       const std::vector<int64_t>& generations, int64_t limit) {
   const bool bounded = limit >= 0;
@@ -440,19 +457,9 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
   }
   NodeData out;
   const bool edges = any_type || type >= 0;
-  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
-  {
-    std::shared_lock data(data_mu_);
-    shards = ShardsIn(&generations);
-    if (frozen_ && Contains(generations, frozen_->generation)) {
-      auto it = frozen_->overlay.find(id);
-      frozen_->table->Collect(id, any_type, type,
-                              it == frozen_->overlay.end() ? nullptr : &it->second, &out, limit);
-    }
-    if (Contains(generations, generation_)) {
-      memtable_->Collect(id, any_type, type, nullptr, &out, limit);
-    }
-  }
+  auto shards = ReadFragments(id, generations, [&](const Memtable& t, const NodeUpdates* dead) {
+    t.Collect(id, any_type, type, dead, &out, limit);
+  });
   for (const auto& [log_shard, deletes] : shards) {
     auto entry = deletes->Lookup(id);
     if (bounded) {
@@ -488,9 +495,46 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
     std::sort(out.edges.begin(), out.edges.end(), NewestFirst);
     if (out.edges.size() > static_cast<size_t>(limit)) out.edges.resize(static_cast<size_t>(limit));
   }
-  std::lock_guard lock(stats_mu_);
-  for (int64_t g : generations) ++fragment_reads_[g];
   return out;
+}
+
+StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
+                                                    const std::vector<int64_t>& generations,
+                                                    const std::vector<int64_t>& dsts) {
+  std::vector<int64_t> wanted = dsts;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::vector<Edge> out;
+  if (wanted.empty() || type < 0) return out;
+  auto shards = ReadFragments(id, generations, [&](const Memtable& t, const NodeUpdates* dead) {
+    t.CollectKeys(id, type, wanted, dead, &out);
+  });
+  for (const auto& [log_shard, deletes] : shards) {
+    auto entry = deletes->Lookup(id);
+    if (entry && entry->edges_dead) continue;
+    ZIPG_ASSIGN_OR_RETURN(auto list, log_shard->AssocGet(id, type, wanted,
+                                                         std::numeric_limits<int64_t>::min(),
+                                                         std::numeric_limits<int64_t>::max()));
+    for (auto& e : list) {
+      if (!(entry && entry->EdgeDead(e.type, e.dst))) out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+StatusOr<int64_t> LogStore::FragmentCount(int64_t id, int64_t type,
+                                          const std::vector<int64_t>& generations) {
+  if (type < 0) return int64_t{0};
+  int64_t n = 0;
+  auto shards = ReadFragments(id, generations, [&](const Memtable& t, const NodeUpdates* dead) {
+    n += t.Count(id, type, dead);
+  });
+  for (const auto& [log_shard, deletes] : shards) {
+    auto entry = deletes->Lookup(id);
+    ZIPG_ASSIGN_OR_RETURN(int64_t stored, shard::LiveCount(*log_shard, id, type, entry.get()));
+    n += stored;
+  }
+  return n;
 }
 
 StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {

@@ -76,6 +76,13 @@ class LogStore final : public GraphWriteApi {
   // limit (+ its deleted keys of that type) edges.
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
                               const std::vector<int64_t>& generations, int64_t limit = -1);
+  // The live edges of (id, type) to `dsts` in `generations`, any order.
+  StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
+                                            const std::vector<int64_t>& generations,
+                                            const std::vector<int64_t>& dsts);
+  // How many live edges of (id, type) `generations` hold.
+  StatusOr<int64_t> FragmentCount(int64_t id, int64_t type,
+                                  const std::vector<int64_t>& generations);
   // get_node_ids over the LogStore's fragments; sorted.
   StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
 
@@ -146,6 +153,12 @@ class LogStore final : public GraphWriteApi {
   void ApplyGroup(const std::vector<Commit*>& group, int64_t generation, const GroupFanout& fanout);
   // Applies a logged record to the LogStore's own fragments (data lock held exclusively).
   StatusOr<bool> ApplyLocal(const LogRecord& record, int64_t generation);
+  // Calls `visit` with each memtable of `generations` (live, frozen) and the node's deletes there,
+  // under the data lock; returns the log shards of `generations` to read after it, and counts the
+  // read in fragment_reads.
+  using MemtableVisitor = std::function<void(const Memtable&, const shard::NodeUpdates*)>;
+  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> ReadFragments(
+      int64_t id, const std::vector<int64_t>& generations, const MemtableVisitor& visit);
   // The log shards (of `generations`, or all if null) as stable pointers (data lock held).
   std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> ShardsIn(
       const std::vector<int64_t>* generations) const;

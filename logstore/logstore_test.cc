@@ -225,9 +225,11 @@ TEST(LogStoreTest, FreezeDuringConcurrentWritesLosesNothing) {
   }
 }
 
-// Fragment with a limit returns exactly the first `limit` edges of the full fragment, with the
-// node's edges spread over a log shard (some of them deleted since), and the live memtable.
-TEST(LogStoreTest, BoundedFragmentIsThePrefixOfTheFullOne) {
+// The bounded fragment reads agree with the full fragment, with the node's edges spread over a log
+// shard (some of them deleted since, some overwritten) and the live memtable: Fragment with a
+// limit is its first `limit` edges, FragmentEdges its edges to the asked dsts, FragmentCount its
+// size.
+TEST(LogStoreTest, BoundedFragmentReadsAgreeWithTheFullOne) {
   ScratchDir dir("logstore_test");
   ASSERT_TRUE(dir.ok());
   Harness h(dir.path());
@@ -267,6 +269,22 @@ TEST(LogStoreTest, BoundedFragmentIsThePrefixOfTheFullOne) {
         EXPECT_EQ(bounded->edges, std::vector<Edge>(full->edges.begin(), full->edges.begin() + n))
             << "node " << src << " type " << type << " limit " << limit;
         EXPECT_FALSE(bounded->properties.has_value());
+      }
+      auto count = store.FragmentCount(src, type, generations);
+      ASSERT_TRUE(count.ok()) << count.status().ToString();
+      EXPECT_EQ(*count, static_cast<int64_t>(full->edges.size())) << src << " " << type;
+      for (int round = 0; round < 5; ++round) {
+        std::vector<int64_t> dsts;
+        for (int k = 0; k < round * 7; ++k) dsts.push_back(static_cast<int64_t>(rng() % 70));
+        if (!dsts.empty()) dsts.push_back(dsts[0]);  // a duplicate
+        auto got = store.FragmentEdges(src, type, generations, dsts);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        std::sort(got->begin(), got->end(), NewestFirst);
+        std::vector<Edge> want;
+        for (const Edge& e : full->edges) {
+          if (std::find(dsts.begin(), dsts.end(), e.dst) != dsts.end()) want.push_back(e);
+        }
+        EXPECT_EQ(*got, want) << "node " << src << " type " << type << " round " << round;
       }
     }
   }

@@ -129,6 +129,32 @@ void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::Nod
   }
 }
 
+void Memtable::CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>& dsts,
+                           const shard::NodeUpdates* dead, std::vector<Edge>* out) const {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  auto list = it->second.edges.find(type);
+  if (list == it->second.edges.end()) return;
+  for (int64_t dst : dsts) {
+    auto e = list->second.Find(id, type, dst);
+    if (e != list->second.ordered.end() && !(dead && dead->EdgeDead(type, dst))) {
+      out->push_back(*e);
+    }
+  }
+}
+
+int64_t Memtable::Count(int64_t id, int64_t type, const shard::NodeUpdates* dead) const {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end() || (dead && dead->edges_dead)) return 0;
+  auto list = it->second.edges.find(type);
+  if (list == it->second.edges.end()) return 0;
+  int64_t n = static_cast<int64_t>(list->second.ordered.size());
+  if (dead) {
+    for (int64_t dst : dead->DeadDsts(type)) n -= list->second.timestamp_of.count(dst);
+  }
+  return n;
+}
+
 void Memtable::NodeIds(const Properties& filter,
                        const std::unordered_map<int64_t, shard::NodeUpdates>* dead,
                        std::vector<int64_t>* out) const {

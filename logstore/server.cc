@@ -12,6 +12,17 @@ void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_
   _return.edges = rpc::ToThrift(data.edges);
 }
 
+void LogStoreHandler::fragment_edges(std::vector<rpc::Edge>& _return, int64_t id, int64_t type,
+                                     const std::vector<int64_t>& generations,
+                                     const std::vector<int64_t>& dsts) {
+  _return = rpc::ToThrift(rpc::ValueOrThrow(store_->FragmentEdges(id, type, generations, dsts)));
+}
+
+int64_t LogStoreHandler::fragment_count(int64_t id, int64_t type,
+                                        const std::vector<int64_t>& generations) {
+  return rpc::ValueOrThrow(store_->FragmentCount(id, type, generations));
+}
+
 void LogStoreHandler::log_node_ids(std::vector<int64_t>& _return,
                                    const std::map<std::string, std::string>& properties) {
   _return = rpc::ValueOrThrow(store_->NodeIds(rpc::FromThrift(properties)));

@@ -205,6 +205,23 @@ StatusOr<NodeData> RemoteGraph::Fragment(int64_t id, bool any_type, int64_t type
   return data;
 }
 
+StatusOr<std::vector<zipg::Edge>> RemoteGraph::FragmentEdges(int64_t id, int64_t type,
+                                                       const std::vector<int64_t>& generations,
+                                                       const std::vector<int64_t>& dsts) {
+  std::vector<rpc::Edge> r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](LogStoreServiceClient& c) { c.fragment_edges(r, id, type, generations, dsts); }));
+  return FromThrift(r);
+}
+
+StatusOr<int64_t> RemoteGraph::FragmentCount(int64_t id, int64_t type,
+                                             const std::vector<int64_t>& generations) {
+  int64_t r = 0;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](LogStoreServiceClient& c) { r = c.fragment_count(id, type, generations); }));
+  return r;
+}
+
 StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& properties) {
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);

@@ -95,9 +95,16 @@ StatusOr<std::vector<int64_t>> MergedShard::NeighborIds(int64_t id,
 }
 
 StatusOr<int64_t> MergedShard::AssocCount(int64_t id, int64_t type) const {
-  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
-  if (!edges) return base_->AssocCount(id, type);
-  return static_cast<int64_t>(edges->size());
+  auto entry = updates_->Lookup(id);
+  if (!entry) return base_->AssocCount(id, type);
+  // Fragments are disjoint: the count is the sum of each one's live count.
+  ZIPG_ASSIGN_OR_RETURN(int64_t n, LiveCount(*base_, id, type, entry.get()));
+  if (!entry->generations.empty()) {
+    if (log_ == nullptr) return Status::Unavailable("no LogStore to read written node from");
+    ZIPG_ASSIGN_OR_RETURN(int64_t logged, log_->FragmentCount(id, type, entry->generations));
+    n += logged;
+  }
+  return n;
 }
 
 StatusOr<std::pair<int64_t, int64_t>> MergedShard::EdgeRange(int64_t id, int64_t type, int64_t lo,
@@ -146,9 +153,27 @@ StatusOr<std::vector<Edge>> MergedShard::AssocRange(int64_t id, int64_t type, in
 StatusOr<std::vector<Edge>> MergedShard::AssocGet(int64_t id, int64_t type,
                                                   const std::vector<int64_t>& ids, int64_t low,
                                                   int64_t high) const {
-  ZIPG_ASSIGN_OR_RETURN(auto edges, TouchedEdges(id, type));
-  if (!edges) return base_->AssocGet(id, type, ids, low, high);
-  return ListAssocGet(*edges, ids, low, high);
+  auto entry = updates_->Lookup(id);
+  if (!entry) return base_->AssocGet(id, type, ids, low, high);
+  // Only the keys asked for: each fragment's live version of them, merged, then the same
+  // selection as on a materialized list.
+  std::vector<int64_t> wanted = ids;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  EdgeList edges;
+  if (!entry->edges_dead && !wanted.empty()) {
+    ZIPG_ASSIGN_OR_RETURN(auto base, base_->AssocGet(id, type, wanted, low, high));
+    for (auto& e : base) {
+      if (!entry->EdgeDead(e.type, e.dst)) edges.push_back(std::move(e));
+    }
+  }
+  if (!entry->generations.empty() && !wanted.empty()) {
+    if (log_ == nullptr) return Status::Unavailable("no LogStore to read written node from");
+    ZIPG_ASSIGN_OR_RETURN(auto logged, log_->FragmentEdges(id, type, entry->generations, wanted));
+    for (auto& e : logged) edges.push_back(std::move(e));
+  }
+  std::sort(edges.begin(), edges.end(), NewestFirst);
+  return ListAssocGet(edges, ids, low, high);
 }
 
 StatusOr<std::vector<Edge>> MergedShard::AssocTimeRange(int64_t id, int64_t type, int64_t low,

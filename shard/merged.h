@@ -29,6 +29,13 @@ class FragmentSource {
   virtual StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
                                       const std::vector<int64_t>& generations,
                                       int64_t limit = -1) = 0;
+  // The live edges of (id, type) to `dsts` in `generations`, any order.
+  virtual StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
+                                                    const std::vector<int64_t>& generations,
+                                                    const std::vector<int64_t>& dsts) = 0;
+  // How many live edges of (id, type) `generations` hold.
+  virtual StatusOr<int64_t> FragmentCount(int64_t id, int64_t type,
+                                          const std::vector<int64_t>& generations) = 0;
 };
 
 class MergedShard final : public ShardReader {

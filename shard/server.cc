@@ -39,14 +39,31 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
   return g;
 }
 
-StatusOr<NodeData> ServerGraph::LogStoreSource::Fragment(
-    int64_t id, bool any_type, int64_t type, const std::vector<int64_t>& generations,
-    int64_t limit) {
+StatusOr<rpc::RemoteGraph> ServerGraph::LogStoreSource::Remote() const {
   if (!view_) return Status::Unavailable("no cluster view to find the LogStore");
   auto map = view_->Current();
   ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
-  return rpc::RemoteGraph(pools_->Get(logstore->endpoint))
-      .Fragment(id, any_type, type, generations, limit);
+  return rpc::RemoteGraph(pools_->Get(logstore->endpoint));
+}
+
+StatusOr<NodeData> ServerGraph::LogStoreSource::Fragment(
+    int64_t id, bool any_type, int64_t type, const std::vector<int64_t>& generations,
+    int64_t limit) {
+  ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
+  return remote.Fragment(id, any_type, type, generations, limit);
+}
+
+StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
+    int64_t id, int64_t type, const std::vector<int64_t>& generations,
+    const std::vector<int64_t>& dsts) {
+  ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
+  return remote.FragmentEdges(id, type, generations, dsts);
+}
+
+StatusOr<int64_t> ServerGraph::LogStoreSource::FragmentCount(
+    int64_t id, int64_t type, const std::vector<int64_t>& generations) {
+  ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
+  return remote.FragmentCount(id, type, generations);
 }
 
 StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,

@@ -24,6 +24,7 @@
 #include "shard/update_channel.h"
 #include "rpc/connection_pool.h"
 #include "rpc/graph_handler.h"
+#include "rpc/remote_graph.h"
 #include "util/thread_pool.h"
 #include "zipg_rpc/ShardService.h"
 
@@ -68,6 +69,14 @@ class ServerGraph final : public ShardRouter {
         : view_(view), pools_(pools) {}
     StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
                                 const std::vector<int64_t>& generations, int64_t limit) override;
+    StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
+                                              const std::vector<int64_t>& generations,
+                                              const std::vector<int64_t>& dsts) override;
+    StatusOr<int64_t> FragmentCount(int64_t id, int64_t type,
+                                    const std::vector<int64_t>& generations) override;
+
+   private:
+    StatusOr<rpc::RemoteGraph> Remote() const;
 
    private:
     const cluster::ClusterView* view_;

@@ -191,4 +191,16 @@ size_t UpdateIndex::size() const {
   return nodes_.size();
 }
 
+StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const NodeUpdates* entry) {
+  if (entry && entry->edges_dead) return int64_t{0};
+  ZIPG_ASSIGN_OR_RETURN(int64_t n, data.AssocCount(id, type));
+  if (entry == nullptr || n == 0) return n;
+  const std::vector<int64_t> dead = entry->DeadDsts(type);
+  if (dead.empty()) return n;
+  ZIPG_ASSIGN_OR_RETURN(auto stored, data.AssocGet(id, type, dead,
+                                                   std::numeric_limits<int64_t>::min(),
+                                                   std::numeric_limits<int64_t>::max()));
+  return n - static_cast<int64_t>(stored.size());
+}
+
 }  // namespace zipg::shard

@@ -60,6 +60,15 @@ struct NodeUpdates {
   bool EdgeDead(int64_t type, int64_t dst) const {
     return edges_dead || dead_edges.count({type, dst}) > 0;
   }
+  // The dsts of `type` in dead_edges, ascending.
+  std::vector<int64_t> DeadDsts(int64_t type) const {
+    std::vector<int64_t> out;
+    for (auto it = dead_edges.lower_bound({type, std::numeric_limits<int64_t>::min()});
+         it != dead_edges.end() && it->first == type; ++it) {
+      out.push_back(it->second);
+    }
+    return out;
+  }
   // How many keys of `type` are in dead_edges.
   size_t DeadCount(int64_t type) const {
     constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
@@ -110,5 +119,9 @@ class UpdateIndex {
 // targets: the node's properties (put/delete node; delete node also counts live edges) or the
 // edge key.
 StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Update& u);
+
+// How many edges of (id, type) in `data` are live, given the node's deletes there (may be null):
+// the stored count minus the deleted keys actually stored (a dead key may have no version here).
+StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const NodeUpdates* entry);
 
 }  // namespace zipg::shard

@@ -127,6 +127,12 @@ service LogStoreService extends ShardService {
   NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations,
                         5: i64 limit = -1)
       throws (1: GraphError error),
+  // The live edges of (id, type) to the listed dsts in those generations, any order.
+  list<Edge> fragment_edges(1: i64 id, 2: i64 type, 3: list<i64> generations, 4: list<i64> dsts)
+      throws (1: GraphError error),
+  // How many live edges of (id, type) those generations hold.
+  i64 fragment_count(1: i64 id, 2: i64 type, 3: list<i64> generations)
+      throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
 }
