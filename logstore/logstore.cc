@@ -219,12 +219,19 @@ class LogStore::StripeLock {
 };
 
 StatusOr<bool> LogStore::Write(const LogRecord& record) {
-  Commit self(&record);
+  // Encoded by the writer, and refused here if too large: one bad record must not fail a group.
+  std::string payload = EncodeRecord(record);
+  if (payload.size() > kMaxWalPayload) {
+    return Status::InvalidArgument("a write holds at most " + std::to_string(kMaxWalPayload) +
+                                   " bytes, not " + std::to_string(payload.size()));
+  }
+  Commit self(&record, std::move(payload));
   std::unique_lock lock(commit_mu_);
   commits_.push_back(&self);
   // A group starts when the previous one has been logged and at most one is still waiting for
   // its shards; writers arriving meanwhile queue up and make the next group larger.
-  while (!self.done && !(commits_.front() == &self && !logging_ && !freezing_ &&
+  while (!self.done && !(!commits_.empty() && commits_.front() == &self && !logging_ &&
+                         !freezing_ &&
                          next_ticket_ - applied_ticket_ < kGroupsInFlight)) {
     self.cv.wait(lock);
   }
@@ -291,10 +298,9 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
 
 Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
                           GroupFanout* fanout) {
-  std::vector<std::string> payloads;
-  payloads.reserve(group.size());
-  for (const Commit* c : group) payloads.push_back(EncodeRecord(*c->record));
-  const std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  std::vector<std::string_view> views;
+  views.reserve(group.size());
+  for (const Commit* c : group) views.push_back(c->payload);
   ZIPG_RETURN_IF_ERROR(wal->AppendAll(views.data(), views.size()));
 
   // One batch per base shard, all in flight at once; a lane delivers its batches in post order.

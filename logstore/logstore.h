@@ -110,8 +110,9 @@ class LogStore final : public GraphWriteApi {
   // Per-node ordering of writes. A stripe is held shared by unconditional writes (assoc_add and
   // the deletes) from their check-free decision until they are applied, and exclusively by
   // conditional ones (obj_add, obj_update, assoc_update) from their check until they are
-  // applied: a check sees every earlier write to its node, and no write slips between a check
-  // and the write it decides. Waiting conditional writes hold back new shared holders, so a hot
+  // applied: a check sees every earlier acknowledged write to its node, and no write slips
+  // between a check and the write it decides. (A write that timed out at its base shard is
+  // applied here but may not be visible through the shard until its lane delivers it.) Waiting conditional writes hold back new shared holders, so a hot
   // node's stream of assoc_adds cannot starve them.
   struct Stripe {
     std::mutex mu;
@@ -125,8 +126,9 @@ class LogStore final : public GraphWriteApi {
 
   // One write in the commit queue (see Write).
   struct Commit {
-    explicit Commit(const LogRecord* r) : record(r) {}
+    Commit(const LogRecord* r, std::string p) : record(r), payload(std::move(p)) {}
     const LogRecord* record;
+    const std::string payload;  // the encoded record, as logged
     Status status;       // set with done
     bool found = false;  // a live version was found anywhere
     bool done = false;   // guarded by commit_mu_

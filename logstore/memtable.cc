@@ -115,7 +115,7 @@ void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::Nod
   if (it == nodes_.end()) return;
   const Entry& entry = it->second;
   if (entry.props && !(dead && dead->props_dead)) out->properties = entry.props;
-  if (!any_type && type < 0) return;
+  if ((!any_type && type < 0) || (dead && dead->edges_dead)) return;
   for (const auto& [t, list] : entry.edges) {
     if (!any_type && t != type) continue;
     int64_t taken = 0;

@@ -132,6 +132,7 @@ StatusOr<std::vector<Edge>> MergedShard::AssocRange(int64_t id, int64_t type, in
   // The first pos + limit edges of the merged list are among the first pos + limit live edges of
   // each fragment (fragments are disjoint: one live version per key). Base: its first pos + limit
   // + (deleted keys of this type) stored edges hold its first pos + limit live ones.
+  if (limit == 0) return std::vector<Edge>();
   const int64_t k = pos + limit;
   EdgeList edges;
   if (!entry->edges_dead && k > 0) {

@@ -78,7 +78,6 @@ class ServerGraph final : public ShardRouter {
    private:
     StatusOr<rpc::RemoteGraph> Remote() const;
 
-   private:
     const cluster::ClusterView* view_;
     rpc::PoolSet* pools_;
   };
