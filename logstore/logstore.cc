@@ -262,7 +262,7 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
   order_cv_.notify_all();
   lock.unlock();
 
-  if (logged.ok()) AwaitGroup(group, &fanout);
+  if (logged.ok()) AwaitGroup(&fanout);
   const auto t2 = std::chrono::steady_clock::now();
 
   lock.lock();
@@ -323,7 +323,7 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   return Status::OK();
 }
 
-void LogStore::AwaitGroup(const std::vector<Commit*>& group, GroupFanout* fanout) {
+void LogStore::AwaitGroup(GroupFanout* fanout) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.update_timeout_ms);
   for (uint32_t s = 0; s < fanout->replies.size(); ++s) {
@@ -341,7 +341,6 @@ void LogStore::AwaitGroup(const std::vector<Commit*>& group, GroupFanout* fanout
       }
     }
   }
-  (void)group;
 }
 
 void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,

@@ -150,7 +150,8 @@ class LogStore final : public GraphWriteApi {
   // Appends the group to `wal` and posts its updates (commit_mu_ not held; one group at a time).
   Status LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
                   GroupFanout* fanout);
-  void AwaitGroup(const std::vector<Commit*>& group, GroupFanout* fanout);
+  // Waits for the base shards' answers to the group's batches (until the update timeout).
+  void AwaitGroup(GroupFanout* fanout);
   // Applies the group locally and sets each write's outcome (groups in log order).
   void ApplyGroup(const std::vector<Commit*>& group, int64_t generation, const GroupFanout& fanout);
   // Applies a logged record to the LogStore's own fragments (data lock held exclusively).

@@ -27,14 +27,17 @@ StatusOr<std::vector<int64_t>> Shard::GetNodeIds(const Properties& properties) c
   return nodes_->FindIds(properties);
 }
 
-StatusOr<std::vector<int64_t>> Shard::NeighborIds(int64_t id, std::optional<int64_t> type) const {
+StatusOr<std::vector<layout::EdgeFile::Record>> Shard::Records(
+    int64_t id, std::optional<int64_t> type) const {
+  if (!type) return edges_->FindAll(id);
   std::vector<layout::EdgeFile::Record> records;
-  if (type) {
-    ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, *type));
-    if (record) records.push_back(std::move(*record));
-  } else {
-    ZIPG_ASSIGN_OR_RETURN(records, edges_->FindAll(id));
-  }
+  ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, *type));
+  if (record) records.push_back(std::move(*record));
+  return records;
+}
+
+StatusOr<std::vector<int64_t>> Shard::NeighborIds(int64_t id, std::optional<int64_t> type) const {
+  ZIPG_ASSIGN_OR_RETURN(auto records, Records(id, type));
   std::vector<int64_t> ids;
   for (const auto& record : records) {
     ZIPG_ASSIGN_OR_RETURN(auto dsts, edges_->Destinations(record, 0, record.count));
@@ -46,13 +49,7 @@ StatusOr<std::vector<int64_t>> Shard::NeighborIds(int64_t id, std::optional<int6
 }
 
 StatusOr<std::vector<Edge>> Shard::AllEdges(int64_t id, std::optional<int64_t> type) const {
-  std::vector<layout::EdgeFile::Record> records;
-  if (type) {
-    ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, *type));
-    if (record) records.push_back(std::move(*record));
-  } else {
-    ZIPG_ASSIGN_OR_RETURN(records, edges_->FindAll(id));
-  }
+  ZIPG_ASSIGN_OR_RETURN(auto records, Records(id, type));
   std::vector<Edge> out;
   for (const auto& record : records) {
     ZIPG_ASSIGN_OR_RETURN(auto edges, edges_->Edges(record, 0, record.count));

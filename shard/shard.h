@@ -88,6 +88,9 @@ class Shard final : public ShardReader {
 
  private:
   Shard() = default;
+  // The node's EdgeRecord of `type`, or all of its EdgeRecords.
+  StatusOr<std::vector<layout::EdgeFile::Record>> Records(int64_t id,
+                                                          std::optional<int64_t> type) const;
   std::unique_ptr<layout::NodeFile> nodes_;
   std::unique_ptr<layout::EdgeFile> edges_;
 };

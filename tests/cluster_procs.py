@@ -1,6 +1,8 @@
-"""Process bookkeeping for the end-to-end tests that run a real local cluster (cluster_test.py,
-writes_test.py): which servers are ours, whether they are alive, and stopping every one of them
-whatever happens (atexit, SIGTERM, SIGHUP), then removing the test directory.
+"""Shared pieces of the end-to-end tests that run a real local cluster (cluster_test.py,
+writes_test.py): failure counting and progress lines (Report), the test directory with a private
+copy of the binary (private_binary), and process bookkeeping (Procs): which servers are ours,
+whether they are alive, and stopping every one of them whatever happens (atexit, SIGTERM, SIGHUP),
+then removing the test directory.
 """
 import atexit
 import os
@@ -8,7 +10,49 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+
+
+class Report:
+    """Counts failed checks (printing the first `max_printed`) and prints timed section lines."""
+
+    def __init__(self, max_printed):
+        self.t0 = time.monotonic()
+        self.failures = 0
+        self.max_printed = max_printed
+        self._lock = threading.Lock()
+
+    def check(self, cond, what):
+        if not cond:
+            with self._lock:
+                self.failures += 1
+                if self.failures <= self.max_printed:
+                    print("FAIL:", what, flush=True)
+        return bool(cond)
+
+    def section(self, name):
+        print(f"[{time.monotonic() - self.t0:5.1f}s] {name}", flush=True)
+
+    def note(self, text):
+        print(f"   {text}", flush=True)
+
+    def finish(self, name):
+        """Prints the verdict line; returns the exit status."""
+        print(f"{name}: {'OK' if self.failures == 0 else f'{self.failures} failure(s)'} "
+              f"in {time.monotonic() - self.t0:.1f} s")
+        return 1 if self.failures else 0
+
+
+def private_binary(binary, prefix):
+    """A fresh test directory and a private copy of `binary` in it: the servers run it for the
+    whole test (and restarts rerun the same path), so a concurrent rebuild cannot change it
+    underneath. Returns (directory, copy)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    copy = os.path.join(tmp, "zipg")
+    shutil.copy2(os.path.abspath(binary), copy)
+    return tmp, copy
 
 
 def cmdline(pid):

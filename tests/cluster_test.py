@@ -34,13 +34,11 @@ import json
 import os
 import random
 import resource
-import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,32 +46,15 @@ import cluster_procs  # noqa: E402
 from graph_model import (BAD, CODES, INT64_MAX, INT64_MIN, NODE_PROPS, Input, Model,  # noqa: E402
                          as_line, load_model, requests, same)
 
-T0 = time.monotonic()
 rnd = random.Random(20240611)
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        if failures <= 60:
-            print("FAIL:", what, flush=True)
-    return bool(cond)
-
-
-def section(name):
-    print(f"[{time.monotonic() - T0:5.1f}s] {name}", flush=True)
-
+report = cluster_procs.Report(max_printed=60)
+check = report.check
+section = report.section
 
 if len(sys.argv) != 2:
     print(__doc__)
     sys.exit(2)
-TMP = tempfile.mkdtemp(prefix="zipg-cluster-test-")
-# A private copy of the binary: the servers run it for the whole test (and a restart reruns the
-# same path), so a concurrent rebuild of build/client/zipg cannot change it underneath.
-ZIPG = os.path.join(TMP, "zipg")
-shutil.copy2(os.path.abspath(sys.argv[1]), ZIPG)
+TMP, ZIPG = cluster_procs.private_binary(sys.argv[1], "zipg-cluster-test-")
 STORE = os.path.join(TMP, "store")
 RUN = os.path.join(STORE, "run")
 STATE = os.path.join(RUN, "cluster.json")
@@ -920,7 +901,7 @@ def main():
     stop_order = ["aggregator", "logstore", "shard", "etcd"]
     watched = [p for p in state["processes"] if alive(p["pid"]) and p["role"] in stop_order]
     present = [role for role in stop_order if any(p["role"] == role for p in watched)]
-    check(present == stop_order or failures > 0,
+    check(present == stop_order or report.failures > 0,
           f"every role runs before the stop: {[(p['name'], p['role']) for p in watched]}")
     watched.sort(key=lambda p: -stop_order.index(p["role"]))
     gone_at = {}
@@ -975,6 +956,4 @@ except Exception as e:  # noqa: BLE001
     check(False, f"test aborted: {e!r}")
 finally:
     cleanup()
-print(f"cluster_test: {'OK' if failures == 0 else f'{failures} failure(s)'} "
-      f"in {time.monotonic() - T0:.1f} s")
-sys.exit(1 if failures else 0)
+sys.exit(report.finish("cluster_test"))

@@ -48,13 +48,11 @@ Usage: writes_test.py PATH/TO/zipg        (exit status 0 if everything passed)""
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -65,38 +63,16 @@ from graph_model import (CODES, COMMON, EDGE_PROPS, INT64_MAX, INT64_MIN, NODE_P
                          TYPES, Input, Model, load_model, same, timestamp, value)
 
 SEED = 20241122
-T0 = time.monotonic()
 rnd = random.Random(SEED)
-failures = 0
-fail_lock = threading.Lock()
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        with fail_lock:
-            failures += 1
-            if failures <= 80:
-                print("FAIL:", what, flush=True)
-    return bool(cond)
-
-
-def section(name):
-    print(f"[{time.monotonic() - T0:5.1f}s] {name}", flush=True)
-
-
-def note(text):
-    print(f"   {text}", flush=True)
-
+report = cluster_procs.Report(max_printed=80)
+check = report.check
+section = report.section
+note = report.note
 
 if len(sys.argv) != 2:
     print(__doc__)
     sys.exit(2)
-TMP = tempfile.mkdtemp(prefix="zipg-writes-test-")
-# A private copy of the binary: the servers run it for the whole test (and restarts rerun the
-# same path), so a concurrent rebuild of build/client/zipg cannot change it underneath.
-ZIPG = os.path.join(TMP, "zipg")
-shutil.copy2(os.path.abspath(sys.argv[1]), ZIPG)
+TMP, ZIPG = cluster_procs.private_binary(sys.argv[1], "zipg-writes-test-")
 STORE = os.path.join(TMP, "store")
 RUN = os.path.join(STORE, "run")
 STATE = os.path.join(RUN, "cluster.json")
@@ -1535,6 +1511,4 @@ except Exception as e:  # noqa: BLE001
     check(False, f"test aborted: {e!r}")
 finally:
     cleanup()
-print(f"writes_test: {'OK' if failures == 0 else f'{failures} failure(s)'} "
-      f"in {time.monotonic() - T0:.1f} s")
-sys.exit(1 if failures else 0)
+sys.exit(report.finish("writes_test"))
