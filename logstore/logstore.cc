@@ -218,31 +218,50 @@ class LogStore::StripeLock {
   const bool exclusive_;
 };
 
-StatusOr<bool> LogStore::Write(const LogRecord& record) {
+StatusOr<std::string> LogStore::Encode(const LogRecord& record) {
   // Encoded by the writer, and refused here if too large: one bad record must not fail a group.
   std::string payload = EncodeRecord(record);
   if (payload.size() > kMaxWalPayload) {
     return Status::InvalidArgument("a write holds at most " + std::to_string(kMaxWalPayload) +
                                    " bytes, not " + std::to_string(payload.size()));
   }
-  Commit self(&record, std::move(payload));
-  std::unique_lock lock(commit_mu_);
-  commits_.push_back(&self);
-  // A group starts when the previous one has been logged and at most one is still waiting for
-  // its shards; writers arriving meanwhile queue up and make the next group larger.
-  while (!self.done && !(!commits_.empty() && commits_.front() == &self && !logging_ &&
-                         !freezing_ &&
-                         next_ticket_ - applied_ticket_ < kGroupsInFlight)) {
-    self.cv.wait(lock);
-  }
-  if (self.done) {
-    if (!self.status.ok()) return self.status;
-    return self.found;
-  }
+  return payload;
+}
 
-  // This writer leads a group: every write queued now, its own first. Stage 1, one group at a
-  // time: log the group and post its updates, both in queue order. Stage 2, overlapping the next
-  // group's stage 1: wait for the base shards' answers, then apply, in the order of stage 1.
+StatusOr<bool> LogStore::Write(const LogRecord& record) {
+  ZIPG_ASSIGN_OR_RETURN(std::string payload, Encode(record));
+  Waiter waiter;
+  std::vector<Commit> commits;
+  commits.emplace_back(&record, std::move(payload), &waiter);
+  CommitAll(&commits);
+  if (!commits[0].status.ok()) return commits[0].status;
+  return commits[0].found;
+}
+
+void LogStore::CommitAll(std::vector<Commit>* commits) {
+  if (commits->empty()) return;
+  Waiter* const self = commits->front().waiter;
+  std::unique_lock lock(commit_mu_);
+  self->pending = commits->size();
+  for (Commit& c : *commits) commits_.push_back(&c);
+  // A group starts when the previous one has been logged and at most one is still waiting for
+  // its shards; writers arriving meanwhile queue up and make the next group larger. This
+  // thread's writes are contiguous in the queue and a group takes the whole queue, so they all
+  // end up in one group.
+  while (self->pending > 0) {
+    if (!commits_.empty() && commits_.front()->waiter == self && !logging_ && !freezing_ &&
+        next_ticket_ - applied_ticket_ < kGroupsInFlight) {
+      LeadGroup(lock, self);
+    } else {
+      self->cv.wait(lock);
+    }
+  }
+}
+
+void LogStore::LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self) {
+  // Every write queued now, this thread's first. Stage 1, one group at a time: log the group and
+  // post its updates, both in queue order. Stage 2, overlapping the next group's stage 1: wait
+  // for the base shards' answers, then apply, in the order of stage 1.
   std::vector<Commit*> group(commits_.begin(), commits_.end());
   commits_.clear();
   logging_ = true;
@@ -258,7 +277,7 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
 
   lock.lock();
   logging_ = false;
-  if (!commits_.empty()) commits_.front()->cv.notify_one();  // the next group's leader
+  if (!commits_.empty()) commits_.front()->waiter->cv.notify_one();  // the next group's leader
   order_cv_.notify_all();
   lock.unlock();
 
@@ -278,12 +297,11 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
   lock.lock();
   ++applied_ticket_;
   for (Commit* c : group) {
-    c->done = true;
-    if (c != &self) c->cv.notify_one();  // under commit_mu_: a woken writer destroys its Commit
+    // Under commit_mu_: a woken waiter destroys its Commits.
+    if (--c->waiter->pending == 0 && c->waiter != self) c->waiter->cv.notify_one();
   }
-  if (!commits_.empty()) commits_.front()->cv.notify_one();  // may now start a group
+  if (!commits_.empty()) commits_.front()->waiter->cv.notify_one();  // may now start a group
   order_cv_.notify_all();
-  lock.unlock();
 
   auto us = [](auto d) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
@@ -292,8 +310,6 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
   commit_log_us_ += us(t1 - t0);
   commit_fanout_us_ += us(t2 - t1);
   commit_apply_us_ += us(t3 - t2);
-  if (!self.status.ok()) return self.status;
-  return self.found;
 }
 
 Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
@@ -422,6 +438,75 @@ StatusOr<bool> LogStore::AssocDelete(int64_t src, int64_t type, int64_t dst) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeKey(src, type, dst));
   StripeLock stripe(StripeOf(src), /*exclusive=*/false);
   return Write(LogRecord{UpdateOp::kDeleteEdge, src, type, dst, 0, {}});
+}
+
+std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<LogRecord>& records) {
+  std::vector<StatusOr<bool>> out(records.size(), StatusOr<bool>(false));
+  std::vector<LogRecord> valid;  // normalized copies of the good records
+  std::vector<size_t> index;     // their positions in `records`
+  std::vector<std::string> payloads;
+  valid.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    const LogRecord& r = records[i];
+    Status ok;
+    switch (r.op) {
+      case UpdateOp::kPutEdge:
+      case UpdateOp::kDeleteEdge:
+        ok = CheckEdgeKey(r.node, r.type, r.dst);
+        break;
+      case UpdateOp::kDeleteNode:
+        if (r.node < 0) ok = Status::InvalidArgument("id must be >= 0");
+        break;
+      default:
+        ok = Status::InvalidArgument("only assoc_add, assoc_delete and obj_delete are batched");
+    }
+    if (!ok.ok()) {
+      out[i] = ok;
+      continue;
+    }
+    LogRecord copy = r;
+    if (r.op == UpdateOp::kPutEdge) {
+      copy.properties = NormalizeProperties(r.properties);
+    } else {
+      copy.type = r.op == UpdateOp::kDeleteNode ? 0 : r.type;
+      copy.dst = r.op == UpdateOp::kDeleteNode ? 0 : r.dst;
+      copy.timestamp = 0;
+      copy.properties.clear();
+    }
+    StatusOr<std::string> payload = Encode(copy);
+    if (!payload.ok()) {
+      out[i] = payload.status();
+      continue;
+    }
+    valid.push_back(std::move(copy));
+    index.push_back(i);
+    payloads.push_back(std::move(*payload));
+  }
+  if (valid.empty()) return out;
+
+  // Every stripe shared, in increasing order (docs/writes.md, "Write batches": no lock cycle).
+  std::vector<size_t> stripes;
+  for (const LogRecord& r : valid) stripes.push_back(static_cast<uint64_t>(r.node) % kStripes);
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  std::deque<StripeLock> held;
+  for (size_t s : stripes) held.emplace_back(stripes_[s], /*exclusive=*/false);
+
+  Waiter waiter;
+  std::vector<Commit> commits;
+  commits.reserve(valid.size());
+  for (size_t k = 0; k < valid.size(); ++k) {
+    commits.emplace_back(&valid[k], std::move(payloads[k]), &waiter);
+  }
+  CommitAll(&commits);
+  for (size_t k = 0; k < commits.size(); ++k) {
+    if (commits[k].status.ok()) {
+      out[index[k]] = commits[k].found;
+    } else {
+      out[index[k]] = commits[k].status;
+    }
+  }
+  return out;
 }
 
 std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore::ShardsIn(
@@ -577,7 +662,7 @@ StatusOr<bool> LogStore::Freeze() {
     ~Resume() {
       std::lock_guard lock(store->commit_mu_);
       store->freezing_ = false;
-      if (!store->commits_.empty()) store->commits_.front()->cv.notify_one();
+      if (!store->commits_.empty()) store->commits_.front()->waiter->cv.notify_one();
     }
   } resume{this};
   if (wal_->size() == 0) return false;

@@ -66,6 +66,11 @@ class LogStore final : public GraphWriteApi {
   Status AssocAdd(const Edge& edge) override;
   Status AssocUpdate(const Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
+  // Unconditional writes (kPutEdge = assoc_add, kDeleteEdge = assoc_delete, kDeleteNode =
+  // obj_delete; properties normalized here), committed together in one commit group (docs/
+  // writes.md, "Write batches"). One outcome per record, in order, as the single call would
+  // return it (assoc_add: true); a bad record fails alone.
+  std::vector<StatusOr<bool>> WriteBatch(const std::vector<LogRecord>& records);
   // Freezes the live generation and has the compaction thread compress it; returns at once with
   // {"started", "generation"}. StatusJson's "last_compaction" reports it when published.
   StatusOr<std::string> Compact() override;
@@ -124,22 +129,34 @@ class LogStore final : public GraphWriteApi {
   class StripeLock;
   Stripe& StripeOf(int64_t node) { return stripes_[static_cast<uint64_t>(node) % kStripes]; }
 
-  // One write in the commit queue (see Write).
-  struct Commit {
-    Commit(const LogRecord* r, std::string p) : record(r), payload(std::move(p)) {}
-    const LogRecord* record;
-    const std::string payload;  // the encoded record, as logged
-    Status status;       // set with done
-    bool found = false;  // a live version was found anywhere
-    bool done = false;   // guarded by commit_mu_
+  // The thread waiting for some writes of the commit queue: one write (Write) or a batch
+  // (WriteBatch).
+  struct Waiter {
+    size_t pending = 0;  // its writes not yet done; guarded by commit_mu_
     std::condition_variable cv;
   };
-  // Logs `record`, fans its update out and applies it; whether a live version was found anywhere.
-  // Concurrent writes form commit groups (docs/writes.md, "Commit groups"): the first queued
-  // writer leads, and commits every write queued behind it with one log append (one fdatasync),
-  // one update batch per base shard and one pass under the data lock. Two groups overlap: one is
-  // logged while the one before it waits for its shards. Log order, shard order and apply order
-  // agree.
+  // One write in the commit queue (see Commit).
+  struct Commit {
+    Commit(const LogRecord* r, std::string p, Waiter* w)
+        : record(r), payload(std::move(p)), waiter(w) {}
+    const LogRecord* record;
+    std::string payload;  // the encoded record, as logged
+    Waiter* waiter;
+    Status status;       // set when done
+    bool found = false;  // a live version was found anywhere
+  };
+  // Logs each of `commits` (queued contiguously, so they are in one group), fans its update out
+  // and applies it; sets each one's status and found. Concurrent writes form commit groups
+  // (docs/writes.md, "Commit groups"): the first queued writer leads, and commits every write
+  // queued behind it with one log append (one fdatasync), one update batch per base shard and
+  // one pass under the data lock. Two groups overlap: one is logged while the one before it
+  // waits for its shards. Log order, shard order and apply order agree.
+  void CommitAll(std::vector<Commit>* commits);
+  // Leads one group: every write queued now (commit_mu_ held by `lock` on entry and on return).
+  void LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self);
+  // Encodes `record`, or says why it cannot be logged.
+  static StatusOr<std::string> Encode(const LogRecord& record);
+  // One write: Encode + CommitAll.
   StatusOr<bool> Write(const LogRecord& record);
   struct GroupFanout {
     std::vector<std::vector<size_t>> members;  // per base shard: indexes into the group

@@ -27,10 +27,13 @@
 namespace zipg::logstore {
 namespace {
 
-// A LogStore on `dir` whose one base shard accepts every update and holds nothing.
+using shard::UpdateOp;
+
+// A LogStore on `dir` whose one base shard accepts every update and holds nothing. `reader`
+// answers the conditional writes' checks (none: they must not be used).
 class Harness {
  public:
-  explicit Harness(const std::string& dir) {
+  explicit Harness(const std::string& dir, GraphApi* reader = nullptr) {
     auto receiver = shard::UpdateReceiver::Start(
         "127.0.0.1", 0, [this](uint32_t, const std::vector<shard::Update>& updates) {
           received_ += updates.size();
@@ -44,7 +47,7 @@ class Harness {
     LogStoreOptions options;
     options.dir = dir;
     options.memtable_bytes = 0;
-    auto store = LogStore::Open(options, nullptr, sender_.get(), [](std::vector<int64_t>) {});
+    auto store = LogStore::Open(options, reader, sender_.get(), [](std::vector<int64_t>) {});
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
   }
@@ -292,6 +295,256 @@ TEST(LogStoreTest, BoundedFragmentReadsAgreeWithTheFullOne) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store.Fragment(3, false, -1, generations, 5).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// The cluster's read path for the checks of conditional writes, as far as the LogStore's own
+// fragments go (the stand-in base shard holds nothing): obj_get and assoc_get.
+class FragmentReader final : public GraphApi {
+ public:
+  void set_store(LogStore* store) { store_ = store; }
+
+  StatusOr<std::optional<Node>> ObjGet(int64_t id) override {
+    ZIPG_ASSIGN_OR_RETURN(NodeData data, store_->Fragment(id, false, -1, Generations()));
+    if (!data.properties) return std::optional<Node>();
+    return std::optional<Node>(Node{id, *data.properties});
+  }
+  StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
+                                       int64_t low, int64_t high) override {
+    ZIPG_ASSIGN_OR_RETURN(std::vector<Edge> edges,
+                          store_->FragmentEdges(id, type, Generations(), ids));
+    std::erase_if(edges, [&](const Edge& e) { return e.timestamp < low || e.timestamp > high; });
+    return edges;
+  }
+  StatusOr<std::optional<Properties>> GetNodeProperty(int64_t,
+                                                      const std::vector<std::string>*) override {
+    return Unused();
+  }
+  StatusOr<std::vector<int64_t>> GetNodeIds(const Properties&) override { return Unused(); }
+  StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t, std::optional<int64_t>,
+                                                const Properties&) override {
+    return Unused();
+  }
+  StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t, int64_t) override { return Unused(); }
+  StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t, int64_t, int64_t,
+                                                     int64_t) override {
+    return Unused();
+  }
+  StatusOr<std::optional<Edge>> GetEdgeData(int64_t, int64_t, int64_t) override {
+    return Unused();
+  }
+  StatusOr<std::vector<Edge>> AssocRange(int64_t, int64_t, int64_t, int64_t) override {
+    return Unused();
+  }
+  StatusOr<int64_t> AssocCount(int64_t, int64_t) override { return Unused(); }
+  StatusOr<std::vector<Edge>> AssocTimeRange(int64_t, int64_t, int64_t, int64_t,
+                                             int64_t) override {
+    return Unused();
+  }
+
+ private:
+  static Status Unused() { return Status::Internal("not used by the LogStore's checks"); }
+  std::vector<int64_t> Generations() {
+    std::vector<int64_t> g = store_->LogShards();
+    const int64_t live = store_->StatusJson()["generation"].get<int64_t>();
+    g.push_back(live);
+    g.push_back(live - 1);
+    return g;
+  }
+  LogStore* store_ = nullptr;
+};
+
+// Properties and edges of `ids`, as the LogStore holds them.
+std::map<int64_t, std::pair<std::optional<Properties>, std::vector<Edge>>> NodeSnapshot(
+    LogStore& store, const std::vector<int64_t>& ids) {
+  std::map<int64_t, std::pair<std::optional<Properties>, std::vector<Edge>>> out;
+  const auto edges = Snapshot(store, ids);
+  std::vector<int64_t> generations = store.LogShards();
+  generations.push_back(store.StatusJson()["generation"].get<int64_t>());
+  for (int64_t id : ids) {
+    auto data = store.Fragment(id, false, -1, generations);
+    EXPECT_TRUE(data.ok()) << data.status().ToString();
+    out[id] = {data.ok() ? data->properties : std::nullopt, edges.at(id)};
+  }
+  return out;
+}
+
+bool SameOutcome(const StatusOr<bool>& a, const StatusOr<bool>& b) {
+  if (a.ok() != b.ok()) return false;
+  return a.ok() ? *a == *b : a.status().code() == b.status().code();
+}
+
+std::string Show(const StatusOr<bool>& v) {
+  return v.ok() ? (*v ? "found" : "not found") : v.status().ToString();
+}
+
+// A reference for WriteBatch: the same random writes (bad ones among them) go to one LogStore as
+// single calls and to another as batches of 1-12. Every outcome, and the final state (also after
+// a restart), must be the same.
+TEST(LogStoreTest, AWriteBatchAnswersAsTheSingleCallsWould) {
+  ScratchDir dir_single("logstore_test"), dir_batch("logstore_test");
+  ASSERT_TRUE(dir_single.ok() && dir_batch.ok());
+  const std::vector<int64_t> nodes = {1, 2, 1025};  // 1025 shares node 1's stripe
+  std::mt19937_64 rng(11);
+  std::vector<LogRecord> ops;
+  for (int i = 0; i < 600; ++i) {
+    LogRecord r;
+    r.node = nodes[rng() % nodes.size()];
+    r.type = static_cast<int64_t>(rng() % 2);
+    r.dst = static_cast<int64_t>(rng() % 8);
+    const int kind = static_cast<int>(rng() % 20);
+    if (kind < 12) {
+      r.op = UpdateOp::kPutEdge;
+      r.timestamp = static_cast<int64_t>(rng() % 5);
+      // An empty value is stored as absent (normalized), as the single call does.
+      r.properties = {{"i", std::to_string(i)}, {"e", rng() % 3 == 0 ? "" : "x"}};
+    } else if (kind < 17) {
+      r.op = UpdateOp::kDeleteEdge;
+    } else if (kind < 18) {
+      r.op = UpdateOp::kDeleteNode;
+    } else if (kind < 19) {
+      r.op = rng() % 2 == 0 ? UpdateOp::kPutEdge : UpdateOp::kDeleteEdge;  // bad: a negative key
+      if (rng() % 2 == 0) {
+        r.dst = -1;
+      } else {
+        r.type = -3;
+      }
+    } else {
+      r.op = UpdateOp::kPutNode;  // not batchable: obj_add / obj_update are conditional
+      r.properties = {{"name", "n"}};
+    }
+    ops.push_back(r);
+  }
+
+  auto single = std::make_unique<Harness>(dir_single.path());
+  auto batched = std::make_unique<Harness>(dir_batch.path());
+  std::vector<StatusOr<bool>> want, got;
+  for (const LogRecord& r : ops) {
+    switch (r.op) {
+      case UpdateOp::kPutEdge: {
+        Status s = single->store().AssocAdd({r.node, r.type, r.dst, r.timestamp, r.properties});
+        want.push_back(s.ok() ? StatusOr<bool>(true) : StatusOr<bool>(s));
+        break;
+      }
+      case UpdateOp::kDeleteEdge:
+        want.push_back(single->store().AssocDelete(r.node, r.type, r.dst));
+        break;
+      case UpdateOp::kDeleteNode:
+        want.push_back(single->store().ObjDelete(r.node));
+        break;
+      default:
+        want.push_back(Status::InvalidArgument("not batchable"));
+    }
+  }
+  for (size_t at = 0; at < ops.size();) {
+    const size_t n = std::min<size_t>(ops.size() - at, 1 + rng() % 12);
+    std::vector<LogRecord> batch(ops.begin() + at, ops.begin() + at + n);
+    std::vector<StatusOr<bool>> outcomes = batched->store().WriteBatch(batch);
+    ASSERT_EQ(outcomes.size(), n);
+    for (auto& o : outcomes) got.push_back(std::move(o));
+    at += n;
+  }
+  size_t failed = 0, found = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    // assoc_add answers nothing but success or failure.
+    StatusOr<bool> g = got[i];
+    if (ops[i].op == UpdateOp::kPutEdge && g.ok()) g = true;
+    EXPECT_TRUE(SameOutcome(g, want[i]))
+        << "write " << i << ": batch " << Show(g) << ", single call " << Show(want[i]);
+    if (!want[i].ok()) ++failed;
+    if (want[i].ok() && *want[i] && ops[i].op != UpdateOp::kPutEdge) ++found;
+  }
+  EXPECT_GT(failed, 20u);
+  EXPECT_GT(found, 20u);
+  const auto reference = NodeSnapshot(single->store(), nodes);
+  EXPECT_EQ(NodeSnapshot(batched->store(), nodes), reference);
+  EXPECT_EQ(single->store().StatusJson()["writes"], batched->store().StatusJson()["writes"]);
+  batched.reset();
+  Harness reopened(dir_batch.path());
+  EXPECT_EQ(NodeSnapshot(reopened.store(), nodes), reference);
+}
+
+// Batches race with single unconditional writes and with conditional ones (exclusive stripes,
+// checks through the reader), on nodes that share stripes. Nothing deadlocks (batches take their
+// stripes in order), every successful write is applied once, and the state is what recovery
+// rebuilds.
+TEST(LogStoreTest, BatchesRaceWithSingleAndConditionalWrites) {
+  ScratchDir dir("logstore_test");
+  ASSERT_TRUE(dir.ok());
+  const std::vector<int64_t> nodes = {7, 1031, 2055, 8, 1032};  // stripes 7, 7, 7, 8, 8
+  std::map<int64_t, std::pair<std::optional<Properties>, std::vector<Edge>>> before;
+  {
+    FragmentReader reader;
+    Harness h(dir.path(), &reader);
+    reader.set_store(&h.store());
+    std::atomic<uint64_t> ok_writes{0};
+    std::atomic<int> unexpected{0};
+    std::latch start(8);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(static_cast<uint64_t>(t) + 50);
+        start.arrive_and_wait();
+        auto node = [&] { return nodes[rng() % nodes.size()]; };
+        for (int i = 0; i < 150; ++i) {
+          const int64_t type = static_cast<int64_t>(rng() % 2);
+          const int64_t dst = static_cast<int64_t>(rng() % 4);
+          if (t < 4) {  // batches
+            std::vector<LogRecord> batch;
+            for (size_t k = 1 + rng() % 6; k > 0; --k) {
+              const int x = static_cast<int>(rng() % 10);
+              const UpdateOp op = x < 7 ? UpdateOp::kPutEdge
+                                        : x < 9 ? UpdateOp::kDeleteEdge : UpdateOp::kDeleteNode;
+              batch.push_back({op, node(), type, static_cast<int64_t>(rng() % 4),
+                               op == UpdateOp::kPutEdge ? static_cast<int64_t>(i) : 0,
+                               op == UpdateOp::kPutEdge
+                                   ? Properties{{"b", std::to_string(t * 1000 + i)}}
+                                   : Properties{}});
+            }
+            for (const auto& o : h.store().WriteBatch(batch)) {
+              if (o.ok()) {
+                ++ok_writes;
+              } else {
+                ++unexpected;
+              }
+            }
+          } else if (t < 6) {  // single unconditional writes
+            Status s = rng() % 3 == 0
+                           ? h.store().AssocDelete(node(), type, dst).status()
+                           : h.store().AssocAdd({node(), type, dst, i, {{"s", std::to_string(i)}}});
+            s.ok() ? ++ok_writes : ++unexpected;
+          } else {  // conditional writes: each may be refused by its check, nothing else
+            Status s;
+            const int x = static_cast<int>(rng() % 3);
+            if (x == 0) {
+              s = h.store().ObjAdd(node(), {{"name", "t" + std::to_string(t)}});
+            } else if (x == 1) {
+              s = h.store().ObjUpdate(node(), {{"name", "u" + std::to_string(i)}});
+            } else {
+              s = h.store().AssocUpdate({node(), type, dst, i, {{"u", std::to_string(i)}}});
+            }
+            if (s.ok()) {
+              ++ok_writes;
+            } else if (s.code() != StatusCode::kAlreadyExists &&
+                       s.code() != StatusCode::kNotFound) {
+              ++unexpected;
+            }
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(unexpected.load(), 0);
+    const auto status = h.store().StatusJson();
+    EXPECT_EQ(status["writes"].get<uint64_t>(), ok_writes.load());
+    EXPECT_LT(status["commit"]["groups"].get<uint64_t>(), ok_writes.load());
+    EXPECT_EQ(h.received(), ok_writes.load());
+    before = NodeSnapshot(h.store(), nodes);
+  }
+  size_t live = 0;
+  for (const auto& [id, data] : before) live += data.second.size() + (data.first ? 1 : 0);
+  EXPECT_GT(live, 5u);
+  Harness reopened(dir.path());
+  EXPECT_EQ(NodeSnapshot(reopened.store(), nodes), before);
 }
 
 }  // namespace

@@ -229,4 +229,25 @@ StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& propert
   return r;
 }
 
+StatusOr<std::vector<StatusOr<bool>>> RemoteGraph::WriteBatch(
+    const std::vector<BatchedWrite>& writes) {
+  std::vector<WriteOutcome> r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.write_batch(r, writes); }, false));
+  if (r.size() != writes.size()) {
+    return Status::Internal("write_batch answered " + std::to_string(r.size()) +
+                            " outcomes for " + std::to_string(writes.size()) + " writes");
+  }
+  std::vector<StatusOr<bool>> out;
+  out.reserve(r.size());
+  for (const WriteOutcome& o : r) {
+    if (o.__isset.error) {
+      out.emplace_back(FromError(o.error));
+    } else {
+      out.emplace_back(o.found);
+    }
+  }
+  return out;
+}
+
 }  // namespace zipg::rpc

@@ -18,6 +18,8 @@
 
 namespace zipg::rpc {
 
+class BatchedWrite;  // generated (thrift/zipg.thrift)
+
 // The largest request a client sends and a server accepts.
 inline constexpr size_t kMaxRequestBytes = 16u << 20;
 
@@ -63,6 +65,9 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<int64_t> FragmentCount(int64_t id, int64_t type,
                                   const std::vector<int64_t>& generations);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
+  // write_batch: one outcome per write, in order (docs/writes.md, "Write batches"); a transport
+  // failure fails the whole batch.
+  StatusOr<std::vector<StatusOr<bool>>> WriteBatch(const std::vector<BatchedWrite>& writes);
 
   // The server's status document (JSON text).
   StatusOr<std::string> ServerStatus();

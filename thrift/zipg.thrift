@@ -120,6 +120,27 @@ struct NodeFragment {
   2: list<Edge> edges,                  // any order
 }
 
+// One unconditional write of a write_batch (docs/writes.md, "Write batches").
+enum WriteKind {
+  ASSOC_ADD = 1,     // id is the src; type, dst, timestamp, properties
+  ASSOC_DELETE = 2,  // id is the src; type, dst
+  OBJ_DELETE = 3,    // id
+}
+
+struct BatchedWrite {
+  1: WriteKind kind,
+  2: i64 id,
+  3: i64 type,
+  4: i64 dst,
+  5: i64 timestamp,
+  6: PropertyMap properties,
+}
+
+struct WriteOutcome {
+  1: optional GraphError error,  // unset: the write succeeded
+  2: bool found,                 // the deletes: a live version was found
+}
+
 service LogStoreService extends ShardService {
   // The live data of node `id` (edges of `type`, or all types if any_type) in the listed
   // generations (memtables or the log shards they became). limit >= 0 (one type only): just the
@@ -135,4 +156,6 @@ service LogStoreService extends ShardService {
       throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
+  // The writes, committed together; one outcome per write, in order. Aggregators send it.
+  list<WriteOutcome> write_batch(1: list<BatchedWrite> writes) throws (1: GraphError error),
 }
