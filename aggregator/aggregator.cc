@@ -3,11 +3,25 @@
 #include <algorithm>
 
 #include "graph/partition.h"
+#include "rpc/convert.h"
 #include "rpc/fanout.h"
 
 namespace zipg::aggregator {
 
 using nlohmann::json;
+
+ClusterGraph::ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools,
+                           size_t write_batches)
+    : view_(view),
+      pools_(pools),
+      fanout_(8),
+      batcher_(
+          [this](const std::vector<rpc::BatchedWrite>& writes)
+              -> StatusOr<std::vector<StatusOr<bool>>> {
+            ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+            return log.WriteBatch(writes);
+          },
+          WriteBatcher::Options{.max_in_flight = write_batches}) {}
 
 StatusOr<rpc::RemoteGraph> ClusterGraph::Owner(int64_t id) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
@@ -32,20 +46,32 @@ Status ClusterGraph::ObjUpdate(int64_t id, const Properties& properties) {
   return log.ObjUpdate(id, properties);
 }
 StatusOr<bool> ClusterGraph::ObjDelete(int64_t id) {
-  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
-  return log.ObjDelete(id);
+  return Batched(rpc::WriteKind::OBJ_DELETE, id, 0, 0, 0, nullptr);
 }
 Status ClusterGraph::AssocAdd(const Edge& edge) {
-  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
-  return log.AssocAdd(edge);
+  ZIPG_RETURN_IF_ERROR(rpc::CheckRequestSize(0, &edge.properties, nullptr));
+  return Batched(rpc::WriteKind::ASSOC_ADD, edge.src, edge.type, edge.dst, edge.timestamp,
+                 &edge.properties)
+      .status();
 }
 Status ClusterGraph::AssocUpdate(const Edge& edge) {
   ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
   return log.AssocUpdate(edge);
 }
 StatusOr<bool> ClusterGraph::AssocDelete(int64_t src, int64_t type, int64_t dst) {
-  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
-  return log.AssocDelete(src, type, dst);
+  return Batched(rpc::WriteKind::ASSOC_DELETE, src, type, dst, 0, nullptr);
+}
+StatusOr<bool> ClusterGraph::Batched(rpc::WriteKind::type kind, int64_t id, int64_t type,
+                                     int64_t dst, int64_t timestamp,
+                                     const Properties* properties) {
+  rpc::BatchedWrite w;
+  w.kind = kind;
+  w.id = id;
+  w.type = type;
+  w.dst = dst;
+  w.timestamp = timestamp;
+  if (properties) w.properties = rpc::ToThrift(*properties);
+  return batcher_.Write(std::move(w));
 }
 StatusOr<std::string> ClusterGraph::Compact() {
   ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
@@ -156,6 +182,8 @@ nlohmann::json ClusterGraph::StatusJson(const std::string& self_name,
                       {"logstore", map->logstore ? json(map->members[*map->logstore].name)
                                                  : json(nullptr)},
                       {"healthy", healthy},
+                      {"write_batches", {{"batches", batcher_.batches()},
+                                         {"writes", batcher_.writes()}}},
                       {"servers", servers},
                       {"store", store}};
   if (!map->problem.empty()) j["problem"] = map->problem;

@@ -4,7 +4,8 @@
 // the result travels back; get_neighbor_ids with a filter is shipped whole as well, and its owner
 // ships the filter checks on (shard/server.h). get_node_ids fans out local_node_ids to one server
 // per shard group and log_node_ids to the LogStore, concurrently, and merges. Writes go to the
-// LogStore (docs/writes.md).
+// LogStore (docs/writes.md); concurrent unconditional ones go together, as one write_batch
+// (aggregator/write_batcher.h).
 //
 // Thread-safety: every operation may be called concurrently.
 #pragma once
@@ -15,6 +16,7 @@
 #include "cluster/membership.h"
 #include "graph/api.h"
 #include "rpc/connection_pool.h"
+#include "aggregator/write_batcher.h"
 #include "rpc/remote_graph.h"
 #include "util/thread_pool.h"
 
@@ -22,9 +24,9 @@ namespace zipg::aggregator {
 
 class ClusterGraph final : public GraphApi, public GraphWriteApi {
  public:
-  // `view` and `pools` must outlive the ClusterGraph.
-  ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools)
-      : view_(view), pools_(pools), fanout_(8) {}
+  // `view` and `pools` must outlive the ClusterGraph. At most `write_batches` write_batch calls
+  // are in flight to the LogStore (aggregator/write_batcher.h).
+  ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools, size_t write_batches = 8);
 
   StatusOr<std::optional<Properties>> GetNodeProperty(
       int64_t id, const std::vector<std::string>* names) override;
@@ -61,10 +63,14 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   // no live server has its shard.
   StatusOr<rpc::RemoteGraph> Owner(int64_t id);
   StatusOr<rpc::RemoteGraph> LogStore();
+  // An unconditional write, through the batcher.
+  StatusOr<bool> Batched(rpc::WriteKind::type kind, int64_t id, int64_t type, int64_t dst,
+                         int64_t timestamp, const Properties* properties);
 
   const cluster::ClusterView* view_;
   rpc::PoolSet* pools_;
   ThreadPool fanout_;
+  WriteBatcher batcher_;
 };
 
 }  // namespace zipg::aggregator

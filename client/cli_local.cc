@@ -58,7 +58,8 @@ const char kUsage[] =
     "  --wait S         how long to wait for a healthy cluster (default 120)\n"
     "  --no-verify      shard servers skip checksum verification of the store files\n"
     "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
-    "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n";
+    "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
+    "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n";
 
 // A free TCP port on `host` right now (bind to port 0 and read it back).
 StatusOr<int> FreePort(const std::string& host) {
@@ -274,7 +275,12 @@ class Starter {
     if (args_.Has("no-sync")) logstore_argv.push_back("--no-sync");
     ZIPG_RETURN_IF_ERROR(SpawnServer(logstore_argv, "logstore", 0));
     for (uint64_t k = 0; k < aggregators; ++k) {
-      ZIPG_RETURN_IF_ERROR(SpawnServer({self_, "serve", "aggregator"}, "aggregator-" + std::to_string(k),
+      std::vector<std::string> argv = {self_, "serve", "aggregator"};
+      if (auto n = args_.Get("write-batches")) {
+        ZIPG_RETURN_IF_ERROR(args_.GetUint("write-batches", 8).status());
+        argv.insert(argv.end(), {"--write-batches", *n});
+      }
+      ZIPG_RETURN_IF_ERROR(SpawnServer(argv, "aggregator-" + std::to_string(k),
                                        port == 0 ? 0 : static_cast<int>(port + k)));
     }
     ZIPG_RETURN_IF_ERROR(WaitHealthy(servers, aggregators, deadline));
@@ -480,7 +486,7 @@ int RunLocal(int argc, char** argv) {
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
   Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
                                    "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
-                                   "memtable-mb", "no-sync"});
+                                   "memtable-mb", "no-sync", "write-batches"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

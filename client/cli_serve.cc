@@ -45,6 +45,8 @@ const char kUsage[] =
     "  --memtable-mb N logstore: compress the log into a new shard past N MiB (default 256;\n"
     "                  0: only on `zipg admin compact`)\n"
     "  --no-sync       logstore: do not fsync the log (benchmarks only: writes are not durable)\n"
+    "  --write-batches N  aggregator: write_batch calls in flight to the LogStore (default 8;\n"
+    "                  concurrent writes beyond them queue and go together)\n"
     "stops cleanly (leaving etcd at once) on SIGTERM or SIGINT\n";
 
 StatusOr<std::vector<uint32_t>> ParseShardList(const std::string& text) {
@@ -89,7 +91,7 @@ int RunServe(int argc, char** argv) {
   }
   Status known = args->CheckKnown({"store", "shards", "etcd", "host", "port", "cluster", "name",
                                    "lease-ttl", "call-timeout-ms", "no-verify", "update-port",
-                                   "memtable-mb", "no-sync"});
+                                   "memtable-mb", "no-sync", "write-batches"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -230,7 +232,12 @@ int RunServe(int argc, char** argv) {
     if (args->Has("store") || args->Has("shards")) {
       return UsageError("an aggregator takes no --store or --shards", kUsage);
     }
-    cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
+    auto in_flight = args->GetUint("write-batches", 8);
+    if (!in_flight.ok()) return UsageError(in_flight.status().message(), kUsage);
+    if (*in_flight < 1 || *in_flight > 1024) {
+      return UsageError("--write-batches must be 1..1024", kUsage);
+    }
+    cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools, *in_flight);
     auto handler = std::make_shared<rpc::GraphHandler>(
         cluster_graph.get(),
         [&]() -> StatusOr<std::string> {

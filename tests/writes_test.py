@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end, model-based randomized test of the write path (docs/writes.md) on a real local
-cluster (`zipg local start`: etcd, 2 shard servers for 4 shards, the LogStore, 2 aggregators, lease
-TTL 2 s). Every answer is compared with a plain-Python model of the contract
+cluster (`zipg local start`: etcd, 2 shard servers for 4 shards, the LogStore, 2 aggregators with
+one write_batch in flight each, so that concurrent writes are batched, lease TTL 2 s). Every answer is compared with a plain-Python model of the contract
 (../shared/spec/interface.md) that also takes writes (WriteModel below, built on graph_model.Model).
 Fixed seeds; the request streams are deterministic, crash outcomes depend on timing and are
 checked as "old or new state" and then fed into the model.
@@ -33,8 +33,9 @@ C. crash: 4 concurrent writers (assoc_add of new keys, upserts of existing edges
    upserted key holds exactly its old or its new version, never none or both).
 C2. 3 writers racing obj_add on the same new ids (exactly one wins, the others ALREADY_EXISTS) and
    assoc_add on the same keys (exactly one version survives).
-D. SIGKILL of the LogStore during a compaction (a ~3 MB generation; killed while STATE lists two
-   logs), with writers overwriting / deleting the frozen generation's data and older data at the
+D. 330 bulk writes from 6 writers on one aggregator, which must reach the LogStore in fewer
+   write_batch calls than writes; SIGKILL of the LogStore during a compaction (a ~3 MB generation;
+   killed while STATE lists two logs), with writers overwriting / deleting the frozen generation's data and older data at the
    time and readers of untouched nodes checking every answer: recovery gives exactly the model's
    data, before and after the resumed compaction completes.
 F. writes of one node while two clients read another node whose data is in a log shard: each write
@@ -405,8 +406,12 @@ def main():
     model = WriteModel(*load_model(nodes_csv, edges_csv))
     n_edges = sum(len(m) for m in model.edges.values())
     t = time.monotonic()
+    # One write_batch in flight per aggregator: concurrent writes through one aggregator go to the
+    # LogStore together (docs/writes.md, "Write batches"), so every concurrent section below (the
+    # crashes included) also tests batches.
     r = zipg("local", "start", "--store", STORE, "--servers", "2", "--aggregators", "2",
-             "--lease-ttl", "2", "--no-verify", "--memtable-mb", "0", timeout=180)
+             "--lease-ttl", "2", "--no-verify", "--memtable-mb", "0", "--write-batches", "1",
+             timeout=180)
     if os.path.exists(STATE):
         with open(STATE) as f:
             state = json.load(f)
@@ -1206,14 +1211,17 @@ def main():
     drng = random.Random(SEED + 4)
     bulk_src = [60_000_000 + j for j in range(10)] + PROTECTED[:2]
     alphabet = "abcdefghijklmnopqrstuvwxyz ,\"\n日é"
-    bulk = [[] for _ in range(3)]
+    # 6 concurrent writers on one aggregator, which has one write_batch in flight: its writes go to
+    # the LogStore several per batch.
+    bulk = [[] for _ in range(6)]
     for k in range(330):
-        bulk[k % 3].append({"op": "assoc_add", "src": bulk_src[k % len(bulk_src)], "type": k % 3,
+        bulk[k % 6].append({"op": "assoc_add", "src": bulk_src[k % len(bulk_src)], "type": k % 3,
                             "dst": 61_000_000 + k, "timestamp": 1_700_000_000 + k % 7,
                             "properties": {"w": "".join(drng.choice(alphabet) for _ in range(8000)),
                                            "data": str(k)}})
     t = time.monotonic()
-    bs = [Session(aggs[w % 2], f"bulk{w}", SEED + 200 + w) for w in range(3)]
+    batched_before = (raw_status(aggs[0]) or {}).get("write_batches", {})
+    bs = [Session(aggs[0], f"bulk{w}", SEED + 200 + w) for w in range(len(bulk))]
     bad = [0]
 
     def bulk_writer(w):
@@ -1222,7 +1230,7 @@ def main():
             if got != {"ok": None}:
                 bad[0] += 1
                 check(False, f"D: bulk write {q['src']} {q['dst']}: {short(got)}")
-    threads = [threading.Thread(target=bulk_writer, args=(w,)) for w in range(3)]
+    threads = [threading.Thread(target=bulk_writer, args=(w,)) for w in range(len(bulk))]
     for th in threads:
         th.start()
     for th in threads:
@@ -1230,7 +1238,14 @@ def main():
     for s in bs:
         s.close()
         sessions_open.remove(s)
-    for w in range(3):
+    batched_after = (raw_status(aggs[0]) or {}).get("write_batches", {})
+    d_writes = batched_after.get("writes", 0) - batched_before.get("writes", 0)
+    d_batches = batched_after.get("batches", 0) - batched_before.get("batches", 0)
+    check(d_writes == 330 and 0 < d_batches < d_writes,
+          f"D: aggregator write batches for 330 bulk writes: {d_batches} batches of {d_writes} "
+          f"writes (want 330 writes, fewer batches)")
+    note(f"D: {len(bulk)} writers on one aggregator: {d_writes} writes in {d_batches} write_batch calls")
+    for w in range(len(bulk)):
         for q in bulk[w]:
             model.write(q)
     note(f"D: {sum(len(b) for b in bulk)} edges with 8 KB values written in {time.monotonic() - t:.2f} s")

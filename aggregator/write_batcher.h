@@ -1,0 +1,62 @@
+// WriteBatcher: forwards concurrent unconditional writes to the LogStore as one write_batch call
+// (docs/writes.md, "Write batches"). A writer queues its write; the first writer in the queue
+// sends every write queued at that moment (up to max_writes / max_bytes) as one batch, as soon as
+// fewer than max_in_flight batches are outstanding, and hands each writer its own outcome. A lone
+// writer's batch is its own write, sent at once; under load, batches grow while the previous ones
+// are in flight (the leader pattern of the LogStore's commit groups).
+//
+// Thread-safety: Write may be called concurrently.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "util/status.h"
+#include "zipg_rpc/zipg_types.h"
+
+namespace zipg::aggregator {
+
+class WriteBatcher {
+ public:
+  // Sends one batch: one outcome per write, in order, or an error for the whole batch.
+  using SendFn =
+      std::function<StatusOr<std::vector<StatusOr<bool>>>(const std::vector<rpc::BatchedWrite>&)>;
+  struct Options {
+    size_t max_in_flight = 8;
+    size_t max_writes = 256;
+    size_t max_bytes = 4u << 20;  // approximate request size; a larger write goes alone
+  };
+
+  WriteBatcher(SendFn send, Options options) : send_(std::move(send)), options_(options) {}
+
+  // The write's outcome (deletes: whether a live version was found).
+  StatusOr<bool> Write(rpc::BatchedWrite write);
+
+  // Batches sent and the writes they carried.
+  uint64_t batches() const;
+  uint64_t writes() const;
+
+ private:
+  struct Waiter {
+    rpc::BatchedWrite write;
+    StatusOr<bool> outcome = false;
+    bool done = false;  // guarded by mu_
+    std::condition_variable cv;
+  };
+  // Sends the writes at the front of the queue (mu_ held by `lock` on entry and on return).
+  void SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self);
+
+  const SendFn send_;
+  const Options options_;
+  mutable std::mutex mu_;
+  std::deque<Waiter*> queue_;
+  size_t in_flight_ = 0;
+  uint64_t batches_ = 0;
+  uint64_t writes_ = 0;
+};
+
+}  // namespace zipg::aggregator

@@ -1,0 +1,221 @@
+// WriteBatcher: every writer gets its own write's outcome, however the writes were grouped;
+// batches form only while max_in_flight batches are outstanding; a failed batch fails each of its
+// writes; the size limits split batches.
+
+#include "aggregator/write_batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace zipg::aggregator {
+namespace {
+
+rpc::BatchedWrite Add(int64_t id, size_t value_bytes = 0) {
+  rpc::BatchedWrite w;
+  w.kind = rpc::WriteKind::ASSOC_ADD;
+  w.id = id;
+  w.dst = id + 1;
+  if (value_bytes > 0) w.properties["v"] = std::string(value_bytes, 'x');
+  return w;
+}
+
+// The reference outcome of one write, computed from the write alone: ids < 0 fail, odd ids were
+// "found".
+StatusOr<bool> Expected(const rpc::BatchedWrite& w) {
+  if (w.id < 0) return Status::InvalidArgument("bad id " + std::to_string(w.id));
+  return w.id % 2 == 1;
+}
+
+// A LogStore stand-in: records each batch's ids, answers Expected per write, and can hold the
+// sends until released.
+class FakeLogStore {
+ public:
+  StatusOr<std::vector<StatusOr<bool>>> Send(const std::vector<rpc::BatchedWrite>& writes) {
+    std::unique_lock lock(mu_);
+    std::vector<int64_t> ids;
+    for (const auto& w : writes) ids.push_back(w.id);
+    batches_.push_back(ids);
+    ++in_flight_;
+    max_in_flight_ = std::max(max_in_flight_, in_flight_);
+    cv_.notify_all();
+    if (delay_us_ > 0) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
+      lock.lock();
+    }
+    cv_.wait(lock, [&] { return !hold_; });
+    --in_flight_;
+    if (fail_) return Status::Unavailable("LogStore is down");
+    std::vector<StatusOr<bool>> out;
+    for (const auto& w : writes) out.push_back(Expected(w));
+    if (drop_one_) out.pop_back();
+    return out;
+  }
+  void Hold() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    hold_ = false;
+    cv_.notify_all();
+  }
+  // Waits until `n` sends are blocked in Send.
+  void AwaitInFlight(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return in_flight_ >= n; });
+  }
+  std::vector<std::vector<int64_t>> batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+  int max_in_flight() {
+    std::lock_guard lock(mu_);
+    return max_in_flight_;
+  }
+  bool fail_ = false;
+  bool drop_one_ = false;
+  int delay_us_ = 0;  // each send takes this long
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;
+  int in_flight_ = 0;
+  int max_in_flight_ = 0;
+  std::vector<std::vector<int64_t>> batches_;
+};
+
+WriteBatcher::SendFn SendTo(FakeLogStore* log) {
+  return [log](const std::vector<rpc::BatchedWrite>& w) { return log->Send(w); };
+}
+
+void ExpectSame(const StatusOr<bool>& got, const StatusOr<bool>& want, int64_t id) {
+  ASSERT_EQ(got.ok(), want.ok()) << "write " << id << ": " << got.status().ToString();
+  if (want.ok()) {
+    EXPECT_EQ(*got, *want) << "write " << id;
+  } else {
+    EXPECT_EQ(got.status().code(), want.status().code()) << "write " << id;
+  }
+}
+
+TEST(WriteBatcherTest, ALoneWriterSendsItsWriteAtOnce) {
+  FakeLogStore log;
+  WriteBatcher batcher(SendTo(&log), {});
+  for (int64_t id : {1, 2, -3}) ExpectSame(batcher.Write(Add(id)), Expected(Add(id)), id);
+  EXPECT_EQ(log.batches(), (std::vector<std::vector<int64_t>>{{1}, {2}, {-3}}));
+  EXPECT_EQ(batcher.batches(), 3u);
+  EXPECT_EQ(batcher.writes(), 3u);
+}
+
+// With the one in-flight slot taken, the writers that arrive queue up and go as one batch, and
+// each gets the outcome of its own write (some fail, some were found, some not).
+TEST(WriteBatcherTest, WritersQueuedBehindAFullPipeShareOneBatch) {
+  FakeLogStore log;
+  WriteBatcher::Options options;
+  options.max_in_flight = 1;
+  WriteBatcher batcher(SendTo(&log), options);
+  log.Hold();
+  std::vector<std::thread> threads;
+  std::vector<StatusOr<bool>> got(20, StatusOr<bool>(false));
+  const auto id_of = [](int i) { return i % 7 == 3 ? -int64_t{i} : int64_t{i}; };
+  threads.emplace_back([&] { got[0] = batcher.Write(Add(id_of(0))); });
+  log.AwaitInFlight(1);
+  for (int i = 1; i < 20; ++i) {
+    threads.emplace_back([&, i] { got[i] = batcher.Write(Add(id_of(i))); });
+  }
+  // Give the 19 time to queue behind the held batch.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  log.Release();
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 20; ++i) ExpectSame(got[i], Expected(Add(id_of(i))), id_of(i));
+  const auto batches = log.batches();
+  ASSERT_EQ(batches.size(), 2u) << "the 19 queued writers should have gone as one batch";
+  EXPECT_EQ(batches[0], std::vector<int64_t>{id_of(0)});
+  std::vector<int64_t> second = batches[1], want;
+  for (int i = 1; i < 20; ++i) want.push_back(id_of(i));
+  std::sort(second.begin(), second.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(second, want);
+  EXPECT_EQ(log.max_in_flight(), 1);
+  EXPECT_EQ(batcher.writes(), 20u);
+}
+
+TEST(WriteBatcherTest, NeverMoreThanMaxInFlightBatches) {
+  FakeLogStore log;
+  log.delay_us_ = 300;
+  WriteBatcher::Options options;
+  options.max_in_flight = 3;
+  WriteBatcher batcher(SendTo(&log), options);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 12; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const int64_t id = t * 1000 + i;
+        auto got = batcher.Write(Add(id));
+        if (!got.ok() || *got != (id % 2 == 1)) ++wrong;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(log.max_in_flight(), 3);  // reached, never exceeded
+  EXPECT_EQ(batcher.writes(), 12u * 200);
+  EXPECT_LT(batcher.batches(), batcher.writes() / 2) << "12 writers over 3 slots: batches form";
+  size_t total = 0;
+  for (const auto& b : log.batches()) total += b.size();
+  EXPECT_EQ(total, 12u * 200);
+}
+
+TEST(WriteBatcherTest, AFailedBatchFailsEachOfItsWrites) {
+  FakeLogStore log;
+  log.fail_ = true;
+  WriteBatcher batcher(SendTo(&log), {});
+  auto got = batcher.Write(Add(5));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  log.fail_ = false;
+  log.drop_one_ = true;  // an answer with too few outcomes is a bug, not a success
+  got = batcher.Write(Add(5));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kInternal);
+}
+
+TEST(WriteBatcherTest, SizeLimitsSplitBatches) {
+  FakeLogStore log;
+  WriteBatcher::Options options;
+  options.max_in_flight = 1;
+  options.max_writes = 4;
+  options.max_bytes = 3000;  // two 1 KB writes fit, three do not
+  WriteBatcher batcher(SendTo(&log), options);
+  log.Hold();
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { EXPECT_TRUE(batcher.Write(Add(0)).ok()); });
+  log.AwaitInFlight(1);
+  // Queued in this order: six small writes, then three of 1 KB and one of 5 KB (alone: larger
+  // than max_bytes, still sent).
+  std::vector<rpc::BatchedWrite> queued;
+  for (int i = 1; i <= 6; ++i) queued.push_back(Add(i));
+  for (int i = 7; i <= 9; ++i) queued.push_back(Add(i, 1000));
+  queued.push_back(Add(10, 5000));
+  for (const auto& w : queued) {
+    threads.emplace_back([&batcher, w] { EXPECT_TRUE(batcher.Write(w).ok()); });
+    // One at a time, so the queue order is known.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  log.Release();
+  for (auto& t : threads) t.join();
+  const auto batches = log.batches();
+  EXPECT_EQ(batches, (std::vector<std::vector<int64_t>>{{0}, {1, 2, 3, 4}, {5, 6, 7, 8}, {9}, {10}}));
+}
+
+}  // namespace
+}  // namespace zipg::aggregator
