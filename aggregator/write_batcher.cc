@@ -1,5 +1,9 @@
 #include "aggregator/write_batcher.h"
 
+#include <algorithm>
+#include <exception>
+#include <string>
+
 namespace zipg::aggregator {
 
 namespace {
@@ -16,7 +20,7 @@ StatusOr<bool> WriteBatcher::Write(rpc::BatchedWrite write) {
   std::unique_lock lock(mu_);
   queue_.push_back(&self);
   while (!self.done) {
-    if (queue_.front() == &self && in_flight_ < options_.max_in_flight) {
+    if (!queue_.empty() && queue_.front() == &self && in_flight_ < options_.max_in_flight) {
       SendBatch(lock, &self);
     } else {
       self.cv.wait(lock);
@@ -45,7 +49,12 @@ void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
   if (!queue_.empty()) queue_.front()->cv.notify_one();
   lock.unlock();
 
-  StatusOr<std::vector<StatusOr<bool>>> outcomes = send_(writes);
+  StatusOr<std::vector<StatusOr<bool>>> outcomes = Status::Internal("write batch not sent");
+  try {
+    outcomes = send_(writes);
+  } catch (const std::exception& e) {  // the waiters must still be answered
+    outcomes = Status::Internal(std::string("write batch: ") + e.what());
+  }
   if (outcomes.ok() && outcomes->size() != batch.size()) {
     outcomes = Status::Internal("a write batch of " + std::to_string(batch.size()) +
                                 " writes got " + std::to_string(outcomes->size()) + " outcomes");
@@ -61,6 +70,11 @@ void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
     if (w != self) w->cv.notify_one();
   }
   if (!queue_.empty()) queue_.front()->cv.notify_one();  // may now send
+}
+
+size_t WriteBatcher::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
 }
 
 uint64_t WriteBatcher::batches() const {

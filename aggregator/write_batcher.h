@@ -28,14 +28,18 @@ class WriteBatcher {
   struct Options {
     size_t max_in_flight = 8;
     size_t max_writes = 256;
-    size_t max_bytes = 4u << 20;  // approximate request size; a larger write goes alone
+    // Approximate request size; a larger write goes alone. Well under rpc::kMaxRequestBytes.
+    size_t max_bytes = 4u << 20;
   };
 
-  WriteBatcher(SendFn send, Options options) : send_(std::move(send)), options_(options) {}
+  // max_in_flight and max_writes below 1 are taken as 1.
+  WriteBatcher(SendFn send, Options options) : send_(std::move(send)), options_(Clamp(options)) {}
 
   // The write's outcome (deletes: whether a live version was found).
   StatusOr<bool> Write(rpc::BatchedWrite write);
 
+  // Writes waiting to be sent.
+  size_t queued() const;
   // Batches sent and the writes they carried.
   uint64_t batches() const;
   uint64_t writes() const;
@@ -47,6 +51,11 @@ class WriteBatcher {
     bool done = false;  // guarded by mu_
     std::condition_variable cv;
   };
+  static Options Clamp(Options o) {
+    if (o.max_in_flight < 1) o.max_in_flight = 1;
+    if (o.max_writes < 1) o.max_writes = 1;
+    return o;
+  }
   // Sends the writes at the front of the queue (mu_ held by `lock` on entry and on return).
   void SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self);
 

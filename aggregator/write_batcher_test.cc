@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -97,6 +98,11 @@ WriteBatcher::SendFn SendTo(FakeLogStore* log) {
   return [log](const std::vector<rpc::BatchedWrite>& w) { return log->Send(w); };
 }
 
+// Waits until `n` writes are queued (not yet sent).
+void AwaitQueued(const WriteBatcher& batcher, size_t n) {
+  while (batcher.queued() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 void ExpectSame(const StatusOr<bool>& got, const StatusOr<bool>& want, int64_t id) {
   ASSERT_EQ(got.ok(), want.ok()) << "write " << id << ": " << got.status().ToString();
   if (want.ok()) {
@@ -131,8 +137,7 @@ TEST(WriteBatcherTest, WritersQueuedBehindAFullPipeShareOneBatch) {
   for (int i = 1; i < 20; ++i) {
     threads.emplace_back([&, i] { got[i] = batcher.Write(Add(id_of(i))); });
   }
-  // Give the 19 time to queue behind the held batch.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  AwaitQueued(batcher, 19);
   log.Release();
   for (auto& t : threads) t.join();
   for (int i = 0; i < 20; ++i) ExpectSame(got[i], Expected(Add(id_of(i))), id_of(i));
@@ -177,16 +182,38 @@ TEST(WriteBatcherTest, NeverMoreThanMaxInFlightBatches) {
 
 TEST(WriteBatcherTest, AFailedBatchFailsEachOfItsWrites) {
   FakeLogStore log;
+  WriteBatcher::Options options;
+  options.max_in_flight = 1;
+  WriteBatcher batcher(SendTo(&log), options);
+  // One held batch; five writes queue behind it; then the LogStore goes down.
+  log.Hold();
+  std::vector<std::thread> threads;
+  std::vector<StatusOr<bool>> got(6, StatusOr<bool>(false));
+  threads.emplace_back([&] { got[0] = batcher.Write(Add(0)); });
+  log.AwaitInFlight(1);
+  for (int i = 1; i < 6; ++i) threads.emplace_back([&, i] { got[i] = batcher.Write(Add(i)); });
+  AwaitQueued(batcher, 5);
   log.fail_ = true;
-  WriteBatcher batcher(SendTo(&log), {});
-  auto got = batcher.Write(Add(5));
-  ASSERT_FALSE(got.ok());
-  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable);
+  log.Release();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(log.batches().size(), 2u);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_FALSE(got[i].ok()) << "write " << i;
+    EXPECT_EQ(got[i].status().code(), StatusCode::kUnavailable) << "write " << i;
+  }
   log.fail_ = false;
   log.drop_one_ = true;  // an answer with too few outcomes is a bug, not a success
-  got = batcher.Write(Add(5));
-  ASSERT_FALSE(got.ok());
-  EXPECT_EQ(got.status().code(), StatusCode::kInternal);
+  auto short_answer = batcher.Write(Add(5));
+  ASSERT_FALSE(short_answer.ok());
+  EXPECT_EQ(short_answer.status().code(), StatusCode::kInternal);
+  // A send that throws still answers its writers, and the batcher keeps working.
+  WriteBatcher throwing(
+      [](const std::vector<rpc::BatchedWrite>&) -> StatusOr<std::vector<StatusOr<bool>>> {
+        throw std::runtime_error("boom");
+      },
+      {});
+  EXPECT_EQ(throwing.Write(Add(1)).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(throwing.Write(Add(2)).status().code(), StatusCode::kInternal);
 }
 
 TEST(WriteBatcherTest, SizeLimitsSplitBatches) {
@@ -206,10 +233,10 @@ TEST(WriteBatcherTest, SizeLimitsSplitBatches) {
   for (int i = 1; i <= 6; ++i) queued.push_back(Add(i));
   for (int i = 7; i <= 9; ++i) queued.push_back(Add(i, 1000));
   queued.push_back(Add(10, 5000));
-  for (const auto& w : queued) {
+  for (size_t k = 0; k < queued.size(); ++k) {
+    const rpc::BatchedWrite w = queued[k];
     threads.emplace_back([&batcher, w] { EXPECT_TRUE(batcher.Write(w).ok()); });
-    // One at a time, so the queue order is known.
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    AwaitQueued(batcher, k + 1);  // one at a time, so the queue order is known
   }
   log.Release();
   for (auto& t : threads) t.join();

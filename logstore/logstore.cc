@@ -501,7 +501,7 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<LogRecord>& r
   CommitAll(&commits);
   for (size_t k = 0; k < commits.size(); ++k) {
     if (commits[k].status.ok()) {
-      out[index[k]] = commits[k].found;
+      out[index[k]] = valid[k].op == UpdateOp::kPutEdge || commits[k].found;
     } else {
       out[index[k]] = commits[k].status;
     }

@@ -231,6 +231,16 @@ StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& propert
 
 StatusOr<std::vector<StatusOr<bool>>> RemoteGraph::WriteBatch(
     const std::vector<BatchedWrite>& writes) {
+  size_t bytes = 0;
+  for (const BatchedWrite& w : writes) {
+    bytes += 48;
+    for (const auto& [name, value] : w.properties) bytes += 8 + name.size() + value.size();
+  }
+  if (bytes > kMaxRequestBytes) {
+    return Status::ResourceExhausted("write batch of ~" + std::to_string(bytes) +
+                                     " bytes exceeds the limit of " +
+                                     std::to_string(kMaxRequestBytes));
+  }
   std::vector<WriteOutcome> r;
   ZIPG_RETURN_IF_ERROR(
       pool_->Call([&](LogStoreServiceClient& c) { c.write_batch(r, writes); }, false));
