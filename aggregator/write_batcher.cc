@@ -1,18 +1,11 @@
 #include "aggregator/write_batcher.h"
 
-#include <algorithm>
 #include <exception>
 #include <string>
 
-namespace zipg::aggregator {
+#include "rpc/remote_graph.h"
 
-namespace {
-size_t ApproxBytes(const rpc::BatchedWrite& w) {
-  size_t bytes = 48;
-  for (const auto& [name, value] : w.properties) bytes += 8 + name.size() + value.size();
-  return bytes;
-}
-}  // namespace
+namespace zipg::aggregator {
 
 StatusOr<bool> WriteBatcher::Write(rpc::BatchedWrite write) {
   Waiter self;
@@ -35,7 +28,7 @@ void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
   size_t bytes = 0;
   while (!queue_.empty() && batch.size() < options_.max_writes) {
     Waiter* w = queue_.front();
-    const size_t b = ApproxBytes(w->write);
+    const size_t b = rpc::RequestBytes(w->write);
     if (!batch.empty() && bytes + b > options_.max_bytes) break;
     bytes += b;
     queue_.pop_front();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -112,6 +113,29 @@ void ExpectSame(const StatusOr<bool>& got, const StatusOr<bool>& want, int64_t i
   }
 }
 
+// Sends writes[0] and holds it at the LogStore, queues the others behind it one at a time (so
+// the queue order is theirs), calls `before_release`, then lets the LogStore answer. Each write's
+// outcome, in order. The batcher must have max_in_flight 1.
+std::vector<StatusOr<bool>> BehindAHeldBatch(FakeLogStore& log, WriteBatcher& batcher,
+                                             const std::vector<rpc::BatchedWrite>& writes,
+                                             const std::function<void()>& before_release = {}) {
+  std::vector<StatusOr<bool>> got(writes.size(), StatusOr<bool>(false));
+  std::vector<std::thread> threads;
+  log.Hold();
+  for (size_t k = 0; k < writes.size(); ++k) {
+    threads.emplace_back([&, k] { got[k] = batcher.Write(writes[k]); });
+    if (k == 0) {
+      log.AwaitInFlight(1);
+    } else {
+      AwaitQueued(batcher, k);
+    }
+  }
+  if (before_release) before_release();
+  log.Release();
+  for (auto& t : threads) t.join();
+  return got;
+}
+
 TEST(WriteBatcherTest, ALoneWriterSendsItsWriteAtOnce) {
   FakeLogStore log;
   WriteBatcher batcher(SendTo(&log), {});
@@ -128,27 +152,17 @@ TEST(WriteBatcherTest, WritersQueuedBehindAFullPipeShareOneBatch) {
   WriteBatcher::Options options;
   options.max_in_flight = 1;
   WriteBatcher batcher(SendTo(&log), options);
-  log.Hold();
-  std::vector<std::thread> threads;
-  std::vector<StatusOr<bool>> got(20, StatusOr<bool>(false));
   const auto id_of = [](int i) { return i % 7 == 3 ? -int64_t{i} : int64_t{i}; };
-  threads.emplace_back([&] { got[0] = batcher.Write(Add(id_of(0))); });
-  log.AwaitInFlight(1);
-  for (int i = 1; i < 20; ++i) {
-    threads.emplace_back([&, i] { got[i] = batcher.Write(Add(id_of(i))); });
-  }
-  AwaitQueued(batcher, 19);
-  log.Release();
-  for (auto& t : threads) t.join();
+  std::vector<rpc::BatchedWrite> writes;
+  for (int i = 0; i < 20; ++i) writes.push_back(Add(id_of(i)));
+  const std::vector<StatusOr<bool>> got = BehindAHeldBatch(log, batcher, writes);
   for (int i = 0; i < 20; ++i) ExpectSame(got[i], Expected(Add(id_of(i))), id_of(i));
   const auto batches = log.batches();
   ASSERT_EQ(batches.size(), 2u) << "the 19 queued writers should have gone as one batch";
   EXPECT_EQ(batches[0], std::vector<int64_t>{id_of(0)});
-  std::vector<int64_t> second = batches[1], want;
+  std::vector<int64_t> want;
   for (int i = 1; i < 20; ++i) want.push_back(id_of(i));
-  std::sort(second.begin(), second.end());
-  std::sort(want.begin(), want.end());
-  EXPECT_EQ(second, want);
+  EXPECT_EQ(batches[1], want);
   EXPECT_EQ(log.max_in_flight(), 1);
   EXPECT_EQ(batcher.writes(), 20u);
 }
@@ -186,16 +200,10 @@ TEST(WriteBatcherTest, AFailedBatchFailsEachOfItsWrites) {
   options.max_in_flight = 1;
   WriteBatcher batcher(SendTo(&log), options);
   // One held batch; five writes queue behind it; then the LogStore goes down.
-  log.Hold();
-  std::vector<std::thread> threads;
-  std::vector<StatusOr<bool>> got(6, StatusOr<bool>(false));
-  threads.emplace_back([&] { got[0] = batcher.Write(Add(0)); });
-  log.AwaitInFlight(1);
-  for (int i = 1; i < 6; ++i) threads.emplace_back([&, i] { got[i] = batcher.Write(Add(i)); });
-  AwaitQueued(batcher, 5);
-  log.fail_ = true;
-  log.Release();
-  for (auto& t : threads) t.join();
+  std::vector<rpc::BatchedWrite> writes;
+  for (int i = 0; i < 6; ++i) writes.push_back(Add(i));
+  const std::vector<StatusOr<bool>> got =
+      BehindAHeldBatch(log, batcher, writes, [&] { log.fail_ = true; });
   EXPECT_EQ(log.batches().size(), 2u);
   for (int i = 0; i < 6; ++i) {
     ASSERT_FALSE(got[i].ok()) << "write " << i;
@@ -223,23 +231,13 @@ TEST(WriteBatcherTest, SizeLimitsSplitBatches) {
   options.max_writes = 4;
   options.max_bytes = 3000;  // two 1 KB writes fit, three do not
   WriteBatcher batcher(SendTo(&log), options);
-  log.Hold();
-  std::vector<std::thread> threads;
-  threads.emplace_back([&] { EXPECT_TRUE(batcher.Write(Add(0)).ok()); });
-  log.AwaitInFlight(1);
-  // Queued in this order: six small writes, then three of 1 KB and one of 5 KB (alone: larger
-  // than max_bytes, still sent).
-  std::vector<rpc::BatchedWrite> queued;
-  for (int i = 1; i <= 6; ++i) queued.push_back(Add(i));
-  for (int i = 7; i <= 9; ++i) queued.push_back(Add(i, 1000));
-  queued.push_back(Add(10, 5000));
-  for (size_t k = 0; k < queued.size(); ++k) {
-    const rpc::BatchedWrite w = queued[k];
-    threads.emplace_back([&batcher, w] { EXPECT_TRUE(batcher.Write(w).ok()); });
-    AwaitQueued(batcher, k + 1);  // one at a time, so the queue order is known
-  }
-  log.Release();
-  for (auto& t : threads) t.join();
+  // Held: one small write. Queued in this order: six small writes, then three of 1 KB and one of
+  // 5 KB (alone: larger than max_bytes, still sent).
+  std::vector<rpc::BatchedWrite> writes;
+  for (int i = 0; i <= 6; ++i) writes.push_back(Add(i));
+  for (int i = 7; i <= 9; ++i) writes.push_back(Add(i, 1000));
+  writes.push_back(Add(10, 5000));
+  for (const auto& got : BehindAHeldBatch(log, batcher, writes)) EXPECT_TRUE(got.ok());
   const auto batches = log.batches();
   EXPECT_EQ(batches, (std::vector<std::vector<int64_t>>{{0}, {1, 2, 3, 4}, {5, 6, 7, 8}, {9}, {10}}));
 }

@@ -33,6 +33,25 @@ Status CheckEdgeKey(int64_t src, int64_t type, int64_t dst) {
   return Status::OK();
 }
 
+// An unconditional write (assoc_add, assoc_delete, obj_delete) as it is logged: its key checked,
+// the fields its op does not use cleared, assoc_add's properties normalized. The single calls and
+// WriteBatch both go through here, so they accept and log exactly the same records.
+StatusOr<LogRecord> Unconditional(const LogRecord& r) {
+  switch (r.op) {
+    case UpdateOp::kPutEdge:
+      ZIPG_RETURN_IF_ERROR(CheckEdgeKey(r.node, r.type, r.dst));
+      return LogRecord{r.op, r.node, r.type, r.dst, r.timestamp, NormalizeProperties(r.properties)};
+    case UpdateOp::kDeleteEdge:
+      ZIPG_RETURN_IF_ERROR(CheckEdgeKey(r.node, r.type, r.dst));
+      return LogRecord{r.op, r.node, r.type, r.dst, 0, {}};
+    case UpdateOp::kDeleteNode:
+      if (r.node < 0) return Status::InvalidArgument("id must be >= 0");
+      return LogRecord{r.op, r.node, 0, 0, 0, {}};
+    default:
+      return Status::InvalidArgument("only assoc_add, assoc_delete and obj_delete are batched");
+  }
+}
+
 bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -406,16 +425,15 @@ Status LogStore::ObjUpdate(int64_t id, const Properties& properties) {
 }
 
 StatusOr<bool> LogStore::ObjDelete(int64_t id) {
-  if (id < 0) return Status::InvalidArgument("id must be >= 0");
+  ZIPG_ASSIGN_OR_RETURN(LogRecord r, Unconditional({UpdateOp::kDeleteNode, id, 0, 0, 0, {}}));
   StripeLock stripe(StripeOf(id), /*exclusive=*/false);
-  return Write(LogRecord{UpdateOp::kDeleteNode, id, 0, 0, 0, {}});
+  return Write(r);
 }
 
 Status LogStore::AssocAdd(const Edge& e) {
-  ZIPG_RETURN_IF_ERROR(CheckEdgeKey(e.src, e.type, e.dst));
+  ZIPG_ASSIGN_OR_RETURN(LogRecord r, Unconditional({UpdateOp::kPutEdge, e.src, e.type, e.dst,
+                                                    e.timestamp, e.properties}));
   StripeLock stripe(StripeOf(e.src), /*exclusive=*/false);
-  LogRecord r{UpdateOp::kPutEdge, e.src, e.type, e.dst, e.timestamp,
-              NormalizeProperties(e.properties)};
   return Write(r).status();
 }
 
@@ -435,9 +453,9 @@ Status LogStore::AssocUpdate(const Edge& e) {
 }
 
 StatusOr<bool> LogStore::AssocDelete(int64_t src, int64_t type, int64_t dst) {
-  ZIPG_RETURN_IF_ERROR(CheckEdgeKey(src, type, dst));
+  ZIPG_ASSIGN_OR_RETURN(LogRecord r, Unconditional({UpdateOp::kDeleteEdge, src, type, dst, 0, {}}));
   StripeLock stripe(StripeOf(src), /*exclusive=*/false);
-  return Write(LogRecord{UpdateOp::kDeleteEdge, src, type, dst, 0, {}});
+  return Write(r);
 }
 
 std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<LogRecord>& records) {
@@ -447,38 +465,17 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<LogRecord>& r
   std::vector<std::string> payloads;
   valid.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
-    const LogRecord& r = records[i];
-    Status ok;
-    switch (r.op) {
-      case UpdateOp::kPutEdge:
-      case UpdateOp::kDeleteEdge:
-        ok = CheckEdgeKey(r.node, r.type, r.dst);
-        break;
-      case UpdateOp::kDeleteNode:
-        if (r.node < 0) ok = Status::InvalidArgument("id must be >= 0");
-        break;
-      default:
-        ok = Status::InvalidArgument("only assoc_add, assoc_delete and obj_delete are batched");
-    }
-    if (!ok.ok()) {
-      out[i] = ok;
+    StatusOr<LogRecord> copy = Unconditional(records[i]);
+    if (!copy.ok()) {
+      out[i] = copy.status();
       continue;
     }
-    LogRecord copy = r;
-    if (r.op == UpdateOp::kPutEdge) {
-      copy.properties = NormalizeProperties(r.properties);
-    } else {
-      copy.type = r.op == UpdateOp::kDeleteNode ? 0 : r.type;
-      copy.dst = r.op == UpdateOp::kDeleteNode ? 0 : r.dst;
-      copy.timestamp = 0;
-      copy.properties.clear();
-    }
-    StatusOr<std::string> payload = Encode(copy);
+    StatusOr<std::string> payload = Encode(*copy);
     if (!payload.ok()) {
       out[i] = payload.status();
       continue;
     }
-    valid.push_back(std::move(copy));
+    valid.push_back(std::move(*copy));
     index.push_back(i);
     payloads.push_back(std::move(*payload));
   }

@@ -229,13 +229,16 @@ StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& propert
   return r;
 }
 
+size_t RequestBytes(const BatchedWrite& write) {
+  size_t bytes = 48;  // kind, id, type, dst, timestamp and field headers
+  for (const auto& [name, value] : write.properties) bytes += 8 + name.size() + value.size();
+  return bytes;
+}
+
 StatusOr<std::vector<StatusOr<bool>>> RemoteGraph::WriteBatch(
     const std::vector<BatchedWrite>& writes) {
   size_t bytes = 0;
-  for (const BatchedWrite& w : writes) {
-    bytes += 48;
-    for (const auto& [name, value] : w.properties) bytes += 8 + name.size() + value.size();
-  }
+  for (const BatchedWrite& w : writes) bytes += RequestBytes(w);
   if (bytes > kMaxRequestBytes) {
     return Status::ResourceExhausted("write batch of ~" + std::to_string(bytes) +
                                      " bytes exceeds the limit of " +

@@ -82,6 +82,9 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   std::shared_ptr<ConnectionPool> pool_;
 };
 
+// The approximate bytes one write adds to a write_batch request.
+size_t RequestBytes(const BatchedWrite& write);
+
 // RESOURCE_EXHAUSTED if a request carrying these would exceed kMaxRequestBytes.
 Status CheckRequestSize(size_t ids, const Properties* properties,
                         const std::vector<std::string>* names);
