@@ -749,6 +749,15 @@ StatusOr<std::string> LogStore::CompactNow() {
   std::lock_guard lock(compact_mu_);
   json summary = {{"compacted", false}};
   if (!frozen_) {
+    // Woken by the memory threshold. Groups applied while the previous compaction was freezing
+    // may have woken the loop again for the generation already frozen: only a memtable still
+    // past the threshold is compacted.
+    {
+      std::shared_lock data(data_mu_);
+      if (options_.memtable_bytes == 0 || memtable_->bytes() < options_.memtable_bytes) {
+        return summary.dump();
+      }
+    }
     ZIPG_ASSIGN_OR_RETURN(bool frozen, Freeze());
     if (!frozen) return summary.dump();
   }

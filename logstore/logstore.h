@@ -186,6 +186,8 @@ class LogStore final : public GraphWriteApi {
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.
   StatusOr<bool> Freeze();
   Status BuildFrozen(nlohmann::json* summary);
+  // The compaction thread's step: build the frozen generation, or, with none frozen, freeze and
+  // build the memtable if it is (still) past the memory threshold.
   StatusOr<std::string> CompactNow();
   void CompactionLoop();
 
