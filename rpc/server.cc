@@ -1,6 +1,7 @@
 #include "rpc/server.h"
 
 #include <thrift/TConfiguration.h>
+#include <thrift/TProcessor.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TBufferTransports.h>
@@ -46,20 +47,33 @@ std::shared_ptr<TBinaryProtocolFactory> LimitedProtocol(int max_request_bytes) {
                                                   /*strict_read=*/false, /*strict_write=*/true);
 }
 
+// Counts a call once its arguments are read, before the handler runs and so before the reply
+// leaves: a client that has its answer sees the call counted.
+class CallCounter : public apache::thrift::TProcessorEventHandler {
+ public:
+  explicit CallCounter(std::shared_ptr<std::atomic<uint64_t>> calls) : calls_(std::move(calls)) {}
+  void postRead(void*, const char*, uint32_t) override {
+    calls_->fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::shared_ptr<std::atomic<uint64_t>> calls_;
+};
+
 // Runs the generated processor and turns any exception that escapes it (e.g. bad_alloc while
 // reading arguments) into closing that one connection; Thrift would otherwise terminate the
 // process.
 class GuardedProcessor : public TProcessor {
  public:
   GuardedProcessor(std::shared_ptr<TProcessor> inner, std::shared_ptr<std::atomic<uint64_t>> calls)
-      : inner_(std::move(inner)), calls_(std::move(calls)) {}
+      : inner_(std::move(inner)) {
+    if (calls) inner_->setEventHandler(std::make_shared<CallCounter>(std::move(calls)));
+  }
   bool process(std::shared_ptr<apache::thrift::protocol::TProtocol> in,
                std::shared_ptr<apache::thrift::protocol::TProtocol> out,
                void* connection_context) override {
     try {
-      const bool ok = inner_->process(in, out, connection_context);
-      if (calls_) calls_->fetch_add(1, std::memory_order_relaxed);
-      return ok;
+      return inner_->process(in, out, connection_context);
     } catch (const apache::thrift::TException&) {
       throw;  // the server closes the connection and keeps running
     } catch (const std::exception& e) {
@@ -70,7 +84,6 @@ class GuardedProcessor : public TProcessor {
 
  private:
   std::shared_ptr<TProcessor> inner_;
-  std::shared_ptr<std::atomic<uint64_t>> calls_;
 };
 
 // Reports when the socket is listening.

@@ -923,9 +923,8 @@ def main():
         """Runs req through aggregator k; (answer, calls per server, fragment_reads delta)."""
         before = {n: raw_status(e) for n, e in eps.items()}
         got = sess[k].call(req)
-        # A server counts a call after writing its reply (rpc/server.cc, GuardedProcessor): give
-        # the last increments a moment before reading the counters.
-        time.sleep(0.03)
+        # A server counts a call before it replies (rpc/server.cc, CallCounter), so every call
+        # that led to this answer, or to the write before it, is already counted.
         after = {n: raw_status(e) for n, e in eps.items()}
         calls = {n: after[n]["calls"] - before[n]["calls"] - 1 for n in names}  # -1: the status call
         fb = before["logstore"]["logstore"]["fragment_reads"]
