@@ -1,7 +1,7 @@
 // Construction and serialization of a CompressedFile (the query side is compressed_file.cc).
 //
-// Memory during construction: the text, the suffix array and the inverse suffix array (4 + 4 bytes
-// per text byte on the 32-bit path, 8 + 8 on the 64-bit path), plus the output sections.
+// Memory during construction: the text and the suffix array (4 bytes per text byte on the 32-bit
+// path, 8 on the 64-bit path), then the text, the BWT (1 byte per byte) and the output sections.
 
 #include <divsufsort.h>
 #include <divsufsort64.h>
@@ -18,6 +18,7 @@
 #include "util/checksum.h"
 #include "util/coding.h"
 #include "util/file.h"
+#include "util/page_buffer.h"
 
 namespace zipg::layout {
 namespace {
@@ -55,71 +56,168 @@ Section MakePacked(uint32_t id, const std::vector<uint64_t>& values, uint32_t wi
   return Section{id, width, values.size(), Pack(values, width)};
 }
 
-// The sections for text `t` given its suffix array `sa` (Index is int32_t or int64_t).
+// A packed array of `count` values of `width` bits, filled in any order; the layout of Pack().
+class PackedArray {
+ public:
+  PackedArray(uint64_t count, uint32_t width)
+      : words_(PackedView::WordsFor(count, width), 0), count_(count), width_(width) {}
+  void Set(uint64_t i, uint64_t v) {
+    const uint64_t bit = i * width_;
+    sdsl::bits::write_int(words_.data() + (bit >> 6), v, static_cast<uint8_t>(bit & 63),
+                          static_cast<uint8_t>(width_));
+  }
+  uint64_t Get(uint64_t i) const { return PackedView{words_.data(), count_, width_}.Get(i); }
+  Section Take(uint32_t id) { return Section{id, width_, count_, std::move(words_)}; }
+
+ private:
+  std::vector<uint64_t> words_;
+  uint64_t count_;
+  uint32_t width_;
+};
+
+// The sections for text `t`, with suffix-array indexes of type Index (int32_t or int64_t).
+//
+// Memory: the suffix array (sizeof(Index) bytes per row) is the only large buffer besides the
+// text. One pass over it takes the SA and ISA samples and turns it, in place, into the BWT (one
+// byte per row: the byte before each row's suffix); the rest of the buffer is then given back.
+// Psi is never materialized: the rows of column c, in order, have as Psi values the increasing
+// rows j whose BWT byte is c (LF is Psi's inverse), so two more passes over the BWT gather each
+// column's gap statistics, then write every column's blocks and gaps straight to their final
+// places. Peak: text + suffix array + the samples (docs/graph-layout.md, "Memory model").
 template <typename Index>
-void BuildSections(std::string_view t, const std::vector<Index>& sa,
-                   const CompressedFileOptions& opt, Built* out) {
+Status BuildSections(std::string_view t, const CompressedFileOptions& opt, Built* out) {
   const uint64_t n = t.size();
   const uint64_t rows = n + 1;  // row 0 is the sentinel's suffix
+  const auto* text = reinterpret_cast<const unsigned char*>(t.data());
   out->n = n;
-
-  // isa[p] = row of the suffix at p.
-  std::vector<Index> isa(n);
-  for (uint64_t i = 0; i < n; ++i) isa[static_cast<uint64_t>(sa[i])] = static_cast<Index>(i + 1);
 
   std::array<uint64_t, 256> counts{};
   for (unsigned char c : t) ++counts[c];
-  std::array<uint64_t, 257> col_start{};  // first row of each byte's column
-  col_start[0] = 1;
-  for (int c = 0; c < 256; ++c) col_start[c + 1] = col_start[c] + counts[c];
+  out->sections[0] =
+      Section{format::kCounts, 64, 256, std::vector<uint64_t>(counts.begin(), counts.end())};
 
-  // Psi for every row (row 0's is isa[0] and is not stored in the blocks).
-  std::vector<Index> psi(rows);
-  for (uint64_t r = 1; r < rows; ++r) {
-    uint64_t p = static_cast<uint64_t>(sa[r - 1]);
-    psi[r] = p + 1 < n ? isa[p + 1] : 0;
+  // Suffix array of the n non-empty suffixes: sa[i] is the text position of row i + 1.
+  PageBuffer buffer(n * sizeof(Index));
+  Index* sa = buffer.as<Index>();
+  if (n > 0) {
+    int failed = 0;
+    if constexpr (sizeof(Index) == 4) {
+      failed = divsufsort(text, reinterpret_cast<saidx_t*>(sa), static_cast<saidx_t>(n));
+    } else {
+      failed = divsufsort64(text, reinterpret_cast<saidx64_t*>(sa), static_cast<saidx64_t>(n));
+    }
+    if (failed != 0) return Status::Internal("divsufsort failed");
   }
 
-  // Column by column (rows of a column are contiguous and their Psi values increase): the gap code
-  // from the column's gap statistics, then its blocks.
-  const uint32_t block = opt.psi_block_size;
-  std::vector<uint64_t> block_values, block_offsets;
-  std::vector<uint64_t> column_words;  // per non-empty column: format::kColumnEntryBytes
-  std::vector<uint64_t> column_first_block = {0};  // per non-empty column, plus the end
-  BitWriter gaps;
-  for (int c = 0; c < 256; ++c) {
-    const uint64_t s = col_start[c], e = col_start[c + 1];
-    if (s == e) continue;
-    std::array<uint64_t, GapCode::kSymbols> z_counts{};
-    for (uint64_t r = s; r < e; ++r) {
-      if ((r - s) % block != 0) {
-        uint64_t gap = static_cast<uint64_t>(psi[r]) - static_cast<uint64_t>(psi[r - 1]);
-        ++z_counts[63 - std::countl_zero(gap)];
-      }
+  // One pass over the rows: SA samples by value (rows whose text position is a multiple of
+  // sa_rate, in row order), ISA samples (the row of every isa_rate-th position), and the BWT,
+  // written over the suffix array: byte r is written after sa[r - 1] was read, and lies in an
+  // element at or before it.
+  const uint32_t sa_rate = opt.sa_sampling_rate, isa_rate = opt.isa_sampling_rate;
+  const uint32_t bucket_bits = static_cast<uint32_t>(std::countr_zero(sa_rate)) + 5;
+  const uint64_t num_buckets = (rows >> bucket_bits) + 1;
+  const uint64_t num_marks = (n + sa_rate - 1) / sa_rate;
+  PackedArray sa_samples(num_marks, BitsFor(n / sa_rate)), low(num_marks, bucket_bits);
+  PackedArray isa_samples((n + isa_rate - 1) / isa_rate, BitsFor(n));
+  std::vector<uint64_t> buckets(num_buckets + 1, 0);
+  uint8_t* const bwt = reinterpret_cast<uint8_t*>(buffer.data());
+  uint64_t dollar_row = 0;  // the row whose BWT "byte" is the sentinel (the whole text's row)
+  uint64_t mark = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t p = static_cast<uint64_t>(sa[i]), r = i + 1;
+    if (p % sa_rate == 0) {
+      sa_samples.Set(mark, p / sa_rate);
+      low.Set(mark, r & LowMask(bucket_bits));
+      ++buckets[(r >> bucket_bits) + 1];
+      ++mark;
     }
-    GapCode::Lengths lengths = GapCode::BuildLengths(z_counts);
-    GapCode code = std::move(GapCode::FromLengths(lengths)).value();  // valid by construction
+    if (p % isa_rate == 0) isa_samples.Set(p / isa_rate, r);
+    if (p == 0) dollar_row = r;
+    bwt[r] = p == 0 ? 0 : text[p - 1];
+  }
+  if (n > 0) {
+    bwt[0] = text[n - 1];  // row 0 (the sentinel's suffix) follows the last byte
+    buffer.ShrinkTo(rows);
+  }
+  for (uint64_t b = 1; b <= num_buckets; ++b) buckets[b] += buckets[b - 1];
+  out->num_marks = num_marks;
+  out->sa_bucket_bits = bucket_bits;
+  out->sections[3] = isa_samples.Take(format::kIsaSamples);
+  out->sections[4] = sa_samples.Take(format::kSaSamples);
+  out->sections[5] = MakePacked(format::kSaMarkBuckets, buckets, BitsFor(num_marks));
+  out->sections[6] = low.Take(format::kSaMarkLow);
+
+  // Visits the rows j in increasing order with their column c = bwt[j] and index k within the
+  // column (Psi of the column's k-th row is j), skipping the sentinel's row.
+  auto for_each_psi = [&](auto&& visit) {
+    if (n == 0) return;
+    std::array<uint64_t, 256> seen{};
+    for (uint64_t j = 0; j < rows; ++j) {
+      if (j == dollar_row) continue;
+      const uint8_t c = bwt[j];
+      visit(c, seen[c]++, j);
+    }
+  };
+
+  // Pass 1: each column's gap statistics (gaps inside blocks; a block starts with a sample).
+  const uint32_t block = opt.psi_block_size;
+  std::vector<std::array<uint64_t, GapCode::kSymbols>> z_counts(256);
+  {
+    std::array<uint64_t, 256> last{};
+    for_each_psi([&](uint8_t c, uint64_t k, uint64_t j) {
+      if (k % block != 0) ++z_counts[c][63 - std::countl_zero(j - last[c])];
+      last[c] = j;
+    });
+  }
+
+  // The code of each non-empty column, and where its gaps start in the stream.
+  std::vector<GapCode> codes(256);
+  std::vector<uint64_t> column_words;  // per non-empty column: format::kColumnEntryWords
+  std::array<uint64_t, 256> cursor{}, first_block{};
+  uint64_t total_bits = 0, num_blocks = 0;
+  std::vector<uint64_t> column_first_block = {0};  // per non-empty column, plus the end
+  for (int c = 0; c < 256; ++c) {
+    if (counts[c] == 0) continue;
+    const GapCode::Lengths lengths = GapCode::BuildLengths(z_counts[c]);
+    codes[c] = std::move(GapCode::FromLengths(lengths)).value();  // valid by construction
     for (int w = 0; w < 8; ++w) {
       uint64_t word = 0;
       std::memcpy(&word, lengths.data() + 8 * w, 8);
       column_words.push_back(word);
     }
     column_words.push_back(0);  // sample widths, filled in below
-    for (uint64_t r = s; r < e; ++r) {
-      if ((r - s) % block == 0) {
-        block_values.push_back(static_cast<uint64_t>(psi[r]));
-        block_offsets.push_back(gaps.bit_size());
-      } else {
-        // > 0: Psi strictly increases within a column
-        code.Encode(static_cast<uint64_t>(psi[r]) - static_cast<uint64_t>(psi[r - 1]), &gaps);
-      }
+    cursor[c] = total_bits;
+    for (uint32_t z = 0; z < GapCode::kSymbols; ++z) {
+      total_bits += z_counts[c][z] * codes[c].CodedBits(z);
     }
-    column_first_block.push_back(block_values.size());
+    first_block[c] = num_blocks;
+    num_blocks += (counts[c] + block - 1) / block;
+    column_first_block.push_back(num_blocks);
   }
-  std::vector<Index>().swap(psi);
-  out->psi_gap_bits = gaps.bit_size();
+  std::vector<std::array<uint64_t, GapCode::kSymbols>>().swap(z_counts);
+  out->psi_gap_bits = total_bits;
   out->psi_value_bits = BitsFor(n);
-  out->psi_offset_bits = BitsFor(gaps.bit_size());
+  out->psi_offset_bits = BitsFor(total_bits);
+
+  // Pass 2: block samples (first value and gap offset of every block) and the gaps, each column
+  // writing at its own cursor. One zero word of padding follows the last bit, as BitWriter does.
+  std::vector<uint64_t> gaps((total_bits + 63) / 64 + 1, 0);
+  PackedArray block_values(num_blocks, out->psi_value_bits);
+  PackedArray block_offsets(num_blocks, out->psi_offset_bits);
+  {
+    std::array<uint64_t, 256> last{};
+    for_each_psi([&](uint8_t c, uint64_t k, uint64_t j) {
+      if (k % block == 0) {
+        const uint64_t b = first_block[c] + k / block;
+        block_values.Set(b, j);
+        block_offsets.Set(b, cursor[c]);
+      } else {
+        codes[c].EncodeAt(j - last[c], gaps.data(), &cursor[c]);
+      }
+      last[c] = j;
+    });
+  }
+  buffer = PageBuffer();
   {
     // Block samples, column by column in superblocks of kBlocksPerSuper blocks: a record holds the
     // superblock's first block value and gap offset in full, then for each further block its value
@@ -132,8 +230,8 @@ void BuildSections(std::string_view t, const std::vector<Index>& sa,
       uint64_t max_dv = 0, max_do = 0;
       for (uint64_t b = b0; b < b1; ++b) {
         uint64_t sb = b0 + ((b - b0) / format::kBlocksPerSuper) * format::kBlocksPerSuper;
-        max_dv = std::max(max_dv, block_values[b] - block_values[sb]);
-        max_do = std::max(max_do, block_offsets[b] - block_offsets[sb]);
+        max_dv = std::max(max_dv, block_values.Get(b) - block_values.Get(sb));
+        max_do = std::max(max_do, block_offsets.Get(b) - block_offsets.Get(sb));
       }
       const uint32_t cwv = max_dv == 0 ? 0 : BitsFor(max_dv);
       const uint32_t cwo = max_do == 0 ? 0 : BitsFor(max_do);
@@ -141,11 +239,11 @@ void BuildSections(std::string_view t, const std::vector<Index>& sa,
       for (uint64_t b = b0; b < b1; ++b) {
         uint64_t sb = b0 + ((b - b0) / format::kBlocksPerSuper) * format::kBlocksPerSuper;
         if (b == sb) {
-          w.Append(block_values[b], wv);
-          w.Append(block_offsets[b], wo);
+          w.Append(block_values.Get(b), wv);
+          w.Append(block_offsets.Get(b), wo);
         } else {
-          w.Append(block_values[b] - block_values[sb], cwv);
-          w.Append(block_offsets[b] - block_offsets[sb], cwo);
+          w.Append(block_values.Get(b) - block_values.Get(sb), cwv);
+          w.Append(block_offsets.Get(b) - block_offsets.Get(sb), cwo);
         }
       }
     }
@@ -155,39 +253,8 @@ void BuildSections(std::string_view t, const std::vector<Index>& sa,
   }
   out->sections[7] =
       Section{format::kPsiColumns, 8, column_words.size() * 8, std::move(column_words)};
-  std::vector<uint64_t> gap_words = gaps.Finish();
-  out->sections[2] = Section{format::kPsiGaps, 0, out->psi_gap_bits, std::move(gap_words)};
-
-  // ISA samples.
-  std::vector<uint64_t> isa_samples;
-  for (uint64_t p = 0; p < n; p += opt.isa_sampling_rate) {
-    isa_samples.push_back(static_cast<uint64_t>(isa[p]));
-  }
-  out->sections[3] = MakePacked(format::kIsaSamples, isa_samples, BitsFor(n));
-  std::vector<Index>().swap(isa);
-
-  // SA samples by value: rows whose text position is a multiple of sa_rate, in row order.
-  const uint32_t sa_rate = opt.sa_sampling_rate;
-  const uint32_t bucket_bits = static_cast<uint32_t>(std::countr_zero(sa_rate)) + 5;
-  const uint64_t num_buckets = (rows >> bucket_bits) + 1;
-  std::vector<uint64_t> sa_samples, low, buckets(num_buckets + 1, 0);
-  for (uint64_t r = 1; r < rows; ++r) {
-    uint64_t p = static_cast<uint64_t>(sa[r - 1]);
-    if (p % sa_rate == 0) {
-      sa_samples.push_back(p / sa_rate);
-      low.push_back(r & LowMask(bucket_bits));
-      ++buckets[(r >> bucket_bits) + 1];
-    }
-  }
-  for (uint64_t b = 1; b <= num_buckets; ++b) buckets[b] += buckets[b - 1];
-  out->num_marks = sa_samples.size();
-  out->sa_bucket_bits = bucket_bits;
-  out->sections[4] = MakePacked(format::kSaSamples, sa_samples, BitsFor(n / sa_rate));
-  out->sections[5] = MakePacked(format::kSaMarkBuckets, buckets, BitsFor(sa_samples.size()));
-  out->sections[6] = MakePacked(format::kSaMarkLow, low, bucket_bits);
-
-  out->sections[0] =
-      Section{format::kCounts, 64, 256, std::vector<uint64_t>(counts.begin(), counts.end())};
+  out->sections[2] = Section{format::kPsiGaps, 0, total_bits, std::move(gaps)};
+  return Status::OK();
 }
 
 // Writes the header, section table and sections of `b` to `sink`.
@@ -235,20 +302,15 @@ Status Serialize(const Built& b, const CompressedFileOptions& opt, const FileSin
 StatusOr<Built> BuildAll(std::string_view text, const CompressedFileOptions& options) {
   ZIPG_RETURN_IF_ERROR(options.Validate());
   Built built;
-  const uint64_t n = text.size();
-  const auto* t = reinterpret_cast<const unsigned char*>(text.data());
-  if (!options.force_64bit_construction && n < static_cast<uint64_t>(INT32_MAX)) {
-    std::vector<int32_t> sa(n);
-    if (n > 0 && divsufsort(t, sa.data(), static_cast<saidx_t>(n)) != 0) {
-      return Status::Internal("divsufsort failed");
+  try {
+    if (!options.force_64bit_construction && text.size() < static_cast<uint64_t>(INT32_MAX)) {
+      ZIPG_RETURN_IF_ERROR(BuildSections<int32_t>(text, options, &built));
+    } else {
+      ZIPG_RETURN_IF_ERROR(BuildSections<int64_t>(text, options, &built));
     }
-    BuildSections(text, sa, options, &built);
-  } else {
-    std::vector<int64_t> sa(n);
-    if (n > 0 && divsufsort64(t, sa.data(), static_cast<saidx64_t>(n)) != 0) {
-      return Status::Internal("divsufsort64 failed");
-    }
-    BuildSections(text, sa, options, &built);
+  } catch (const std::bad_alloc&) {
+    return Status::ResourceExhausted("out of memory building a compressed file of " +
+                                     std::to_string(text.size()) + " bytes");
   }
   return built;
 }

@@ -113,4 +113,17 @@ void GapCode::Encode(uint64_t x, BitWriter* out) const {
   out->Append(x & LowMask(z), z);
 }
 
+void GapCode::EncodeAt(uint64_t x, uint64_t* words, uint64_t* pos) const {
+  const uint32_t z = 63 - static_cast<uint32_t>(std::countl_zero(x));
+  const uint32_t len = lengths_[z];
+  sdsl::bits::write_int(words + (*pos >> 6), code_[z], static_cast<uint8_t>(*pos & 63),
+                        static_cast<uint8_t>(len));
+  *pos += len;
+  if (z != 0) {
+    sdsl::bits::write_int(words + (*pos >> 6), x & LowMask(z), static_cast<uint8_t>(*pos & 63),
+                          static_cast<uint8_t>(z));
+    *pos += z;
+  }
+}
+
 }  // namespace zipg::layout

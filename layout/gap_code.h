@@ -38,6 +38,11 @@ class GapCode {
 
   // Appends gap x (>= 1) to `out`; x's z must have a code.
   void Encode(uint64_t x, BitWriter* out) const;
+  // Writes gap x (>= 1) at bit *pos of `words`, which must be zero there and long enough, and
+  // advances *pos. For writing several columns' gap streams into one buffer at once.
+  void EncodeAt(uint64_t x, uint64_t* words, uint64_t* pos) const;
+  // Bits that Encode writes for a gap x with floor(log2 x) = z.
+  uint32_t CodedBits(uint32_t z) const { return lengths_[z] + z; }
 
   // Decoding table entry for the next kMaxCodeLength stream bits: z | code length << 6; 0 if
   // invalid.
