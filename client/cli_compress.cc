@@ -9,6 +9,7 @@
 
 #include "client/cli.h"
 #include "graph/compress.h"
+#include "util/memory.h"
 
 namespace zipg::cli {
 namespace {
@@ -18,13 +19,15 @@ const graph::CompressOptions kDefaults;
 const std::string kUsage =
     "usage:\n"
     "  zipg compress --nodes F --edges F --out DIR [--shards N] [--format csv|snap] [--force]\n"
-    "                [--threads N] [--sa-rate N] [--isa-rate N] [--psi-block N]\n"
-    "                [--edge-sa-rate N] [--edge-isa-rate N] [--edge-psi-block N]\n"
+    "                [--threads N] [--memory-limit SIZE] [--sa-rate N] [--isa-rate N]\n"
+    "                [--psi-block N] [--edge-sa-rate N] [--edge-isa-rate N] [--edge-psi-block N]\n"
     "      builds a store in DIR (nodes CSV `id,<prop>,...`; edges CSV\n"
     "      `src,dst,type,timestamp[,<prop>...]`, or with --format snap a `src dst` list and "
     "--nodes\n"
-    "      optional). --force replaces an existing store. Defaults: one shard per core; NodeFile\n"
-    "      sampling --sa-rate " +
+    "      optional). --force replaces an existing store. Memory: builds are planned to stay\n"
+    "      under --memory-limit (e.g. 8G; default 80% of the available memory, or of a cgroup\n"
+    "      limit); --threads caps the builds at once. Defaults: one shard per core, more if a\n"
+    "      shard would not fit; NodeFile sampling --sa-rate " +
     std::to_string(kDefaults.node_file.sa_sampling_rate) + " --isa-rate " +
     std::to_string(kDefaults.node_file.isa_sampling_rate) + " --psi-block " +
     std::to_string(kDefaults.node_file.psi_block_size) + "; EdgeFile --edge-sa-rate " +
@@ -63,9 +66,15 @@ class ProgressDisplay {
       std::snprintf(eta, sizeof eta, "%llu:%02llu", static_cast<unsigned long long>(left / 60),
                     static_cast<unsigned long long>(left % 60));
     }
-    std::fprintf(stderr, "\r\033[K%-10s %5.1f%%  %s / %s  %.1f MB/s  ETA %s", phase_.c_str(),
-                 total ? 100.0 * done / total : 100.0, Megabytes(done).c_str(),
-                 Megabytes(total).c_str(), rate / 1e6, eta);
+    std::fprintf(stderr, "\r\033[K%-10s %5.1f%%  %s / %s  %.1f MB/s  ETA %s  peak %s",
+                 phase_.c_str(), total ? 100.0 * done / total : 100.0, Megabytes(done).c_str(),
+                 Megabytes(total).c_str(), rate / 1e6, eta, FormatBytes(PeakRss()).c_str());
+  }
+  // A line that stays (the budget, the plan, ...), printed above the progress line.
+  // Notes come between phases: the current one has ended.
+  void Note(std::string_view line) {
+    EndPhase(Clock::now());
+    std::fprintf(stderr, "zipg compress: %.*s\n", static_cast<int>(line.size()), line.data());
   }
   // Ends the display; a failed run reports its last phase as failed, not done.
   void Finish(bool ok) {
@@ -86,8 +95,8 @@ class ProgressDisplay {
     if (phase_.empty()) return;
     const double seconds = Seconds(phase_start_, now);
     if (tty_) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "zipg compress: %s done: %s in %.1f s\n", phase_.c_str(),
-                 Megabytes(total_).c_str(), seconds);
+    std::fprintf(stderr, "zipg compress: %s done: %s in %.1f s, peak memory %s\n",
+                 phase_.c_str(), Megabytes(total_).c_str(), seconds, FormatBytes(PeakRss()).c_str());
     phase_.clear();
   }
 
@@ -110,8 +119,8 @@ int RunCompress(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"force"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (Status s = args->CheckKnown({"nodes", "edges", "out", "shards", "format", "force", "threads",
-                                   "sa-rate", "isa-rate", "psi-block", "edge-sa-rate",
-                                   "edge-isa-rate", "edge-psi-block"});
+                                   "memory-limit", "sa-rate", "isa-rate", "psi-block",
+                                   "edge-sa-rate", "edge-isa-rate", "edge-psi-block"});
       !s.ok()) {
     return UsageError(s.message(), kUsage);
   }
@@ -150,9 +159,16 @@ int RunCompress(int argc, char** argv) {
   }
   if (args->Has("shards") && options.shards == 0)
     return UsageError("--shards must be >= 1", kUsage);
+  if (auto limit = args->Get("memory-limit")) {
+    auto bytes = ParseByteSize(*limit);
+    if (!bytes.ok()) return UsageError("--memory-limit: " + bytes.status().message(), kUsage);
+    if (*bytes == 0) return UsageError("--memory-limit must be above 0", kUsage);
+    options.memory_limit = *bytes;
+  }
   if (Status s = options.Validate(); !s.ok()) return UsageError(s.message(), kUsage);
 
   ProgressDisplay display;
+  options.on_note = [&display](std::string_view line) { display.Note(line); };
   const auto start = std::chrono::steady_clock::now();
   graph::CompressReport report;
   Status s = graph::CompressFiles(
@@ -168,6 +184,9 @@ int RunCompress(int argc, char** argv) {
   std::printf("store %s: %u shards, %llu nodes, %llu edges, built in %.1f s\n", out->c_str(),
               report.shards, static_cast<unsigned long long>(report.nodes),
               static_cast<unsigned long long>(report.edges), seconds);
+  std::printf("memory      %u parallel builds, planned peak %s, peak RSS %s, budget %s\n",
+              report.parallel_builds, FormatBytes(report.planned_peak).c_str(),
+              FormatBytes(report.peak_rss).c_str(), FormatBytes(report.memory_budget).c_str());
   std::printf("raw input   %14llu bytes\n", static_cast<unsigned long long>(report.raw_bytes));
   std::printf("stored      %14llu bytes  ratio %.3f\n",
               static_cast<unsigned long long>(report.stored_bytes),

@@ -2,22 +2,29 @@
 
 #include "graph/compress.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <thread>
 
 #include "graph/manifest.h"
+#include "graph/memory_plan.h"
 #include "graph/partition.h"
+#include "graph/partitioner.h"
+#include "graph/shard_build.h"
 #include "layout/edge_file.h"
 #include "layout/node_file.h"
 #include "layout/record_coding.h"
 #include "shard/shard.h"
+#include "util/memory.h"
 
 namespace zipg::graph {
 
@@ -25,88 +32,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr uint32_t kMaxShards = 4096;
+constexpr char kLockName[] = "LOCK";
+
 uint32_t HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
-// Rank of each header position in sorted name order: the property numbers the layout uses.
-std::vector<uint32_t> SortedRanks(const std::vector<std::string>& names,
-                                  std::vector<std::string>* sorted) {
-  std::vector<uint32_t> order(names.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return names[a] < names[b]; });
-  std::vector<uint32_t> rank(names.size());
-  sorted->clear();
-  for (uint32_t r = 0; r < order.size(); ++r) {
-    rank[order[r]] = r;
-    sorted->push_back(names[order[r]]);
-  }
-  return rank;
-}
-
-layout::NumberedProperties Renumber(IndexedProperties props, const std::vector<uint32_t>& rank) {
-  layout::NumberedProperties out;
-  out.reserve(props.size());
-  for (auto& [index, value] : props) out.emplace_back(rank[index], std::move(value));
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  return out;
-}
-
-struct ShardInput {
-  std::vector<layout::NodeInput> nodes;
-  std::vector<InputEdge> edges;
-  uint64_t weight = 0;  // input bytes, for progress
-};
-
-Status BuildShard(ShardInput input, const std::string& dir, const CompressOptions& options,
-                  const std::vector<std::string>& node_names,
-                  const std::vector<std::string>& edge_names,
-                  const std::vector<uint32_t>& edge_rank, uint64_t* edge_count) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IOError(dir + ": " + ec.message());
-  std::sort(input.nodes.begin(), input.nodes.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  ZIPG_RETURN_IF_ERROR(
-      layout::NodeFile::Build(dir + "/nodes", node_names, input.nodes, options.node_file));
-  std::vector<layout::NodeInput>().swap(input.nodes);
-
-  // Group by (src, type); a repeated (src, type, dst) keeps its last row (stable sort).
-  auto& edges = input.edges;
-  std::stable_sort(edges.begin(), edges.end(), [](const InputEdge& a, const InputEdge& b) {
-    return std::tie(a.src, a.type, a.dst) < std::tie(b.src, b.type, b.dst);
-  });
-  std::vector<layout::EdgeRecordInput> records;
-  for (size_t i = 0; i < edges.size(); ++i) {
-    InputEdge& e = edges[i];
-    if (i + 1 < edges.size() && edges[i + 1].src == e.src && edges[i + 1].type == e.type &&
-        edges[i + 1].dst == e.dst) {
-      continue;  // superseded by a later row
-    }
-    if (records.empty() || records.back().src != e.src || records.back().type != e.type) {
-      records.push_back({e.src, e.type, {}});
-    }
-    records.back().edges.push_back(
-        {e.dst, e.timestamp, Renumber(std::move(e.properties), edge_rank)});
-    ++*edge_count;
-  }
-  std::vector<InputEdge>().swap(edges);
-  return layout::EdgeFile::Build(dir + "/edges", edge_names, std::move(records), options.edge_file);
-}
-
-}  // namespace
-
-Status CompressOptions::Validate() const {
-  if (Status s = node_file.Validate(); !s.ok()) {
-    return Status::InvalidArgument("node file options: " + s.message());
-  }
-  if (Status s = edge_file.Validate(); !s.ok()) {
-    return Status::InvalidArgument("edge file options: " + s.message());
-  }
-  if (shards > 4096) return Status::InvalidArgument("at most 4096 shards");
-  return Status::OK();
-}
-
-namespace {
 // A store directory can be replaced only if it is empty or holds a manifest.
 Status CheckOutput(const std::string& out_dir, bool overwrite) {
   if (!fs::exists(out_dir)) return Status::OK();
@@ -119,129 +49,225 @@ Status CheckOutput(const std::string& out_dir, bool overwrite) {
   }
   return Status::OK();
 }
-}  // namespace
 
-Status CompressFiles(const CompressInputs& inputs, const std::string& out_dir,
-                     const CompressOptions& options, const CompressProgress& progress,
-                     CompressReport* report) {
-  ZIPG_RETURN_IF_ERROR(options.Validate());
-  ZIPG_RETURN_IF_ERROR(CheckOutput(out_dir, options.overwrite));
-  InputGraph graph;
-  auto phase = [&](const char* name) -> LoadProgress {
-    if (!progress) return {};
-    return [&progress, name](uint64_t done, uint64_t total) { progress(name, done, total); };
-  };
-  if (!inputs.nodes_path.empty()) {
-    ZIPG_RETURN_IF_ERROR(LoadNodesCsv(inputs.nodes_path, &graph, phase("load nodes")));
+// The pid in "NAME.tmp-PID" / "NAME.old-PID" beside `out`, or 0 if `entry` is not one of those.
+pid_t LeftoverPid(const fs::path& out, const std::string& entry) {
+  const std::string name = out.filename().string();
+  for (const char* kind : {".tmp-", ".old-"}) {
+    const std::string prefix = name + kind;
+    if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = entry.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) {
+      return 0;
+    }
+    return static_cast<pid_t>(std::stol(digits));
   }
-  if (inputs.edges_path.empty()) return Status::InvalidArgument("an edges file is required");
-  if (inputs.format == InputFormat::kSnap) {
-    ZIPG_RETURN_IF_ERROR(LoadSnapEdges(inputs.edges_path, &graph, phase("load edges")));
-  } else {
-    ZIPG_RETURN_IF_ERROR(LoadEdgesCsv(inputs.edges_path, &graph, phase("load edges")));
-  }
-  return CompressGraph(std::move(graph), out_dir, options, progress, report);
+  return 0;
 }
 
-Status CompressGraph(InputGraph graph, const std::string& out_dir, const CompressOptions& options,
-                     const CompressProgress& progress, CompressReport* report) {
-  ZIPG_RETURN_IF_ERROR(options.Validate());
-  ZIPG_RETURN_IF_ERROR(CheckOutput(out_dir, options.overwrite));
-  const uint32_t num_shards = options.shards ? options.shards : HardwareThreads();
-  for (const auto* names : {&graph.node_property_names, &graph.edge_property_names}) {
-    if (names->size() > layout::kMaxProperties) {
-      return Status::InvalidArgument(std::to_string(names->size()) +
-                                     " property columns; the layout supports at most " +
-                                     std::to_string(layout::kMaxProperties));
+// Whether the compress that made `dir` is gone: its lock is free (the lock dies with its
+// process), or, for a directory without one, no process has its pid.
+bool Abandoned(const fs::path& dir, pid_t pid) {
+  const std::string lock = (dir / kLockName).string();
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd >= 0) {
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    return free;
+  }
+  return pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+// Removes what killed runs of compress left beside `out`, and says so.
+void RemoveLeftovers(const fs::path& out, const CompressOptions& options) {
+  std::error_code ec;
+  const fs::path parent = out.parent_path();
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    const pid_t pid = LeftoverPid(out, entry);
+    if (pid <= 0 || !it->is_directory(ec) || !Abandoned(it->path(), pid)) continue;
+    std::error_code removed;
+    fs::remove_all(it->path(), removed);
+    if (options.on_note) {
+      options.on_note("removed " + it->path().string() + ", left behind by compress process " +
+                      std::to_string(pid) + ", which is gone" +
+                      (removed ? " (failed: " + removed.message() + ")" : ""));
     }
   }
+}
+
+// The temporary directory of this run, locked for as long as the object lives.
+class WorkDir {
+ public:
+  static StatusOr<std::unique_ptr<WorkDir>> Create(const std::string& path) {
+    std::error_code ec;
+    fs::remove_all(path, ec);  // a leftover of an earlier process that had our pid
+    fs::create_directories(path + "/spill", ec);
+    if (ec) return Status::IOError(path + ": " + ec.message());
+    const std::string lock = path + "/" + kLockName;
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (fd >= 0) ::close(fd);
+      fs::remove_all(path, ec);
+      return Status::IOError("cannot lock " + lock + ": " + std::strerror(errno));
+    }
+    return std::unique_ptr<WorkDir>(new WorkDir(path, fd));
+  }
+  ~WorkDir() {
+    if (!kept_) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+    ::close(fd_);
+  }
+  const std::string& path() const { return path_; }
+  // The directory was renamed into place: do not remove it.
+  void Keep() { kept_ = true; }
+
+ private:
+  WorkDir(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+  bool kept_ = false;
+};
+
+uint64_t Sum(const std::vector<ShardFootprint>& shards, uint64_t ShardFootprint::*field) {
+  uint64_t total = 0;
+  for (const auto& f : shards) total += f.*field;
+  return total;
+}
+
+// The shard count to partition into before the input is read.
+uint32_t FirstShardCount(const GraphSource& source, const CompressOptions& options,
+                         uint64_t budget) {
+  if (options.shards != 0) return options.shards;
+  uint32_t shards = options.auto_shards != 0 ? options.auto_shards : HardwareThreads();
+  if (source.node_bytes + source.edge_bytes == 0) return shards;
+  while (shards < kMaxShards) {
+    const std::vector<ShardFootprint> guess(
+        shards, EstimateFootprint(source.node_bytes, source.edge_bytes, shards));
+    if (PlanBuilds(guess, options.node_file, options.edge_file, budget, 1).ok()) break;
+    shards = std::min(kMaxShards,
+                      ShardsToFit(guess, options.node_file, options.edge_file, budget));
+  }
+  return shards;
+}
+
+}  // namespace
+
+Status CompressOptions::Validate() const {
+  if (Status s = node_file.Validate(); !s.ok()) {
+    return Status::InvalidArgument("node file options: " + s.message());
+  }
+  if (Status s = edge_file.Validate(); !s.ok()) {
+    return Status::InvalidArgument("edge file options: " + s.message());
+  }
+  if (shards > kMaxShards || auto_shards > kMaxShards) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxShards) + " shards");
+  }
+  return Status::OK();
+}
+
+Status Compress(const GraphSource& source, const std::string& out_dir,
+                const CompressOptions& options, const CompressProgress& progress,
+                CompressReport* report) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  ZIPG_RETURN_IF_ERROR(CheckOutput(out_dir, options.overwrite));
+  auto note = [&](const std::string& line) {
+    if (options.on_note) options.on_note(line);
+  };
+  fs::path out = fs::absolute(out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "DIR/" names DIR
+  RemoveLeftovers(out, options);
+
+  // The memory budget.
+  uint64_t budget = options.memory_limit;
+  if (budget != 0) {
+    note("memory budget " + FormatBytes(budget) + " (--memory-limit)");
+  } else {
+    ZIPG_ASSIGN_OR_RETURN(AvailableMemory available, DetectAvailableMemory());
+    budget = static_cast<uint64_t>(static_cast<double>(available.bytes) * kDefaultBudgetFraction);
+    note("memory budget " + FormatBytes(budget) + " (" +
+         std::to_string(static_cast<int>(kDefaultBudgetFraction * 100)) + "% of " +
+         FormatBytes(available.bytes) + " available: " + available.source + ")");
+  }
+
+  // Partition the input into spill files.
+  ZIPG_ASSIGN_OR_RETURN(auto work,
+                        WorkDir::Create(out.string() + ".tmp-" + std::to_string(::getpid())));
+  const std::string tmp = work->path();
+  Partitioner partitioner(tmp + "/spill", FirstShardCount(source, options, budget));
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t raw_bytes, source.feed(&partitioner, progress));
+  ZIPG_RETURN_IF_ERROR(partitioner.Flush());
+
+  // Plan the builds from what each partition really holds; partition again if it must.
+  const uint32_t max_parallel = options.threads != 0 ? options.threads : HardwareThreads();
+  auto plan = PlanBuilds(partitioner.footprints(), options.node_file, options.edge_file, budget,
+                         max_parallel);
+  while (!plan.ok() && options.shards == 0 && partitioner.shards() < kMaxShards) {
+    const uint32_t shards = std::min(
+        kMaxShards, ShardsToFit(partitioner.footprints(), options.node_file, options.edge_file,
+                                budget));
+    note(std::to_string(partitioner.shards()) + " shards would not fit the budget: partitioning " +
+         "into " + std::to_string(shards));
+    if (progress) progress("repartition", 0, raw_bytes);
+    ZIPG_RETURN_IF_ERROR(partitioner.Repartition(shards));
+    if (progress) progress("repartition", raw_bytes, raw_bytes);
+    plan = PlanBuilds(partitioner.footprints(), options.node_file, options.edge_file, budget,
+                      max_parallel);
+  }
+  if (!plan.ok()) return plan.status();
+  const uint32_t num_shards = plan->shards;
+  note("plan: " + std::to_string(num_shards) + " shards (" +
+       (options.shards != 0 ? "given" : "chosen") + "), " + std::to_string(plan->parallel) +
+       " parallel build" + (plan->parallel == 1 ? "" : "s") + ", planned peak " +
+       FormatBytes(plan->peak) + " of " + FormatBytes(budget));
+
   Manifest manifest;
   manifest.shards = num_shards;
   manifest.partition = kPartitionFunction;
   manifest.node_file = options.node_file;
   manifest.edge_file = options.edge_file;
-  manifest.raw_bytes = graph.raw_bytes;
-  manifest.nodes = graph.nodes.size();
-  const auto node_rank = SortedRanks(graph.node_property_names, &manifest.node_properties);
-  const auto edge_rank = SortedRanks(graph.edge_property_names, &manifest.edge_properties);
+  manifest.raw_bytes = raw_bytes;
+  manifest.node_properties = partitioner.node_names();
+  manifest.edge_properties = partitioner.edge_names();
+  manifest.nodes = Sum(partitioner.footprints(), &ShardFootprint::nodes);
 
-  // Partition: a node's properties and its outgoing edges go to the shard that owns its id.
-  if (progress) progress("partition", 0, graph.raw_bytes);
-  // Ids and property indexes come from the loaders or from library callers: check them here.
-  for (const auto& node : graph.nodes) {
-    if (node.id < 0) {
-      return Status::InvalidArgument("node id " + std::to_string(node.id) + " is negative");
-    }
-    for (const auto& [p, value] : node.properties) {
-      if (p >= graph.node_property_names.size()) {
-        return Status::InvalidArgument("node " + std::to_string(node.id) +
-                                       ": property index out of range");
-      }
-    }
-  }
-  for (const auto& edge : graph.edges) {
-    if (edge.src < 0 || edge.dst < 0 || edge.type < 0) {
-      return Status::InvalidArgument("edge (" + std::to_string(edge.src) + ", " +
-                                     std::to_string(edge.type) + ", " + std::to_string(edge.dst) +
-                                     "): src, dst and type must be >= 0");
-    }
-    for (const auto& [p, value] : edge.properties) {
-      if (p >= graph.edge_property_names.size()) {
-        return Status::InvalidArgument("edge from " + std::to_string(edge.src) +
-                                       ": property index out of range");
-      }
-    }
-  }
-  std::vector<ShardInput> inputs(num_shards);
-  for (auto& node : graph.nodes) {
-    ShardInput& in = inputs[ShardOf(node.id, num_shards)];
-    for (const auto& [p, value] : node.properties) in.weight += value.size() + 3;
-    in.nodes.push_back({node.id, Renumber(std::move(node.properties), node_rank)});
-  }
-  std::vector<InputNode>().swap(graph.nodes);
-  for (auto& edge : graph.edges) {
-    ShardInput& in = inputs[ShardOf(edge.src, num_shards)];
-    in.weight += 24;
-    for (const auto& [p, value] : edge.properties) in.weight += value.size() + 3;
-    in.edges.push_back(std::move(edge));
-  }
-  std::vector<InputEdge>().swap(graph.edges);
+  // Build the shards, `parallel` at a time, largest first.
+  std::vector<uint64_t> weight(num_shards);
+  std::vector<uint32_t> order(num_shards);
   uint64_t total_weight = 0;
-  for (const auto& in : inputs) total_weight += in.weight;
-
-  // Build every shard in a temporary directory next to the destination.
-  fs::path out = fs::absolute(out_dir).lexically_normal();
-  if (out.filename().empty()) out = out.parent_path();  // "DIR/" names DIR
-  const std::string tmp = out.string() + ".tmp-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) return Status::IOError(tmp + ": " + ec.message());
-  auto fail = [&](Status s) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    return s;
-  };
-
-  const uint32_t threads =
-      std::min(num_shards, options.threads ? options.threads : HardwareThreads());
+  for (uint32_t s = 0; s < num_shards; ++s) {
+    const ShardFootprint& f = partitioner.footprints()[s];
+    weight[s] = f.node_text + f.EdgeTextBound();
+    total_weight += weight[s];
+    order[s] = s;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return weight[a] > weight[b]; });
   std::atomic<uint32_t> next{0};
   std::atomic<uint64_t> edges{0}, done_weight{0};
   std::mutex mu;
   Status first_error;
   if (progress) progress("build", 0, total_weight);
   auto worker = [&] {
-    for (uint32_t s; (s = next++) < num_shards;) {
+    for (uint32_t i; (i = next++) < num_shards;) {
       {
         std::lock_guard<std::mutex> lock(mu);
         if (!first_error.ok()) return;
       }
+      const uint32_t s = order[i];
+      ShardBuildInput input;
+      input.node_spill = partitioner.NodeSpill(s);
+      input.edge_spill = partitioner.EdgeSpill(s);
+      input.node_names = &manifest.node_properties;
+      input.edge_names = &manifest.edge_properties;
+      input.node_file = options.node_file;
+      input.edge_file = options.edge_file;
       uint64_t count = 0;
-      const uint64_t weight = inputs[s].weight;
-      Status st = BuildShard(std::move(inputs[s]), tmp + "/" + ShardDirName(s), options,
-                             manifest.node_properties, manifest.edge_properties, edge_rank, &count);
+      Status st = BuildShard(input, tmp + "/" + ShardDirName(s), &count);
       edges += count;
-      const uint64_t done = done_weight += weight;
+      const uint64_t done = done_weight += weight[s];
       std::lock_guard<std::mutex> lock(mu);
       if (!st.ok() && first_error.ok()) {
         first_error = Status(st.code(), ShardDirName(s) + ": " + st.message());
@@ -250,10 +276,12 @@ Status CompressGraph(InputGraph graph, const std::string& out_dir, const Compres
     }
   };
   std::vector<std::thread> pool;
-  for (uint32_t t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (uint32_t t = 0; t < plan->parallel; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
-  if (!first_error.ok()) return fail(first_error);
+  if (!first_error.ok()) return first_error;
   manifest.edges = edges;
+  std::error_code ec;
+  fs::remove_all(tmp + "/spill", ec);
 
   // Checksums, size report, manifest, then publish with one rename.
   if (progress) progress("finish", 0, 1);
@@ -264,41 +292,38 @@ Status CompressGraph(InputGraph graph, const std::string& out_dir, const Compres
       ManifestFile file;
       file.path = ShardDirName(s) + "/" + name;
       file.bytes = fs::file_size(dir + "/" + name, ec);
-      if (ec) return fail(Status::IOError(dir + "/" + name + ": " + ec.message()));
-      auto sum = FileChecksum(dir + "/" + name);
-      if (!sum.ok()) return fail(sum.status());
-      file.xxh3 = *sum;
+      if (ec) return Status::IOError(dir + "/" + name + ": " + ec.message());
+      ZIPG_ASSIGN_OR_RETURN(file.xxh3, FileChecksum(dir + "/" + name));
       manifest.files.push_back(file);
     }
     layout::OpenOptions no_verify;
     no_verify.verify_checksums = false;
-    auto nodes = layout::NodeFile::Open(dir + "/nodes", no_verify);
-    if (!nodes.ok()) return fail(nodes.status());
-    for (const auto& part : (*nodes)->Breakdown()) breakdown["nodes." + part.name] += part.bytes;
-    auto edge_file = layout::EdgeFile::Open(dir + "/edges", no_verify);
-    if (!edge_file.ok()) return fail(edge_file.status());
-    for (const auto& part : (*edge_file)->Breakdown()) {
-      breakdown["edges." + part.name] += part.bytes;
-    }
+    ZIPG_ASSIGN_OR_RETURN(auto nodes, layout::NodeFile::Open(dir + "/nodes", no_verify));
+    for (const auto& part : nodes->Breakdown()) breakdown["nodes." + part.name] += part.bytes;
+    ZIPG_ASSIGN_OR_RETURN(auto edge_file, layout::EdgeFile::Open(dir + "/edges", no_verify));
+    for (const auto& part : edge_file->Breakdown()) breakdown["edges." + part.name] += part.bytes;
   }
-  if (Status s = WriteManifest(tmp, manifest); !s.ok()) return fail(s);
+  fs::remove(tmp + "/" + kLockName, ec);  // the lock file is not part of the store
+  ZIPG_RETURN_IF_ERROR(WriteManifest(tmp, manifest));
   breakdown["manifest"] = fs::file_size(tmp + "/" + kManifestName, ec);
 
   if (fs::exists(out)) {
     // Replace an existing store (CheckOutput allowed it): move it aside, publish, delete it.
     const std::string old = out.string() + ".old-" + std::to_string(::getpid());
     fs::rename(out, old, ec);
-    if (ec) return fail(Status::IOError(out.string() + ": " + ec.message()));
+    if (ec) return Status::IOError(out.string() + ": " + ec.message());
     fs::rename(tmp, out, ec);
     if (ec) {
       std::error_code ignored;
       fs::rename(old, out, ignored);
-      return fail(Status::IOError(out.string() + ": " + ec.message()));
+      return Status::IOError(out.string() + ": " + ec.message());
     }
+    work->Keep();
     fs::remove_all(old, ec);
   } else {
     fs::rename(tmp, out, ec);
-    if (ec) return fail(Status::IOError(out.string() + ": " + ec.message()));
+    if (ec) return Status::IOError(out.string() + ": " + ec.message());
+    work->Keep();
   }
   if (progress) progress("finish", 1, 1);
 
@@ -307,11 +332,68 @@ Status CompressGraph(InputGraph graph, const std::string& out_dir, const Compres
     report->nodes = manifest.nodes;
     report->edges = manifest.edges;
     report->shards = num_shards;
+    report->parallel_builds = plan->parallel;
+    report->memory_budget = budget;
+    report->planned_peak = plan->peak;
+    report->peak_rss = PeakRss();
     report->stored_bytes = 0;
     report->breakdown.assign(breakdown.begin(), breakdown.end());
     for (const auto& [name, bytes] : breakdown) report->stored_bytes += bytes;
   }
   return Status::OK();
+}
+
+Status CompressFiles(const CompressInputs& inputs, const std::string& out_dir,
+                     const CompressOptions& options, const CompressProgress& progress,
+                     CompressReport* report) {
+  if (inputs.edges_path.empty()) return Status::InvalidArgument("an edges file is required");
+  GraphSource source;
+  std::error_code ec;
+  if (!inputs.nodes_path.empty()) source.node_bytes = fs::file_size(inputs.nodes_path, ec);
+  source.edge_bytes = fs::file_size(inputs.edges_path, ec);
+  if (ec) source.edge_bytes = 0;  // a pipe, or missing (the reader says which)
+  source.feed = [&inputs](InputSink* sink, const CompressProgress& progress) -> StatusOr<uint64_t> {
+    auto phase = [&](const char* name) -> LoadProgress {
+      if (!progress) return {};
+      return [&progress, name](uint64_t done, uint64_t total) { progress(name, done, total); };
+    };
+    uint64_t bytes = 0;
+    if (!inputs.nodes_path.empty()) {
+      ZIPG_ASSIGN_OR_RETURN(bytes, ReadNodesCsv(inputs.nodes_path, sink, phase("load nodes")));
+    }
+    ZIPG_ASSIGN_OR_RETURN(const uint64_t edge_bytes,
+                          inputs.format == InputFormat::kSnap
+                              ? ReadSnapEdges(inputs.edges_path, sink, phase("load edges"))
+                              : ReadEdgesCsv(inputs.edges_path, sink, phase("load edges")));
+    return bytes + edge_bytes;
+  };
+  return Compress(source, out_dir, options, progress, report);
+}
+
+Status CompressGraph(InputGraph graph, const std::string& out_dir, const CompressOptions& options,
+                     const CompressProgress& progress, CompressReport* report) {
+  GraphSource source;
+  source.feed = [&graph](InputSink* sink,
+                         const CompressProgress& progress) -> StatusOr<uint64_t> {
+    const uint64_t rows = graph.nodes.size() + graph.edges.size();
+    if (progress) progress("partition", 0, rows);
+    ZIPG_RETURN_IF_ERROR(sink->NodeHeader(graph.node_property_names));
+    ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(graph.edge_property_names));
+    PropertyRefs refs;
+    auto views = [&refs](const IndexedProperties& properties) -> const PropertyRefs& {
+      refs.assign(properties.begin(), properties.end());
+      return refs;
+    };
+    for (const auto& node : graph.nodes) {
+      ZIPG_RETURN_IF_ERROR(sink->Node(node.id, views(node.properties)));
+    }
+    for (const auto& e : graph.edges) {
+      ZIPG_RETURN_IF_ERROR(sink->Edge(e.src, e.dst, e.type, e.timestamp, views(e.properties)));
+    }
+    if (progress) progress("partition", rows, rows);
+    return graph.raw_bytes;
+  };
+  return Compress(source, out_dir, options, progress, report);
 }
 
 }  // namespace zipg::graph

@@ -1,12 +1,17 @@
 // The compress pipeline: input graph -> hash-partitioned shards of NodeFile + EdgeFile -> a store
 // directory with a manifest, built in a temporary directory and renamed into place at the end so
-// that a failure never leaves a partial store (docs/graph-layout.md).
+// that a failure never leaves a partial store (docs/graph-layout.md, "Compress pipeline").
 //
-// Thread-safety: CompressGraph is reentrant; it runs shard builds on its own threads.
+// Rows stream from the input into per-shard spill files (graph/partitioner.h); then shards are
+// built from them (graph/shard_build.h), as many at once as the memory budget allows
+// (graph/memory_plan.h). When the shard count is not given it is chosen so that builds fit.
+//
+// Thread-safety: the functions are reentrant; they run shard builds on their own threads.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,11 +23,17 @@
 namespace zipg::graph {
 
 struct CompressOptions {
-  // Hash partitions. 0 (default) = one per hardware thread, as in ZipG.
+  // Hash partitions. 0 (default) = chosen: `auto_shards`, or more if a shard build would not fit
+  // the memory budget.
   uint32_t shards = 0;
-  // Parallel shard builds. 0 (default) = min(shards, hardware threads). Each build needs about 14
-  // bytes of memory per byte of the shard's larger text.
+  // Where the chosen shard count starts. 0 (default) = one per hardware thread, as in ZipG.
+  uint32_t auto_shards = 0;
+  // Parallel shard builds at most. 0 (default) = one per hardware thread. Fewer run when their
+  // planned peaks together would exceed the memory budget.
   uint32_t threads = 0;
+  // Memory the build may use, in bytes. 0 (default) = kDefaultBudgetFraction of the memory
+  // available when it starts (MemAvailable, or a cgroup limit if smaller: util/memory.h).
+  uint64_t memory_limit = 0;
   // Sampling of the NodeFiles (sa, isa, psi block): Psi blocks of 32 rather than the flat file's 64
   // because obj_get extracts whole records (measured: -35% obj_get latency for +6% NodeFile size);
   // SA 32 because get_node_ids locates every hit of its rarest term.
@@ -33,6 +44,9 @@ struct CompressOptions {
   layout::CompressedFileOptions edge_file = {64, 64, 128, false};
   // Replace an existing store at the output directory (never any other directory).
   bool overwrite = false;
+  // Receives one line for each thing a user should know: the memory budget, the plan, a stale
+  // temporary directory that was removed. Optional.
+  std::function<void(std::string_view line)> on_note;
 
   Status Validate() const;
 };
@@ -43,13 +57,17 @@ struct CompressReport {
   uint64_t nodes = 0;
   uint64_t edges = 0;  // after merging repeated (src, type, dst)
   uint32_t shards = 0;
+  uint32_t parallel_builds = 0;
+  uint64_t memory_budget = 0;
+  uint64_t planned_peak = 0;  // bytes: the plan's peak for the build phase
+  uint64_t peak_rss = 0;      // bytes: this process's peak resident set when compress returned
   // Summed over shards: "nodes.text.psi_gaps", ..., "nodes.index", "edges.text.*", "edges.meta",
   // "manifest".
   std::vector<std::pair<std::string, uint64_t>> breakdown;
 };
 
-// Called with a phase name ("load nodes", "load edges", "partition", "build", "finish") and the
-// progress within it, in bytes of input (done <= total).
+// Called with a phase name ("load nodes", "load edges", "repartition", "build", "finish") and the
+// progress within it, in bytes of input or text (done <= total).
 using CompressProgress = std::function<void(std::string_view phase, uint64_t done, uint64_t total)>;
 
 enum class InputFormat { kCsv, kSnap };
@@ -60,13 +78,25 @@ struct CompressInputs {
   InputFormat format = InputFormat::kCsv;
 };
 
-// Loads the inputs and compresses them into `out_dir`.
+// A graph to compress: feed() hands every row to the sink (the header of each kind first) and
+// returns the bytes of input it read.
+struct GraphSource {
+  uint64_t node_bytes = 0, edge_bytes = 0;  // input sizes, to plan before reading (0: unknown)
+  std::function<StatusOr<uint64_t>(InputSink* sink, const CompressProgress& progress)> feed;
+};
+
+// Compresses the rows of `source` into `out_dir`. An edge repeated with the same (src, type, dst)
+// keeps its last occurrence (upsert, as assoc_add).
+Status Compress(const GraphSource& source, const std::string& out_dir,
+                const CompressOptions& options, const CompressProgress& progress,
+                CompressReport* report);
+
+// Reads the input files and compresses them into `out_dir`.
 Status CompressFiles(const CompressInputs& inputs, const std::string& out_dir,
                      const CompressOptions& options, const CompressProgress& progress,
                      CompressReport* report);
 
-// Compresses an already loaded graph (consumed) into `out_dir`. An edge repeated with the same
-// (src, type, dst) keeps its last occurrence (upsert, as assoc_add).
+// Compresses an already loaded graph (consumed) into `out_dir`.
 Status CompressGraph(InputGraph graph, const std::string& out_dir, const CompressOptions& options,
                      const CompressProgress& progress, CompressReport* report);
 

@@ -1,6 +1,7 @@
-// The loaders of input.h: nodes and edges CSV on top of CsvReader (csv.h), and a line scanner for
-// SNAP edge lists. Each loader reads its whole file (mmap'd when it is a regular file), validates
-// every row and changes `graph` only when the file loaded completely.
+// The readers of input.h: nodes and edges CSV on top of CsvReader (csv.h), and a line scanner for
+// SNAP edge lists. Each reader maps its file (reads it into memory when it is a pipe), validates
+// every row and hands it to its sink; pages already read are given back as it goes. The Load*
+// functions collect rows into an InputGraph and change it only when the file loaded completely.
 
 #include "graph/input.h"
 
@@ -35,6 +36,16 @@ struct InputText {
   std::string_view text() const {
     return mapped ? std::string_view(mapped->data(), mapped->size()) : std::string_view(owned);
   }
+  // The reader is at byte `offset`: give back mapped pages well behind it, now and then.
+  void Consumed(uint64_t offset) {
+    if (!mapped || offset < dropped_ + 2 * kDropStep) return;
+    dropped_ = offset - kDropStep;
+    mapped->DropPagesBefore(dropped_);
+  }
+
+ private:
+  static constexpr uint64_t kDropStep = uint64_t{32} << 20;
+  uint64_t dropped_ = 0;
 };
 
 StatusOr<InputText> ReadInput(const std::string& path) {
@@ -47,6 +58,7 @@ StatusOr<InputText> ReadInput(const std::string& path) {
     StatusOr<std::unique_ptr<MappedFile>> mapped = MappedFile::Open(path);
     if (!mapped.ok()) return Status::IOError(mapped.status().message());
     input.mapped = std::move(mapped).value();
+    input.mapped->AdviseSequential();
   } else {
     StatusOr<std::string> owned = ReadFileToString(path);
     if (!owned.ok()) return Status::IOError(owned.status().message());
@@ -157,16 +169,13 @@ Status CheckWidth(const CsvReader& reader, const std::vector<CsvField>& fields, 
 }
 
 // The non-empty fields from `first` on, as properties indexed from 0.
-IndexedProperties TakeProperties(const std::vector<CsvField>& fields, size_t first) {
-  IndexedProperties properties;
-  properties.reserve(static_cast<size_t>(std::count_if(
-      fields.begin() + first, fields.end(), [](const CsvField& f) { return !f.value.empty(); })));
+void TakeProperties(const std::vector<CsvField>& fields, size_t first, PropertyRefs* properties) {
+  properties->clear();
   for (size_t i = first; i < fields.size(); ++i) {
     if (!fields[i].value.empty()) {
-      properties.emplace_back(static_cast<uint32_t>(i - first), std::string(fields[i].value));
+      properties->emplace_back(static_cast<uint32_t>(i - first), fields[i].value);
     }
   }
-  return properties;
 }
 
 // A set of ids (all >= 0) by open addressing with linear probing; -1 marks a free slot.
@@ -214,70 +223,92 @@ class IdHashSet {
 };
 
 // The node ids of a file, to find duplicates as soon as they occur. While ids arrive in increasing
-// order (the usual case) a new id only needs comparing with the last one; at the first id out of
-// order all ids so far move into a hash set, which checks the rest (a random memory access each).
+// order (the usual case) a new id only needs comparing with the last one, and nothing else is
+// kept. At the first id out of order the ids so far are read again from the file into a hash set,
+// which checks the rest (a random memory access each, about 16 bytes per node).
 class NodeIdSet {
  public:
   // Call some work before Insert(id), so that the memory it needs is on its way.
   void Prefetch(int64_t id) const {
     if (!increasing_) hashed_.Prefetch(id);
   }
-  // Adds `id`, the id of the node after `nodes`; false if one of `nodes` has it.
-  bool Insert(int64_t id, const std::vector<InputNode>& nodes) {
+  // Adds `id`; false if it was added before. `earlier` fills the set with every id added so far
+  // (it is called once, at the first id out of order).
+  template <typename Earlier>
+  bool Insert(int64_t id, const Earlier& earlier) {
     if (increasing_) {
-      if (nodes.empty() || id > nodes.back().id) return true;
+      if (!any_ || id > last_) {
+        any_ = true;
+        last_ = id;
+        return true;
+      }
       increasing_ = false;
-      for (const InputNode& node : nodes) hashed_.Insert(node.id);
+      earlier(&hashed_);
     }
     return hashed_.Insert(id);
   }
 
  private:
-  bool increasing_ = true;
+  bool increasing_ = true, any_ = false;
+  int64_t last_ = 0;
   IdHashSet hashed_;
 };
 
-// Reserves a vector's room for a whole file once a sample of it has been read, so that the vector
-// grows about once instead of ~log2(n) times (each growth copies it and faults in fresh pages).
-class Extrapolator {
- public:
-  explicit Extrapolator(uint64_t total_bytes) : total_(total_bytes) {}
-  // `items` holds `base` items from before the file and those read from its first `bytes_done`.
-  template <typename T>
-  void Update(uint64_t bytes_done, std::vector<T>* items, size_t base = 0) {
-    if (done_ || bytes_done < kSampleBytes) return;
-    done_ = true;
-    if (bytes_done >= total_) return;
-    const double per_byte =
-        static_cast<double>(items->size() - base) / static_cast<double>(bytes_done);
-    items->reserve(base + static_cast<size_t>(per_byte * static_cast<double>(total_) * 1.02) + 16);
-  }
-
- private:
-  static constexpr uint64_t kSampleBytes = uint64_t{1} << 20;
-  const uint64_t total_;
-  bool done_ = false;
-};
-
-// The byte offset of data row `row` (0-based, after the header) of a CSV text that parses cleanly
-// up to it. Used only to name the line of a duplicate's first occurrence.
-size_t RowOffset(const std::string& path, std::string_view text, size_t row) {
+// Calls visit(id, offset of the id field) for the data rows of a nodes CSV text that parses
+// cleanly up to `end`, in order, until it returns false.
+template <typename Visit>
+void ForEachNodeId(const std::string& path, std::string_view text, size_t end, Visit visit) {
   CsvReader reader(path, text);
   std::vector<CsvField> fields;
-  for (size_t i = 0; i <= row + 1; ++i) {
-    if (!reader.ReadRecord(&fields).ok() || fields.empty()) return 0;
+  if (!reader.ReadRecord(&fields).ok()) return;  // the header
+  while (reader.offset() < end) {
+    if (!reader.ReadRecord(&fields).ok() || fields.empty()) return;
+    int64_t id;
+    if (ParseInt64(fields[0].value, false, &id) != IntResult::kOk) return;
+    if (!visit(id, fields[0].offset)) return;
   }
-  return fields[0].offset;
 }
+
+// Collects rows into an InputGraph's vectors (the Load* functions).
+class GraphCollector final : public InputSink {
+ public:
+  Status NodeHeader(const std::vector<std::string>& names) override {
+    node_names = names;
+    return Status::OK();
+  }
+  Status Node(int64_t id, const PropertyRefs& properties) override {
+    nodes.push_back({id, Copy(properties)});
+    return Status::OK();
+  }
+  Status EdgeHeader(const std::vector<std::string>& names) override {
+    edge_names = names;
+    return Status::OK();
+  }
+  Status Edge(int64_t src, int64_t dst, int64_t type, int64_t timestamp,
+              const PropertyRefs& properties) override {
+    edges.push_back({src, dst, type, timestamp, Copy(properties)});
+    return Status::OK();
+  }
+
+  std::vector<std::string> node_names, edge_names;
+  std::vector<InputNode> nodes;
+  std::vector<InputEdge> edges;
+
+ private:
+  static IndexedProperties Copy(const PropertyRefs& properties) {
+    IndexedProperties out;
+    out.reserve(properties.size());
+    for (const auto& [index, value] : properties) out.emplace_back(index, std::string(value));
+    return out;
+  }
+};
 
 }  // namespace
 
-Status LoadNodesCsv(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
-  if (!graph->nodes.empty() || !graph->node_property_names.empty()) {
-    return Status::InvalidArgument("cannot load nodes from '" + path +
-                                   "': the graph already holds nodes");
-  }
-  ZIPG_ASSIGN_OR_RETURN(const InputText input, ReadInput(path));
+
+StatusOr<uint64_t> ReadNodesCsv(const std::string& path, InputSink* sink,
+                              const LoadProgress& progress) {
+  ZIPG_ASSIGN_OR_RETURN(InputText input, ReadInput(path));
   const std::string_view text = input.text();
   CsvReader reader(path, text);
   std::vector<CsvField> fields;
@@ -295,46 +326,48 @@ Status LoadNodesCsv(const std::string& path, InputGraph* graph, const LoadProgre
   std::vector<std::string> names;
   ZIPG_RETURN_IF_ERROR(ReadPropertyNames(reader, fields, 1, &names));
   const size_t width = fields.size();
+  ZIPG_RETURN_IF_ERROR(sink->NodeHeader(names));
 
   ProgressReporter reporter(progress, text.size());
-  Extrapolator extrapolator(text.size());
-  std::vector<InputNode> nodes;
+  PropertyRefs properties;
   NodeIdSet ids;
   while (true) {
+    const size_t row_start = reader.offset();
     ZIPG_RETURN_IF_ERROR(reader.ReadRecord(&fields));
     if (fields.empty()) break;
     ZIPG_RETURN_IF_ERROR(CheckWidth(reader, fields, width));
-    InputNode node;
-    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[0], false, "node id >= 0", &node.id));
-    ids.Prefetch(node.id);
-    node.properties = TakeProperties(fields, 1);
-    if (!ids.Insert(node.id, nodes)) {
-      const size_t first =
-          static_cast<size_t>(std::find_if(nodes.begin(), nodes.end(),
-                                           [&](const InputNode& n) { return n.id == node.id; }) -
-                              nodes.begin());
-      const uint64_t first_line = PositionOf(text, RowOffset(path, text, first)).line;
-      return reader.ErrorAt(fields[0].offset, "duplicate node id " + std::to_string(node.id) +
+    int64_t id;
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[0], false, "node id >= 0", &id));
+    ids.Prefetch(id);
+    TakeProperties(fields, 1, &properties);
+    const bool fresh = ids.Insert(id, [&](IdHashSet* set) {
+      ForEachNodeId(path, text, row_start, [&](int64_t earlier, size_t) {
+        set->Insert(earlier);
+        return true;
+      });
+    });
+    if (!fresh) {
+      size_t first = 0;
+      ForEachNodeId(path, text, row_start, [&](int64_t earlier, size_t offset) {
+        first = offset;
+        return earlier != id;
+      });
+      const uint64_t first_line = PositionOf(text, first).line;
+      return reader.ErrorAt(fields[0].offset, "duplicate node id " + std::to_string(id) +
                                                   " (first defined on line " +
                                                   std::to_string(first_line) + ")");
     }
-    nodes.push_back(std::move(node));
+    ZIPG_RETURN_IF_ERROR(sink->Node(id, properties));
     reporter.Update(reader.offset());
-    extrapolator.Update(reader.offset(), &nodes);
+    input.Consumed(reader.offset());
   }
-  graph->node_property_names = std::move(names);
-  graph->nodes = std::move(nodes);
-  graph->raw_bytes += text.size();
   reporter.Finish();
-  return Status::OK();
+  return text.size();
 }
 
-Status LoadEdgesCsv(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
-  if (!graph->edge_property_names.empty()) {
-    return Status::InvalidArgument("cannot load edges from '" + path +
-                                   "': the graph already has edge property names");
-  }
-  ZIPG_ASSIGN_OR_RETURN(const InputText input, ReadInput(path));
+StatusOr<uint64_t> ReadEdgesCsv(const std::string& path, InputSink* sink,
+                              const LoadProgress& progress) {
+  ZIPG_ASSIGN_OR_RETURN(InputText input, ReadInput(path));
   const std::string_view text = input.text();
   CsvReader reader(path, text);
   std::vector<CsvField> fields;
@@ -361,46 +394,36 @@ Status LoadEdgesCsv(const std::string& path, InputGraph* graph, const LoadProgre
   std::vector<std::string> names;
   ZIPG_RETURN_IF_ERROR(ReadPropertyNames(reader, fields, kFixed, &names));
   const size_t width = fields.size();
+  ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(names));
 
   ProgressReporter reporter(progress, text.size());
-  Extrapolator extrapolator(text.size());
-  std::vector<InputEdge> edges;
+  PropertyRefs properties;
   while (true) {
     ZIPG_RETURN_IF_ERROR(reader.ReadRecord(&fields));
     if (fields.empty()) break;
     ZIPG_RETURN_IF_ERROR(CheckWidth(reader, fields, width));
-    InputEdge edge;
-    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[0], false, "src >= 0", &edge.src));
-    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[1], false, "dst >= 0", &edge.dst));
-    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[2], false, "type >= 0", &edge.type));
-    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[3], true, "timestamp", &edge.timestamp));
-    edge.properties = TakeProperties(fields, kFixed);
-    edges.push_back(std::move(edge));
+    int64_t src, dst, type, timestamp;
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[0], false, "src >= 0", &src));
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[1], false, "dst >= 0", &dst));
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[2], false, "type >= 0", &type));
+    ZIPG_RETURN_IF_ERROR(ParseIntField(reader, fields[3], true, "timestamp", &timestamp));
+    TakeProperties(fields, kFixed, &properties);
+    ZIPG_RETURN_IF_ERROR(sink->Edge(src, dst, type, timestamp, properties));
     reporter.Update(reader.offset());
-    extrapolator.Update(reader.offset(), &edges);
+    input.Consumed(reader.offset());
   }
-  graph->edge_property_names = std::move(names);
-  if (graph->edges.empty()) {
-    graph->edges = std::move(edges);
-  } else {
-    graph->edges.insert(graph->edges.end(), std::make_move_iterator(edges.begin()),
-                        std::make_move_iterator(edges.end()));
-  }
-  graph->raw_bytes += text.size();
   reporter.Finish();
-  return Status::OK();
+  return text.size();
 }
 
-Status LoadSnapEdges(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
-  ZIPG_ASSIGN_OR_RETURN(const InputText input, ReadInput(path));
+StatusOr<uint64_t> ReadSnapEdges(const std::string& path, InputSink* sink,
+                              const LoadProgress& progress) {
+  ZIPG_ASSIGN_OR_RETURN(InputText input, ReadInput(path));
   const std::string_view text = input.text();
   const char* const begin = text.data();
   const char* const end = begin + text.size();
-  const size_t old_size = graph->edges.size();
   ProgressReporter reporter(progress, text.size());
-  Extrapolator extrapolator(text.size());
   auto fail = [&](const char* at, const std::string& what) {
-    graph->edges.resize(old_size);
     return ErrorAtOffset(path, text, static_cast<size_t>(at - begin), what);
   };
   auto is_blank = [](char c) { return c == ' ' || c == '\t'; };
@@ -410,6 +433,8 @@ Status LoadSnapEdges(const std::string& path, InputGraph* graph, const LoadProgr
     return p;
   };
   static constexpr std::string_view kWhat[] = {"source node id >= 0", "destination node id >= 0"};
+  ZIPG_RETURN_IF_ERROR(sink->EdgeHeader({}));
+  const PropertyRefs no_properties;
 
   const char* p = text.starts_with(kByteOrderMark) ? begin + kByteOrderMark.size() : begin;
   while (p < end) {  // one line per iteration
@@ -447,18 +472,48 @@ Status LoadSnapEdges(const std::string& path, InputGraph* graph, const LoadProgr
       p = t;
       while (p < end && is_blank(*p)) ++p;
     }
-    if (count == 2) {
-      InputEdge edge;
-      edge.src = ids[0];
-      edge.dst = ids[1];
-      graph->edges.push_back(std::move(edge));
-    }
+    if (count == 2) ZIPG_RETURN_IF_ERROR(sink->Edge(ids[0], ids[1], 0, 0, no_properties));
     if (p < end) p += *p == '\r' ? 2 : 1;
     reporter.Update(static_cast<uint64_t>(p - begin));
-    extrapolator.Update(static_cast<uint64_t>(p - begin), &graph->edges, old_size);
+    input.Consumed(static_cast<uint64_t>(p - begin));
   }
-  graph->raw_bytes += text.size();
   reporter.Finish();
+  return text.size();
+}
+
+Status LoadNodesCsv(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
+  if (!graph->nodes.empty() || !graph->node_property_names.empty()) {
+    return Status::InvalidArgument("cannot load nodes from '" + path +
+                                   "': the graph already holds nodes");
+  }
+  GraphCollector rows;
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t bytes, ReadNodesCsv(path, &rows, progress));
+  graph->node_property_names = std::move(rows.node_names);
+  graph->nodes = std::move(rows.nodes);
+  graph->raw_bytes += bytes;
+  return Status::OK();
+}
+
+Status LoadEdgesCsv(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
+  if (!graph->edge_property_names.empty()) {
+    return Status::InvalidArgument("cannot load edges from '" + path +
+                                   "': the graph already has edge property names");
+  }
+  GraphCollector rows;
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t bytes, ReadEdgesCsv(path, &rows, progress));
+  graph->edge_property_names = std::move(rows.edge_names);
+  graph->edges.insert(graph->edges.end(), std::make_move_iterator(rows.edges.begin()),
+                      std::make_move_iterator(rows.edges.end()));
+  graph->raw_bytes += bytes;
+  return Status::OK();
+}
+
+Status LoadSnapEdges(const std::string& path, InputGraph* graph, const LoadProgress& progress) {
+  GraphCollector rows;
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t bytes, ReadSnapEdges(path, &rows, progress));
+  graph->edges.insert(graph->edges.end(), std::make_move_iterator(rows.edges.begin()),
+                      std::make_move_iterator(rows.edges.end()));
+  graph->raw_bytes += bytes;
   return Status::OK();
 }
 

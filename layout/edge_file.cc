@@ -37,15 +37,62 @@ std::string SrcKey(int64_t src) {
 }
 }  // namespace
 
-Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
-                       std::vector<EdgeRecordInput> records, const CompressedFileOptions& options) {
-  ZIPG_RETURN_IF_ERROR(options.Validate());
+namespace {
+Status CheckNames(const std::vector<std::string>& property_names) {
   if (property_names.size() > kMaxProperties ||
       !std::is_sorted(property_names.begin(), property_names.end()) ||
       std::adjacent_find(property_names.begin(), property_names.end()) != property_names.end()) {
     return Status::InvalidArgument("EdgeFile property names must be sorted, distinct and at most " +
                                    std::to_string(kMaxProperties));
   }
+  return Status::OK();
+}
+}  // namespace
+
+void EdgeFile::AppendRecord(int64_t src, int64_t type, const std::vector<EncodedEdge>& edges,
+                            std::string* text) {
+  int64_t ts_min = edges[0].timestamp, ts_max = edges[0].timestamp;
+  int64_t dst_min = edges[0].dst, dst_max = edges[0].dst;
+  uint64_t lists = 0;
+  for (const auto& e : edges) {
+    ts_min = std::min(ts_min, e.timestamp);
+    ts_max = std::max(ts_max, e.timestamp);
+    dst_min = std::min(dst_min, e.dst);
+    dst_max = std::max(dst_max, e.dst);
+    lists += e.properties.size();
+  }
+  const uint32_t ts_width =
+      DigitsFor(static_cast<uint64_t>(ts_max) - static_cast<uint64_t>(ts_min));
+  const uint32_t dst_width =
+      DigitsFor(static_cast<uint64_t>(dst_max) - static_cast<uint64_t>(dst_min));
+  const uint32_t end_width = DigitsFor(lists);
+  text->push_back(static_cast<char>(kEdgeRecordMarker));
+  PutVarint6(text, static_cast<uint64_t>(src));
+  PutVarint6(text, static_cast<uint64_t>(type));
+  PutVarint6(text, edges.size());
+  PutVarint6(text, ZigZag(ts_min));
+  PutVarint6(text, ts_width);
+  PutVarint6(text, ZigZag(dst_min));
+  PutVarint6(text, dst_width);
+  PutVarint6(text, end_width);
+  for (const auto& e : edges) {
+    PutDigits(text, static_cast<uint64_t>(e.timestamp) - static_cast<uint64_t>(ts_min), ts_width);
+  }
+  for (const auto& e : edges) {
+    PutDigits(text, static_cast<uint64_t>(e.dst) - static_cast<uint64_t>(dst_min), dst_width);
+  }
+  uint64_t end = 0;
+  for (const auto& e : edges) {
+    end += e.properties.size();
+    PutDigits(text, end, end_width);
+  }
+  for (const auto& e : edges) text->append(e.properties);
+}
+
+Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
+                       std::vector<EdgeRecordInput> records, const CompressedFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
   std::string text;
   for (size_t r = 0; r < records.size(); ++r) {
     EdgeRecordInput& record = records[r];
@@ -62,64 +109,48 @@ Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& 
     std::sort(edges.begin(), edges.end(), [](const EdgeInput& a, const EdgeInput& b) {
       return a.timestamp != b.timestamp ? a.timestamp > b.timestamp : a.dst < b.dst;
     });
-    int64_t ts_min = edges[0].timestamp, ts_max = edges[0].timestamp;
-    int64_t dst_min = edges[0].dst, dst_max = edges[0].dst;
     std::vector<int64_t> dsts;
-    for (const auto& e : edges) {
-      ts_min = std::min(ts_min, e.timestamp);
-      ts_max = std::max(ts_max, e.timestamp);
-      dst_min = std::min(dst_min, e.dst);
-      dst_max = std::max(dst_max, e.dst);
-      dsts.push_back(e.dst);
-    }
+    for (const auto& e : edges) dsts.push_back(e.dst);
     std::sort(dsts.begin(), dsts.end());
     if (std::adjacent_find(dsts.begin(), dsts.end()) != dsts.end()) {
       return Status::InvalidArgument(where + ": repeated destination");
     }
     std::string lists;
     std::vector<uint64_t> ends;
+    PropertyViews views;
     for (const auto& e : edges) {
-      int64_t previous = -1;
-      for (const auto& [p, value] : e.properties) {
-        if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
+      views.assign(e.properties.begin(), e.properties.end());
+      size_t bad = 0;
+      switch (AppendPropertyList(views, property_names.size(), &lists, &bad)) {
+        case ListError::kNone:
+          break;
+        case ListError::kBadNumber:
           return Status::InvalidArgument(where + ": property numbers must be ascending and known");
-        }
-        if (!IsValueText(value)) {
-          return Status::InvalidArgument(where + ": the value of '" + property_names[p] +
+        case ListError::kBadValue:
+          return Status::InvalidArgument(where + ": the value of '" +
+                                         property_names[views[bad].first] +
                                          "' is not valid UTF-8");
-        }
-        previous = p;
-        PutDelimiter(&lists, p);
-        lists.append(value);
-        lists.push_back(static_cast<char>(kValueEnd));
       }
       ends.push_back(lists.size());
     }
-    const uint32_t ts_width =
-        DigitsFor(static_cast<uint64_t>(ts_max) - static_cast<uint64_t>(ts_min));
-    const uint32_t dst_width =
-        DigitsFor(static_cast<uint64_t>(dst_max) - static_cast<uint64_t>(dst_min));
-    const uint32_t end_width = DigitsFor(lists.size());
-    text.push_back(static_cast<char>(kEdgeRecordMarker));
-    PutVarint6(&text, static_cast<uint64_t>(record.src));
-    PutVarint6(&text, static_cast<uint64_t>(record.type));
-    PutVarint6(&text, edges.size());
-    PutVarint6(&text, ZigZag(ts_min));
-    PutVarint6(&text, ts_width);
-    PutVarint6(&text, ZigZag(dst_min));
-    PutVarint6(&text, dst_width);
-    PutVarint6(&text, end_width);
-    for (const auto& e : edges) {
-      PutDigits(&text, static_cast<uint64_t>(e.timestamp) - static_cast<uint64_t>(ts_min),
-                ts_width);
+    std::vector<EncodedEdge> encoded;
+    uint64_t start = 0;
+    for (size_t i = 0; i < edges.size(); ++i) {
+      encoded.push_back({edges[i].dst, edges[i].timestamp,
+                         std::string_view(lists).substr(start, ends[i] - start)});
+      start = ends[i];
     }
-    for (const auto& e : edges) {
-      PutDigits(&text, static_cast<uint64_t>(e.dst) - static_cast<uint64_t>(dst_min), dst_width);
-    }
-    for (uint64_t end : ends) PutDigits(&text, end, end_width);
-    text.append(lists);
+    AppendRecord(record.src, record.type, encoded, &text);
     std::vector<EdgeInput>().swap(edges);  // release memory as we go
   }
+  return BuildFromRecords(base, property_names, text, options);
+}
+
+Status EdgeFile::BuildFromRecords(const std::string& base,
+                                  const std::vector<std::string>& property_names,
+                                  std::string_view text, const CompressedFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
   std::string meta;
   PutFixed32(&meta, static_cast<uint32_t>(property_names.size()));
   for (const auto& name : property_names) PutLengthPrefixed(&meta, name);

@@ -27,6 +27,14 @@ struct EdgeInput {
   NumberedProperties properties;
 };
 
+// One edge of a record being encoded: its property list already in the layout's form
+// ({ delimiter(p) value 0xF5 }*, layout/record_coding.h AppendPropertyList).
+struct EncodedEdge {
+  int64_t dst = 0;
+  int64_t timestamp = 0;
+  std::string_view properties;
+};
+
 struct EdgeRecordInput {
   int64_t src = 0;
   int64_t type = 0;
@@ -56,6 +64,16 @@ class EdgeFile {
   // ascending).
   static Status Build(const std::string& base, const std::vector<std::string>& property_names,
                       std::vector<EdgeRecordInput> records, const CompressedFileOptions& options);
+  // The two steps of Build, for callers that encode records themselves (the compress pipeline).
+  // AppendRecord appends the EdgeRecord of (src, type) to *text; `edges` is non-empty, sorted
+  // newest first (timestamp descending, dst ascending) with distinct dst, src and type >= 0.
+  // BuildFromRecords writes the files from `text`, a concatenation of records in (src, type)
+  // order.
+  static void AppendRecord(int64_t src, int64_t type, const std::vector<EncodedEdge>& edges,
+                           std::string* text);
+  static Status BuildFromRecords(const std::string& base,
+                                 const std::vector<std::string>& property_names,
+                                 std::string_view text, const CompressedFileOptions& options);
   static StatusOr<std::unique_ptr<EdgeFile>> Open(const std::string& base,
                                                   const OpenOptions& options = {});
   ~EdgeFile();

@@ -30,9 +30,8 @@ struct NodeFile::Header {
   std::vector<uint64_t> lengths;
 };
 
-Status NodeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
-                       const std::vector<NodeInput>& nodes, const CompressedFileOptions& options) {
-  ZIPG_RETURN_IF_ERROR(options.Validate());
+namespace {
+Status CheckNames(const std::vector<std::string>& property_names) {
   if (property_names.size() > kMaxProperties) {
     return Status::InvalidArgument("a NodeFile holds at most " + std::to_string(kMaxProperties) +
                                    " property names, got " + std::to_string(property_names.size()));
@@ -41,42 +40,77 @@ Status NodeFile::Build(const std::string& base, const std::vector<std::string>& 
       std::adjacent_find(property_names.begin(), property_names.end()) != property_names.end()) {
     return Status::InvalidArgument("NodeFile property names must be sorted and distinct");
   }
-  std::string text, index;
-  PutFixed32(&index, static_cast<uint32_t>(property_names.size()));
-  for (const auto& name : property_names) PutLengthPrefixed(&index, name);
-  PutFixed64(&index, nodes.size());
-  std::string offsets;
+  return Status::OK();
+}
+}  // namespace
+
+Status NodeFile::AppendRecord(const std::vector<std::string>& property_names,
+                              const PropertyViews& properties, std::string* text) {
+  PutVarint6(text, properties.size());
+  int64_t previous = -1;
+  for (const auto& [p, value] : properties) {
+    if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
+      return Status::InvalidArgument("property numbers must be ascending and known");
+    }
+    PutVarint6(text, static_cast<uint64_t>(p - previous - 1));
+    PutVarint6(text, value.size());
+    previous = p;
+  }
+  size_t bad = 0;
+  if (AppendPropertyList(properties, property_names.size(), text, &bad) != ListError::kNone) {
+    return Status::InvalidArgument("the value of '" + property_names[properties[bad].first] +
+                                   "' is not valid UTF-8");
+  }
+  return Status::OK();
+}
+
+Status NodeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
+                       const std::vector<NodeInput>& nodes, const CompressedFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
+  std::string text;
+  std::vector<int64_t> ids;
+  std::vector<uint64_t> offsets;
+  PropertyViews views;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const NodeInput& node = nodes[i];
     if (node.id < 0) return Status::InvalidArgument("NodeFile node ids must be >= 0");
     if (i > 0 && node.id <= nodes[i - 1].id) {
       return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
     }
-    PutFixed64(&index, static_cast<uint64_t>(node.id));
-    PutFixed64(&offsets, text.size());
-    PutVarint6(&text, node.properties.size());
-    int64_t previous = -1;
-    for (const auto& [p, value] : node.properties) {
-      if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
-        return Status::InvalidArgument("node " + std::to_string(node.id) +
-                                       ": property numbers must be ascending and known");
-      }
-      PutVarint6(&text, static_cast<uint64_t>(p - previous - 1));
-      PutVarint6(&text, value.size());
-      previous = p;
-    }
-    for (const auto& [p, value] : node.properties) {
-      if (!IsValueText(value)) {
-        return Status::InvalidArgument("node " + std::to_string(node.id) + ": the value of '" +
-                                       property_names[p] + "' is not valid UTF-8");
-      }
-      PutDelimiter(&text, p);
-      text.append(value);
-      text.push_back(static_cast<char>(kValueEnd));
+    ids.push_back(node.id);
+    offsets.push_back(text.size());
+    views.assign(node.properties.begin(), node.properties.end());
+    if (Status s = AppendRecord(property_names, views, &text); !s.ok()) {
+      return Status::InvalidArgument("node " + std::to_string(node.id) + ": " + s.message());
     }
   }
-  PutFixed64(&offsets, text.size());
-  index.append(offsets);
+  offsets.push_back(text.size());
+  return BuildFromRecords(base, property_names, ids, offsets, text, options);
+}
+
+Status NodeFile::BuildFromRecords(const std::string& base,
+                                  const std::vector<std::string>& property_names,
+                                  const std::vector<int64_t>& ids,
+                                  const std::vector<uint64_t>& offsets, std::string_view text,
+                                  const CompressedFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
+  if (offsets.size() != ids.size() + 1 || offsets.back() != text.size()) {
+    return Status::InvalidArgument("NodeFile record offsets do not match the ids and the text");
+  }
+  std::string index;
+  PutFixed32(&index, static_cast<uint32_t>(property_names.size()));
+  for (const auto& name : property_names) PutLengthPrefixed(&index, name);
+  PutFixed64(&index, ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) return Status::InvalidArgument("NodeFile node ids must be >= 0");
+    if (i > 0 && ids[i] <= ids[i - 1]) {
+      return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
+    }
+    PutFixed64(&index, static_cast<uint64_t>(ids[i]));
+  }
+  for (uint64_t offset : offsets) PutFixed64(&index, offset);
   ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options, base + ".zcf"));
   return WriteSideFile(base + ".idx", kIndexMagic, kIndexVersion, index);
 }

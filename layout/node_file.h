@@ -17,6 +17,7 @@
 
 #include "graph/types.h"
 #include "layout/compressed_file.h"
+#include "layout/record_coding.h"
 #include "util/status.h"
 
 namespace zipg::layout {
@@ -36,6 +37,19 @@ class NodeFile {
   // not contain bytes 0xF5..0xFF; INVALID_ARGUMENT otherwise).
   static Status Build(const std::string& base, const std::vector<std::string>& property_names,
                       const std::vector<NodeInput>& nodes, const CompressedFileOptions& options);
+  // The two steps of Build, for callers that encode records as they arrive (the compress
+  // pipeline). AppendRecord appends the record of a node with `properties` (numbers index
+  // `property_names`) to *text; INVALID_ARGUMENT if a number is not ascending or not known, or a
+  // value is not valid UTF-8 (*text then holds part of the record). BuildFromRecords writes the
+  // files from `text`, which holds the records of `ids` (ascending, distinct) starting at
+  // `offsets` (ids.size() + 1 entries, the last text.size()).
+  static Status AppendRecord(const std::vector<std::string>& property_names,
+                             const PropertyViews& properties, std::string* text);
+  static Status BuildFromRecords(const std::string& base,
+                                 const std::vector<std::string>& property_names,
+                                 const std::vector<int64_t>& ids,
+                                 const std::vector<uint64_t>& offsets, std::string_view text,
+                                 const CompressedFileOptions& options);
   static StatusOr<std::unique_ptr<NodeFile>> Open(const std::string& base,
                                                   const OpenOptions& options = {});
   ~NodeFile();

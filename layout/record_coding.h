@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace zipg::layout {
 
@@ -36,6 +38,10 @@ inline bool IsValueText(std::string_view s) {
   return true;
 }
 
+// (property number, value) pairs as views, ascending by number: a record's properties before they
+// are encoded.
+using PropertyViews = std::vector<std::pair<uint32_t, std::string_view>>;
+
 // Appends the two-byte delimiter of property number p < kMaxProperties.
 inline void PutDelimiter(std::string* dst, uint32_t p) {
   dst->push_back(static_cast<char>(kDelimiterLeadFirst + p / 128));
@@ -47,6 +53,28 @@ inline int DecodeDelimiter(std::string_view s) {
   const uint8_t lead = s[0], low = s[1];
   if (lead < kDelimiterLeadFirst || lead >= kEdgeRecordMarker || low >= 0x80) return -1;
   return (lead - kDelimiterLeadFirst) * 128 + low;
+}
+
+// Why a property list cannot be encoded (AppendPropertyList).
+enum class ListError { kNone, kBadNumber, kBadValue };
+
+// Appends `{ delimiter(p) value 0xF5 }` for each property. Stops at the first property whose
+// number is not ascending or not below `num_names` (kBadNumber), or whose value holds a structure
+// byte (kBadValue: not valid UTF-8), and sets *bad to its index.
+inline ListError AppendPropertyList(const PropertyViews& properties, size_t num_names,
+                                    std::string* dst, size_t* bad) {
+  int64_t previous = -1;
+  for (size_t i = 0; i < properties.size(); ++i) {
+    const auto& [p, value] = properties[i];
+    *bad = i;
+    if (p >= num_names || static_cast<int64_t>(p) <= previous) return ListError::kBadNumber;
+    if (!IsValueText(value)) return ListError::kBadValue;
+    previous = p;
+    PutDelimiter(dst, p);
+    dst->append(value);
+    dst->push_back(static_cast<char>(kValueEnd));
+  }
+  return ListError::kNone;
 }
 
 // varint6: little-endian groups of 6 bits; every byte but the last has 0x40 set. At most 11 bytes.

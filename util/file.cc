@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -40,6 +41,16 @@ Status SyncDirectoryOf(const std::string& path) {
 }
 
 }  // namespace
+
+void MappedFile::AdviseSequential() const {
+  if (size_ > 0) ::madvise(const_cast<char*>(data_), size_, MADV_SEQUENTIAL);
+}
+
+void MappedFile::DropPagesBefore(size_t offset) const {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t end = std::min(offset, size_) / page * page;
+  if (end > 0) ::madvise(const_cast<char*>(data_), end, MADV_DONTNEED);
+}
 
 StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -94,9 +105,18 @@ StatusOr<std::string> ReadFileToString(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open", path);
   std::string out;
-  char buf[1 << 16];
+  struct stat st;
+  // A regular file is read straight into a string of its size (no growth, no second copy); + 1
+  // so that the read which sees the end needs no growth either.
+  size_t initial = 1 << 16;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    initial = static_cast<size_t>(st.st_size) + 1;
+  }
+  out.resize(initial);
+  size_t used = 0;
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (used == out.size()) out.resize(2 * out.size());
+    ssize_t n = ::read(fd, out.data() + used, out.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
       Status s = ErrnoStatus("cannot read", path);
@@ -104,9 +124,10 @@ StatusOr<std::string> ReadFileToString(const std::string& path) {
       return s;
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    used += static_cast<size_t>(n);
   }
   ::close(fd);
+  out.resize(used);
   return out;
 }
 

@@ -29,6 +29,12 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Hints that the mapping will be read front to back (more read-ahead).
+  void AdviseSequential() const;
+  // Gives back the resident pages wholly before byte `offset` (they stay in the page cache and
+  // come back on the next read): a front-to-back reader keeps its resident set small.
+  void DropPagesBefore(size_t offset) const;
+
  private:
   MappedFile(std::string path, const char* data, size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

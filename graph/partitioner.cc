@@ -1,0 +1,367 @@
+// Partitioner and spill files (graph/partitioner.h).
+
+#include "graph/partitioner.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "graph/partition.h"
+#include "layout/edge_file.h"
+#include "layout/node_file.h"
+#include "util/coding.h"
+
+namespace zipg::graph {
+
+namespace {
+
+constexpr size_t kNodeRowHeader = 8 + 4;
+constexpr size_t kEdgeRowHeader = 4 * 8 + 4;
+// Write buffers of all partitions together; each is flushed to its file when full.
+constexpr size_t kBufferBudget = size_t{64} << 20;
+constexpr size_t kMinBuffer = size_t{16} << 10, kMaxBuffer = size_t{8} << 20;
+// Bytes a spill scanner reads at a time (more if one row is longer).
+constexpr size_t kScanChunk = size_t{4} << 20;
+
+Status ErrnoError(const std::string& what, const std::string& path) {
+  return Status::IOError(what + " '" + path + "': " + std::strerror(errno));
+}
+
+// Bytes of varint6(v).
+uint64_t Varint6Bytes(uint64_t v) {
+  uint64_t n = 1;
+  while (v >= 0x40) {
+    v >>= 6;
+    ++n;
+  }
+  return n;
+}
+
+// Rank of each header position in sorted name order, and the sorted names.
+std::vector<uint32_t> SortedRanks(const std::vector<std::string>& names,
+                                  std::vector<std::string>* sorted) {
+  std::vector<uint32_t> order(names.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return names[a] < names[b]; });
+  std::vector<uint32_t> rank(names.size());
+  sorted->clear();
+  for (uint32_t r = 0; r < order.size(); ++r) {
+    rank[order[r]] = r;
+    sorted->push_back(names[order[r]]);
+  }
+  return rank;
+}
+
+Status CheckColumnCount(const std::vector<std::string>& names) {
+  if (names.size() > layout::kMaxProperties) {
+    return Status::InvalidArgument(std::to_string(names.size()) +
+                                   " property columns; the layout supports at most " +
+                                   std::to_string(layout::kMaxProperties));
+  }
+  return Status::OK();
+}
+
+// `properties` (header positions) as views numbered by rank, ascending; false if a position is
+// out of range.
+bool Rank(const PropertyRefs& properties, const std::vector<uint32_t>& rank,
+          layout::PropertyViews* out) {
+  out->clear();
+  for (const auto& [index, value] : properties) {
+    if (index >= rank.size()) return false;
+    out->emplace_back(rank[index], value);
+  }
+  std::sort(out->begin(), out->end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return true;
+}
+
+std::string EdgeName(int64_t src, int64_t type, int64_t dst) {
+  return "edge (" + std::to_string(src) + ", " + std::to_string(type) + ", " +
+         std::to_string(dst) + ")";
+}
+
+}  // namespace
+
+uint64_t ShardFootprint::EdgeTextBound() const {
+  if (edges == 0) return 0;
+  auto digits = [](int64_t lo, int64_t hi) {
+    return layout::DigitsFor(static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo));
+  };
+  const uint64_t per_edge = digits(ts_min, ts_max) + digits(dst_min, dst_max) +
+                            layout::DigitsFor(edge_property_bytes);
+  const uint64_t header =
+      1 + Varint6Bytes(static_cast<uint64_t>(src_max)) +
+      Varint6Bytes(static_cast<uint64_t>(type_max)) + Varint6Bytes(edges) +
+      Varint6Bytes(std::max(layout::ZigZag(ts_min), layout::ZigZag(ts_max))) +
+      Varint6Bytes(std::max(layout::ZigZag(dst_min), layout::ZigZag(dst_max))) + 3;
+  return edge_property_bytes + edges * per_edge + edge_runs * header;
+}
+
+bool DecodeRow(std::string_view bytes, size_t* pos, NodeRow* row) {
+  if (bytes.size() - *pos < kNodeRowHeader) return false;
+  const char* p = bytes.data() + *pos;
+  const uint32_t n = DecodeFixed32(p + 8);
+  if (bytes.size() - *pos - kNodeRowHeader < n) return false;
+  row->id = static_cast<int64_t>(DecodeFixed64(p));
+  row->record = bytes.substr(*pos + kNodeRowHeader, n);
+  *pos += kNodeRowHeader + n;
+  return true;
+}
+
+bool DecodeRow(std::string_view bytes, size_t* pos, EdgeRow* row) {
+  if (bytes.size() - *pos < kEdgeRowHeader) return false;
+  const char* p = bytes.data() + *pos;
+  const uint32_t n = DecodeFixed32(p + 32);
+  if (bytes.size() - *pos - kEdgeRowHeader < n) return false;
+  row->src = static_cast<int64_t>(DecodeFixed64(p));
+  row->type = static_cast<int64_t>(DecodeFixed64(p + 8));
+  row->dst = static_cast<int64_t>(DecodeFixed64(p + 16));
+  row->timestamp = static_cast<int64_t>(DecodeFixed64(p + 24));
+  row->properties = bytes.substr(*pos + kEdgeRowHeader, n);
+  *pos += kEdgeRowHeader + n;
+  return true;
+}
+
+template <typename Row>
+SpillScanner<Row>::~SpillScanner() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+template <typename Row>
+Status SpillScanner<Row>::Fill() {
+  if (fd_ < 0) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      if (errno != ENOENT) return ErrnoError("cannot open", path_);
+      eof_ = true;  // nothing was spilled to this partition
+      return Status::OK();
+    }
+  }
+  buffer_.erase(0, pos_);
+  pos_ = 0;
+  const size_t want = std::max(kScanChunk, buffer_.size());
+  const size_t old = buffer_.size();
+  buffer_.resize(old + want);
+  ssize_t got;
+  do {
+    got = ::read(fd_, buffer_.data() + old, want);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return ErrnoError("cannot read", path_);
+  buffer_.resize(old + static_cast<size_t>(got));
+  if (got == 0) eof_ = true;
+  return Status::OK();
+}
+
+template <typename Row>
+StatusOr<bool> SpillScanner<Row>::Next(Row* row) {
+  while (!DecodeRow(buffer_, &pos_, row)) {
+    if (eof_) {
+      if (pos_ != buffer_.size()) return Status::Corruption(path_ + ": truncated spill file");
+      return false;
+    }
+    ZIPG_RETURN_IF_ERROR(Fill());
+  }
+  return true;
+}
+
+template class SpillScanner<NodeRow>;
+template class SpillScanner<EdgeRow>;
+
+Partitioner::Partitioner(std::string dir, uint32_t shards) : dir_(std::move(dir)) {
+  Reset(shards);
+}
+
+Partitioner::~Partitioner() = default;
+
+void Partitioner::Reset(uint32_t shards) {
+  buffer_limit_ = std::clamp(kBufferBudget / (2 * size_t{shards}), kMinBuffer, kMaxBuffer);
+  footprints_.assign(shards, {});
+  node_buffers_.assign(shards, {});
+  edge_buffers_.assign(shards, {});
+  last_key_.assign(shards, {-1, -1});
+  for (uint32_t s = 0; s < shards; ++s) {
+    node_buffers_[s].path = NodeSpill(s);
+    edge_buffers_[s].path = EdgeSpill(s);
+  }
+}
+
+std::string Partitioner::NodeSpill(uint32_t shard) const {
+  return dir_ + "/nodes-" + std::to_string(generation_) + "-" + std::to_string(shard) + ".spill";
+}
+
+std::string Partitioner::EdgeSpill(uint32_t shard) const {
+  return dir_ + "/edges-" + std::to_string(generation_) + "-" + std::to_string(shard) + ".spill";
+}
+
+Status Partitioner::Append(Buffer* buffer) {
+  if (buffer->bytes.empty()) return Status::OK();
+  // Opened for each flush: thousands of partitions would otherwise need thousands of descriptors.
+  const int fd = ::open(buffer->path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot open", buffer->path);
+  std::string_view left = buffer->bytes;
+  while (!left.empty()) {
+    const ssize_t n = ::write(fd, left.data(), left.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Status s = ErrnoError("cannot write", buffer->path);
+      ::close(fd);
+      return s;
+    }
+    left.remove_prefix(static_cast<size_t>(n));
+  }
+  if (::close(fd) != 0) return ErrnoError("cannot write", buffer->path);
+  buffer->bytes.clear();
+  return Status::OK();
+}
+
+Status Partitioner::NodeHeader(const std::vector<std::string>& names) {
+  ZIPG_RETURN_IF_ERROR(CheckColumnCount(names));
+  node_rank_ = SortedRanks(names, &node_names_);
+  return Status::OK();
+}
+
+Status Partitioner::EdgeHeader(const std::vector<std::string>& names) {
+  ZIPG_RETURN_IF_ERROR(CheckColumnCount(names));
+  edge_rank_ = SortedRanks(names, &edge_names_);
+  return Status::OK();
+}
+
+Status Partitioner::Node(int64_t id, const PropertyRefs& properties) {
+  if (id < 0) return Status::InvalidArgument("node id " + std::to_string(id) + " is negative");
+  if (!Rank(properties, node_rank_, &ranked_)) {
+    return Status::InvalidArgument("node " + std::to_string(id) + ": property index out of range");
+  }
+  scratch_.clear();
+  if (Status s = layout::NodeFile::AppendRecord(node_names_, ranked_, &scratch_); !s.ok()) {
+    return Status::InvalidArgument("node " + std::to_string(id) + ": " + s.message());
+  }
+  return AddNode(id, scratch_);
+}
+
+Status Partitioner::Edge(int64_t src, int64_t dst, int64_t type, int64_t timestamp,
+                         const PropertyRefs& properties) {
+  if (src < 0 || dst < 0 || type < 0) {
+    return Status::InvalidArgument(EdgeName(src, type, dst) + ": src, dst and type must be >= 0");
+  }
+  if (!Rank(properties, edge_rank_, &ranked_)) {
+    return Status::InvalidArgument(EdgeName(src, type, dst) + ": property index out of range");
+  }
+  scratch_.clear();
+  size_t bad = 0;
+  switch (layout::AppendPropertyList(ranked_, edge_names_.size(), &scratch_, &bad)) {
+    case layout::ListError::kNone:
+      break;
+    case layout::ListError::kBadNumber:  // Rank sorted them: only a repeated index gets here
+      return Status::InvalidArgument(EdgeName(src, type, dst) + ": repeated property");
+    case layout::ListError::kBadValue:
+      return Status::InvalidArgument(EdgeName(src, type, dst) + ": the value of '" +
+                                     edge_names_[ranked_[bad].first] + "' is not valid UTF-8");
+  }
+  return AddEdge(src, type, dst, timestamp, scratch_);
+}
+
+Status Partitioner::AddNode(int64_t id, std::string_view record) {
+  const uint32_t s = ShardOf(id, shards());
+  Buffer& buffer = node_buffers_[s];
+  PutFixed64(&buffer.bytes, static_cast<uint64_t>(id));
+  PutFixed32(&buffer.bytes, static_cast<uint32_t>(record.size()));
+  buffer.bytes.append(record);
+  ShardFootprint& f = footprints_[s];
+  ++f.nodes;
+  f.node_text += record.size();
+  f.node_spill += kNodeRowHeader + record.size();
+  return buffer.bytes.size() >= buffer_limit_ ? Append(&buffer) : Status::OK();
+}
+
+Status Partitioner::AddEdge(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
+                            std::string_view properties) {
+  const uint32_t s = ShardOf(src, shards());
+  Buffer& buffer = edge_buffers_[s];
+  PutFixed64(&buffer.bytes, static_cast<uint64_t>(src));
+  PutFixed64(&buffer.bytes, static_cast<uint64_t>(type));
+  PutFixed64(&buffer.bytes, static_cast<uint64_t>(dst));
+  PutFixed64(&buffer.bytes, static_cast<uint64_t>(timestamp));
+  PutFixed32(&buffer.bytes, static_cast<uint32_t>(properties.size()));
+  buffer.bytes.append(properties);
+  ShardFootprint& f = footprints_[s];
+  if (f.edges == 0) {
+    f.ts_min = f.ts_max = timestamp;
+    f.dst_min = f.dst_max = dst;
+  }
+  ++f.edges;
+  f.edge_property_bytes += properties.size();
+  f.edge_spill += kEdgeRowHeader + properties.size();
+  f.ts_min = std::min(f.ts_min, timestamp);
+  f.ts_max = std::max(f.ts_max, timestamp);
+  f.dst_min = std::min(f.dst_min, dst);
+  f.dst_max = std::max(f.dst_max, dst);
+  f.src_max = std::max(f.src_max, src);
+  f.type_max = std::max(f.type_max, type);
+  if (last_key_[s] != std::pair(src, type)) {
+    ++f.edge_runs;
+    last_key_[s] = {src, type};
+  }
+  return buffer.bytes.size() >= buffer_limit_ ? Append(&buffer) : Status::OK();
+}
+
+Status Partitioner::Flush() {
+  for (auto* buffers : {&node_buffers_, &edge_buffers_}) {
+    for (Buffer& buffer : *buffers) {
+      ZIPG_RETURN_IF_ERROR(Append(&buffer));
+      std::string().swap(buffer.bytes);
+    }
+  }
+  return Status::OK();
+}
+
+Status Partitioner::Repartition(uint32_t shards) {
+  ZIPG_RETURN_IF_ERROR(Flush());
+  const uint32_t old_shards = this->shards();
+  const uint32_t old_generation = generation_++;
+  Reset(shards);
+  auto old_path = [&](const char* kind, uint32_t s) {
+    return dir_ + "/" + kind + "-" + std::to_string(old_generation) + "-" + std::to_string(s) +
+           ".spill";
+  };
+  // Old partitions in order: each source's edges come from one old partition, in input order.
+  for (uint32_t s = 0; s < old_shards; ++s) {
+    {
+      SpillScanner<NodeRow> scanner(old_path("nodes", s));
+      NodeRow row;
+      while (true) {
+        ZIPG_ASSIGN_OR_RETURN(bool more, scanner.Next(&row));
+        if (!more) break;
+        ZIPG_RETURN_IF_ERROR(AddNode(row.id, row.record));
+      }
+    }
+    {
+      SpillScanner<EdgeRow> scanner(old_path("edges", s));
+      EdgeRow row;
+      while (true) {
+        ZIPG_ASSIGN_OR_RETURN(bool more, scanner.Next(&row));
+        if (!more) break;
+        ZIPG_RETURN_IF_ERROR(AddEdge(row.src, row.type, row.dst, row.timestamp, row.properties));
+      }
+    }
+    std::error_code ec;
+    std::filesystem::remove(old_path("nodes", s), ec);
+    std::filesystem::remove(old_path("edges", s), ec);
+  }
+  return Flush();
+}
+
+void Partitioner::RemoveFiles() {
+  std::error_code ec;
+  for (uint32_t s = 0; s < shards(); ++s) {
+    std::filesystem::remove(NodeSpill(s), ec);
+    std::filesystem::remove(EdgeSpill(s), ec);
+  }
+}
+
+}  // namespace zipg::graph
