@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "client/cli.h"
+#include "util/memory.h"
 #include "client/client.h"
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
@@ -58,6 +59,8 @@ const char kUsage[] =
     "  --wait S         how long to wait for a healthy cluster (default 120)\n"
     "  --no-verify      shard servers skip checksum verification of the store files\n"
     "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
+    "  --compaction-memory SIZE  memory a LogStore compaction may use (default 80% of what is\n"
+    "                   available when it starts)\n"
     "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
     "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n";
 
@@ -271,6 +274,10 @@ class Starter {
     if (auto mb = args_.Get("memtable-mb")) {
       ZIPG_RETURN_IF_ERROR(args_.GetUint("memtable-mb", 0).status());
       logstore_argv.insert(logstore_argv.end(), {"--memtable-mb", *mb});
+    }
+    if (auto limit = args_.Get("compaction-memory")) {
+      ZIPG_RETURN_IF_ERROR(ParseByteSize(*limit).status());
+      logstore_argv.insert(logstore_argv.end(), {"--compaction-memory", *limit});
     }
     if (args_.Has("no-sync")) logstore_argv.push_back("--no-sync");
     ZIPG_RETURN_IF_ERROR(SpawnServer(logstore_argv, "logstore", 0));
@@ -486,7 +493,8 @@ int RunLocal(int argc, char** argv) {
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
   Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
                                    "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
-                                   "memtable-mb", "no-sync", "write-batches"});
+                                   "memtable-mb", "compaction-memory", "no-sync",
+                                   "write-batches"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

@@ -15,6 +15,7 @@
 
 #include "aggregator/aggregator.h"
 #include "client/cli.h"
+#include "util/memory.h"
 #include "cluster/membership.h"
 #include "rpc/server.h"
 #include "logstore/logstore.h"
@@ -44,6 +45,8 @@ const char kUsage[] =
     "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
     "  --memtable-mb N logstore: compress the log into a new shard past N MiB (default 256;\n"
     "                  0: only on `zipg admin compact`)\n"
+    "  --compaction-memory SIZE  logstore: memory a compaction may use to build its log shard\n"
+    "                  (e.g. 2G; default 80% of the memory available when it starts)\n"
     "  --no-sync       logstore: do not fsync the log (benchmarks only: writes are not durable)\n"
     "  --write-batches N  aggregator: write_batch calls in flight to the LogStore (default 8;\n"
     "                  concurrent writes beyond them queue and go together)\n"
@@ -91,7 +94,8 @@ int RunServe(int argc, char** argv) {
   }
   Status known = args->CheckKnown({"store", "shards", "etcd", "host", "port", "cluster", "name",
                                    "lease-ttl", "call-timeout-ms", "no-verify", "update-port",
-                                   "memtable-mb", "no-sync", "write-batches"});
+                                   "memtable-mb", "compaction-memory", "no-sync",
+                                   "write-batches"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -201,6 +205,11 @@ int RunServe(int argc, char** argv) {
     logstore::LogStoreOptions log_options;
     log_options.dir = *store + "/logstore";
     log_options.memtable_bytes = *memtable_mb << 20;
+    if (auto limit = args->Get("compaction-memory")) {
+      auto bytes = ParseByteSize(*limit);
+      if (!bytes.ok()) return UsageError("--compaction-memory: " + bytes.status().message(), kUsage);
+      log_options.compaction_memory_bytes = *bytes;
+    }
     log_options.sync = !args->Has("no-sync");
     log_options.update_timeout_ms = static_cast<int>(*timeout);
     auto opened = logstore::LogStore::Open(

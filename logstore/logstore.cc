@@ -133,8 +133,7 @@ Status LogStore::Recover() {
     ls.generation = g;
     GraphOpenOptions open_options;
     ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(g), open_options, nullptr));
-    if (opened.shards.size() != 1) return Status::Corruption(ShardDir(g) + " is not one shard");
-    ls.shard = std::move(opened.shards[0]);
+    ls.parts = std::move(opened.shards);
     ZIPG_ASSIGN_OR_RETURN(ls.deletes, shard::UpdateIndex::Open(ShardDir(g) + ".deletes"));
     log_shards_.push_back(std::move(ls));
   }
@@ -188,7 +187,7 @@ StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation)
   for (auto& ls : log_shards_) {
     auto entry = ls.deletes->Lookup(u.node);
     ZIPG_ASSIGN_OR_RETURN(bool live,
-                          shard::FoundLive(*ls.shard, entry ? &*entry : nullptr, u));
+                          shard::FoundLive(*ls.PartFor(u.node), entry ? &*entry : nullptr, u));
     if (!live) continue;
     ZIPG_RETURN_IF_ERROR(ls.deletes->Record({u}, {true}));
     found = true;
@@ -506,15 +505,23 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<LogRecord>& r
   return out;
 }
 
+const shard::Shard* LogStore::LogShard::PartFor(int64_t id) const {
+  return parts[ShardOf(id, static_cast<uint32_t>(parts.size()))].get();
+}
+
 std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore::ShardsIn(
-    const std::vector<int64_t>* generations) const {
+    const std::vector<int64_t>* generations, std::optional<int64_t> id) const {
   // Log shards are never closed while the LogStore lives, so their pointers stay valid after the
   // data lock is released: the slow compressed reads then do not hold it (a writer waiting for
   // the lock would otherwise starve behind a stream of readers).
   std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> out;
   for (const auto& ls : log_shards_) {
     if (generations && !Contains(*generations, ls.generation)) continue;
-    out.emplace_back(ls.shard.get(), ls.deletes.get());
+    if (id) {
+      out.emplace_back(ls.PartFor(*id), ls.deletes.get());
+    } else {
+      for (const auto& part : ls.parts) out.emplace_back(part.get(), ls.deletes.get());
+    }
   }
   return out;
 }
@@ -524,7 +531,7 @@ std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore:
   std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
   {
     std::shared_lock data(data_mu_);
-    shards = ShardsIn(&generations);
+    shards = ShardsIn(&generations, id);
     if (frozen_ && Contains(generations, frozen_->generation)) {
       auto it = frozen_->overlay.find(id);
       visit(*frozen_->table, it == frozen_->overlay.end() ? nullptr : &it->second);
@@ -633,7 +640,7 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
     std::shared_lock data(data_mu_);
     memtable_->NodeIds(filter, nullptr, &ids);
     if (frozen_) frozen_->table->NodeIds(filter, &frozen_->overlay, &ids);
-    shards = ShardsIn(nullptr);
+    shards = ShardsIn(nullptr, std::nullopt);
   }
   for (const auto& [log_shard, deletes] : shards) {
     ZIPG_ASSIGN_OR_RETURN(auto found, log_shard->GetNodeIds(filter));
@@ -694,16 +701,23 @@ Status LogStore::BuildFrozen(json* summary) {
   built.generation = g;
   graph::CompressReport report;
   if (!table->empty()) {
+    // One partition unless the memory budget needs more; one build at a time (at nice 10).
     graph::CompressOptions options;
-    options.shards = 1;
+    options.auto_shards = 1;
     options.threads = 1;
+    options.memory_limit = options_.compaction_memory_bytes;
     options.overwrite = true;
-    ZIPG_RETURN_IF_ERROR(
-        graph::CompressGraph(table->ToInputGraph(), ShardDir(g), options, nullptr, &report));
+    graph::GraphSource source;
+    source.feed = [&table](graph::InputSink* sink,
+                           const graph::CompressProgress&) -> StatusOr<uint64_t> {
+      ZIPG_RETURN_IF_ERROR(table->Feed(sink));
+      return table->bytes();
+    };
+    ZIPG_RETURN_IF_ERROR(graph::Compress(source, ShardDir(g), options, nullptr, &report));
     GraphOpenOptions open_options;
     open_options.verify_checksums = false;  // just written and synced
     ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(g), open_options, nullptr));
-    built.shard = std::move(opened.shards[0]);
+    built.parts = std::move(opened.shards);
     std::error_code ec;
     fs::remove(ShardDir(g) + ".deletes", ec);
     ZIPG_ASSIGN_OR_RETURN(built.deletes, shard::UpdateIndex::Open(ShardDir(g) + ".deletes"));
@@ -711,7 +725,7 @@ Status LogStore::BuildFrozen(json* summary) {
   const double build_seconds = Seconds(start);
   {
     std::unique_lock data(data_mu_);
-    if (built.shard) {
+    if (!built.parts.empty()) {
       // Deletes that hit the frozen table during the build move to the new shard's deletion set.
       std::vector<Update> moved;
       for (const auto& [node, entry] : frozen_->overlay) {
@@ -740,6 +754,9 @@ Status LogStore::BuildFrozen(json* summary) {
                   {"nodes", table->num_nodes()},
                   {"edges", table->num_edges()},
                   {"stored_bytes", report.stored_bytes},
+                  {"partitions", report.shards},
+                  {"memory_budget", report.memory_budget},
+                  {"planned_peak", report.planned_peak},
                   {"build_seconds", build_seconds},
                   {"seconds", Seconds(start)}};
   return Status::OK();
@@ -827,6 +844,7 @@ json LogStore::StatusJson() const {
     json shards = json::array();
     for (const auto& ls : log_shards_) {
       shards.push_back({{"generation", ls.generation},
+                        {"partitions", ls.parts.size()},
                         {"touched_nodes", ls.deletes->size()}});
     }
     j["log_shards"] = shards;

@@ -47,6 +47,10 @@ struct LogStoreOptions {
   bool sync = true;
   // How long a write waits for its base shard to confirm the update pointer.
   int update_timeout_ms = 10000;
+  // Memory a compaction may use to build its log shard, in bytes. 0 (default) = 80% of the memory
+  // available when it starts (graph/memory_plan.h). A generation too large to build in one
+  // partition within it is built as several (a log shard is a small hash-partitioned store).
+  uint64_t compaction_memory_bytes = 0;
 };
 
 class LogStore final : public GraphWriteApi {
@@ -97,8 +101,9 @@ class LogStore final : public GraphWriteApi {
  private:
   struct LogShard {
     int64_t generation = 0;
-    std::unique_ptr<shard::Shard> shard;
-    std::unique_ptr<shard::UpdateIndex> deletes;
+    std::vector<std::unique_ptr<shard::Shard>> parts;  // hash partitions, one or more
+    std::unique_ptr<shard::UpdateIndex> deletes;       // of all parts
+    const shard::Shard* PartFor(int64_t id) const;
   };
   struct Frozen {
     int64_t generation = 0;
@@ -179,9 +184,10 @@ class LogStore final : public GraphWriteApi {
   using MemtableVisitor = std::function<void(const Memtable&, const shard::NodeUpdates*)>;
   std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> ReadFragments(
       int64_t id, const std::vector<int64_t>& generations, const MemtableVisitor& visit);
-  // The log shards (of `generations`, or all if null) as stable pointers (data lock held).
+  // The log shards (of `generations`, or all if null) as stable pointers (data lock held): for
+  // node `id` the part holding it, or with no id every part.
   std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> ShardsIn(
-      const std::vector<int64_t>* generations) const;
+      const std::vector<int64_t>* generations, std::optional<int64_t> id) const;
 
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.
   StatusOr<bool> Freeze();

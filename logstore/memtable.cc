@@ -168,8 +168,7 @@ void Memtable::NodeIds(const Properties& filter,
   }
 }
 
-graph::InputGraph Memtable::ToInputGraph() const {
-  graph::InputGraph g;
+Status Memtable::Feed(graph::InputSink* sink) const {
   std::set<std::string> node_names, edge_names;
   for (const auto& [id, entry] : nodes_) {
     if (entry.props) {
@@ -181,28 +180,30 @@ graph::InputGraph Memtable::ToInputGraph() const {
       }
     }
   }
-  g.node_property_names.assign(node_names.begin(), node_names.end());
-  g.edge_property_names.assign(edge_names.begin(), edge_names.end());
-  auto index = [](const std::vector<std::string>& names, const Properties& props) {
-    graph::IndexedProperties out;
+  const std::vector<std::string> node_list(node_names.begin(), node_names.end());
+  const std::vector<std::string> edge_list(edge_names.begin(), edge_names.end());
+  ZIPG_RETURN_IF_ERROR(sink->NodeHeader(node_list));
+  ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(edge_list));
+  graph::PropertyRefs refs;
+  auto index = [&refs](const std::vector<std::string>& names,
+                       const Properties& props) -> const graph::PropertyRefs& {
+    refs.clear();
     for (const auto& [name, value] : props) {
       const auto pos = std::lower_bound(names.begin(), names.end(), name) - names.begin();
-      out.emplace_back(static_cast<uint32_t>(pos), value);
+      refs.emplace_back(static_cast<uint32_t>(pos), value);
     }
-    return out;  // names and props are both sorted, so indexes ascend
+    return refs;  // names and props are both sorted, so indexes ascend
   };
   for (const auto& [id, entry] : nodes_) {
-    if (entry.props) g.nodes.push_back({id, index(g.node_property_names, *entry.props)});
+    if (entry.props) ZIPG_RETURN_IF_ERROR(sink->Node(id, index(node_list, *entry.props)));
     for (const auto& [type, list] : entry.edges) {
       for (const auto& e : list.ordered) {
-        g.edges.push_back({e.src, e.dst, e.type, e.timestamp, index(g.edge_property_names,
-                                                                    e.properties)});
+        ZIPG_RETURN_IF_ERROR(
+            sink->Edge(e.src, e.dst, e.type, e.timestamp, index(edge_list, e.properties)));
       }
     }
   }
-  std::sort(g.nodes.begin(), g.nodes.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  return g;
+  return Status::OK();
 }
 
 }  // namespace zipg::logstore

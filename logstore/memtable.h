@@ -45,8 +45,9 @@ class Memtable {
                const std::unordered_map<int64_t, shard::NodeUpdates>* dead,
                std::vector<int64_t>* out) const;
 
-  // The table as a graph for the compress pipeline.
-  graph::InputGraph ToInputGraph() const;
+  // Hands the table's live rows to the compress pipeline (graph/compress.h): the headers (the
+  // sorted property names in use), the nodes with properties, the edges.
+  Status Feed(graph::InputSink* sink) const;
 
   bool empty() const { return nodes_.empty(); }
   uint64_t bytes() const { return bytes_; }
