@@ -153,6 +153,32 @@ uint32_t FirstShardCount(const GraphSource& source, const CompressOptions& optio
   return shards;
 }
 
+// The smallest shard count (above the current one) at which every shard of `partitioner`'s rows
+// fits the budget alone, from the exact footprints of candidate counts (one pass over the spill
+// files per round of candidates); kMaxShards + 1 if none does.
+StatusOr<uint32_t> ShardsThatFit(const Partitioner& partitioner, const CompressOptions& options,
+                                 uint64_t budget) {
+  const uint32_t estimate =
+      ShardsToFit(partitioner.footprints(), options.node_file, options.edge_file, budget);
+  uint32_t lo = std::max(partitioner.shards() + 1, estimate * 4 / 5);
+  while (lo <= kMaxShards) {
+    // Up to 24 candidates spread over [lo, 1.5 * max(lo, estimate)].
+    const uint32_t hi = std::min(kMaxShards, std::max(lo, estimate) * 3 / 2 + 1);
+    std::vector<uint32_t> candidates;
+    for (uint32_t c = lo; c <= hi; c += std::max<uint32_t>(1, (hi - lo) / 24)) {
+      candidates.push_back(c);
+    }
+    ZIPG_ASSIGN_OR_RETURN(auto footprints, partitioner.FootprintsAt(candidates));
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (PlanBuilds(footprints[i], options.node_file, options.edge_file, budget, 1).ok()) {
+        return candidates[i];
+      }
+    }
+    lo = hi + 1;
+  }
+  return kMaxShards + 1;
+}
+
 }  // namespace
 
 Status CompressOptions::Validate() const {
@@ -192,6 +218,12 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
          FormatBytes(available.bytes) + " available: " + available.source + ")");
   }
 
+  if (budget <= kProcessBaseline) {
+    return Status::ResourceExhausted("a memory budget of " + FormatBytes(budget) +
+                                     " is not enough: compress needs " +
+                                     FormatBytes(kProcessBaseline) + " before it builds anything");
+  }
+
   // Partition the input into spill files.
   ZIPG_ASSIGN_OR_RETURN(auto work,
                         WorkDir::Create(out.string() + ".tmp-" + std::to_string(::getpid())));
@@ -204,19 +236,25 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   const uint32_t max_parallel = options.threads != 0 ? options.threads : HardwareThreads();
   auto plan = PlanBuilds(partitioner.footprints(), options.node_file, options.edge_file, budget,
                          max_parallel);
-  while (!plan.ok() && options.shards == 0 && partitioner.shards() < kMaxShards) {
-    const uint32_t shards = std::min(
-        kMaxShards, ShardsToFit(partitioner.footprints(), options.node_file, options.edge_file,
-                                budget));
+  if (!plan.ok()) {
+    ZIPG_ASSIGN_OR_RETURN(const uint32_t fit, ShardsThatFit(partitioner, options, budget));
+    if (options.shards != 0 || fit > kMaxShards) {
+      return Status(plan.status().code(),
+                    plan.status().message() +
+                        (fit <= kMaxShards ? "; --shards " + std::to_string(fit) + " would fit"
+                                           : "; no shard count up to " +
+                                                 std::to_string(kMaxShards) +
+                                                 " fits (one node's edges may be too many)"));
+    }
     note(std::to_string(partitioner.shards()) + " shards would not fit the budget: partitioning " +
-         "into " + std::to_string(shards));
+         "into " + std::to_string(fit));
     if (progress) progress("repartition", 0, raw_bytes);
-    ZIPG_RETURN_IF_ERROR(partitioner.Repartition(shards));
+    ZIPG_RETURN_IF_ERROR(partitioner.Repartition(fit));
     if (progress) progress("repartition", raw_bytes, raw_bytes);
     plan = PlanBuilds(partitioner.footprints(), options.node_file, options.edge_file, budget,
                       max_parallel);
+    if (!plan.ok()) return plan.status();  // cannot happen: `fit` was planned on these rows
   }
-  if (!plan.ok()) return plan.status();
   const uint32_t num_shards = plan->shards;
   note("plan: " + std::to_string(num_shards) + " shards (" +
        (options.shards != 0 ? "given" : "chosen") + "), " + std::to_string(plan->parallel) +

@@ -18,7 +18,9 @@
 #include "graph/graph.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +46,9 @@
 #include "graph/compress.h"
 #include "graph/input.h"
 #include "graph/manifest.h"
+#include "graph/memory_plan.h"
+#include "graph/partitioner.h"
+#include "util/memory.h"
 
 namespace zipg {
 
@@ -1472,6 +1477,152 @@ TEST_F(GraphCorruptionTest, UnverifiedDamagedFilesNeverCrash) {
       }
     }
   }
+}
+
+
+// ------------------------------------------------------------------------------------------------
+// Compressing under a memory budget (graph/memory_plan.h).
+
+// The planned build peak of each shard of `t` partitioned into `shards`.
+std::vector<uint64_t> ShardPeaks(const TestGraph& t, uint32_t shards, const CompressOptions& o) {
+  TempDir tmp;
+  graph::Partitioner p(tmp.path(), shards);
+  EXPECT_TRUE(p.NodeHeader(t.input.node_property_names).ok());
+  EXPECT_TRUE(p.EdgeHeader(t.input.edge_property_names).ok());
+  graph::PropertyRefs refs;
+  for (const auto& n : t.input.nodes) {
+    refs.assign(n.properties.begin(), n.properties.end());
+    EXPECT_TRUE(p.Node(n.id, refs).ok());
+  }
+  for (const auto& e : t.input.edges) {
+    refs.assign(e.properties.begin(), e.properties.end());
+    EXPECT_TRUE(p.Edge(e.src, e.dst, e.type, e.timestamp, refs).ok());
+  }
+  EXPECT_TRUE(p.Flush().ok());
+  std::vector<uint64_t> peaks;
+  for (const auto& f : p.footprints()) {
+    peaks.push_back(graph::ShardBuildPeak(f, o.node_file, o.edge_file));
+  }
+  return peaks;
+}
+
+GraphSpec BudgetSpec() {
+  GraphSpec spec;
+  spec.nodes = 600;
+  spec.edges = 6000;
+  return spec;
+}
+
+TEST(CompressMemoryTest, ChosenShardCountFitsTheBudget) {
+  const TestGraph t = MakeGraph(91, BudgetSpec());
+  Model model(t.input);
+  CompressOptions o = Options(0, kSampling[2], kSampling[2]);
+  o.auto_shards = 1;
+  o.memory_limit = graph::kProcessBaseline + ShardPeaks(t, 1, o)[0] / 3;
+  std::vector<std::string> notes;
+  o.on_note = [&](std::string_view line) { notes.emplace_back(line); };
+  TempDir tmp;
+  CompressReport report;
+  const Status s = CompressGraph(t.input, tmp.Sub("store"), o, {}, &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GE(report.shards, 3u);
+  EXPECT_EQ(report.memory_budget, o.memory_limit);
+  EXPECT_LE(report.planned_peak, o.memory_limit);
+  const std::string moved = "1 shards would not fit the budget: partitioning into " +
+                            std::to_string(report.shards);
+  EXPECT_NE(std::find(notes.begin(), notes.end(), moved), notes.end()) << "no note: " << moved;
+  EXPECT_EQ(tmp.List(), std::set<std::string>{"store"});
+  auto g = OpenOrDie(tmp.Sub("store"));
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->num_shards(), report.shards);
+  CheckEveryOperation(g.get(), &model, t, BudgetSpec().node_names, 91, "repartitioned");
+}
+
+TEST(CompressMemoryTest, GivenShardCountThatCannotFitFailsBeforeBuilding) {
+  const TestGraph t = MakeGraph(92, BudgetSpec());
+  CompressOptions o = Options(1, kSampling[2], kSampling[2]);
+  o.memory_limit = graph::kProcessBaseline + ShardPeaks(t, 1, o)[0] / 3;
+  TempDir tmp;
+  std::set<std::string> phases;
+  Status s = CompressGraph(
+      t.input, tmp.Sub("store"), o,
+      [&](std::string_view phase, uint64_t, uint64_t) { phases.emplace(phase); }, nullptr);
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(phases.count("build"), 0u) << "it started building";
+  EXPECT_TRUE(tmp.List().empty()) << "a store or temporary directory was left behind";
+  const std::string& m = s.message();
+  const size_t at = m.find("--shards ");
+  ASSERT_NE(at, std::string::npos) << m;
+  EXPECT_NE(m.find("more than the " + FormatBytes(o.memory_limit) + " budget"), std::string::npos)
+      << m;
+  // The suggested count is honest: it fits.
+  o.shards = static_cast<uint32_t>(std::stoul(m.substr(at + 9)));
+  EXPECT_GE(o.shards, 3u);
+  CompressReport report;
+  s = CompressGraph(t.input, tmp.Sub("store"), o, {}, &report);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_LE(report.planned_peak, o.memory_limit);
+}
+
+TEST(CompressMemoryTest, ParallelBuildsShrinkToFitTheBudget) {
+  const TestGraph t = MakeGraph(93, BudgetSpec());
+  Model model(t.input);
+  CompressOptions o = Options(4, kSampling[2], kSampling[2]);
+  o.threads = 4;
+  const std::vector<uint64_t> peaks = ShardPeaks(t, 4, o);
+  const uint64_t largest = *std::max_element(peaks.begin(), peaks.end());
+  for (const auto& [limit, parallel] :
+       {std::pair(graph::kProcessBaseline + largest * 3 / 2, 1u), std::pair(uint64_t{1} << 40, 4u)}) {
+    o.memory_limit = limit;
+    TempDir tmp;
+    CompressReport report;
+    const Status s = CompressGraph(t.input, tmp.Sub("store"), o, {}, &report);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(report.parallel_builds, parallel) << "budget " << limit;
+    EXPECT_LE(report.planned_peak, limit);
+    auto g = OpenOrDie(tmp.Sub("store"));
+    ASSERT_NE(g, nullptr);
+    QueryBudget small;
+    small.node_ids_queries = 20;
+    small.per_record = 1;
+    CheckEveryOperation(g.get(), &model, t, BudgetSpec().node_names, 93, "parallel", small);
+  }
+}
+
+TEST(CompressMemoryTest, LeftoversOfKilledRunsAreRemovedAndLiveOnesKept) {
+  TempDir tmp;
+  auto make = [&](const std::string& name, bool lock_file) {
+    fs::create_directories(tmp.Sub(name + "/shard-0000"));
+    std::ofstream(tmp.Sub(name + "/shard-0000/nodes.zcf")) << "partial";
+    if (lock_file) std::ofstream(tmp.Sub(name + "/LOCK")) << "";
+  };
+  make("store.tmp-4242", true);        // killed: its lock is free
+  make("store.tmp-999999999", false);  // older layout without a lock: no such process
+  make("store.old-999999998", false);  // a replaced store that was never deleted
+  make("store.tmp-1", true);           // running: its lock is held (below); pid 1 lives
+  make("store.tmp-abc", false);        // not a pid: not ours
+  make("other.tmp-999999999", false);  // another store's
+  const int held = ::open(tmp.Sub("store.tmp-1/LOCK").c_str(), O_RDWR);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  InputGraph g;
+  g.node_property_names = {"v"};
+  g.nodes = {{1, {{0, "x"}}}};
+  CompressOptions o = Options(2, kSampling[2], kSampling[2]);
+  std::vector<std::string> notes;
+  o.on_note = [&](std::string_view line) { notes.emplace_back(line); };
+  const Status s = CompressGraph(g, tmp.Sub("store"), o, {}, nullptr);
+  ::close(held);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(tmp.List(), (std::set<std::string>{"other.tmp-999999999", "store", "store.tmp-1",
+                                               "store.tmp-abc"}));
+  size_t removed = 0;
+  for (const std::string& name : {"store.tmp-4242", "store.tmp-999999999", "store.old-999999998"}) {
+    for (const auto& line : notes) {
+      if (line.find("removed " + tmp.Sub(name) + ", left behind") != std::string::npos) ++removed;
+    }
+  }
+  EXPECT_EQ(removed, 3u) << "notes: " << notes.size();
 }
 
 }  // namespace

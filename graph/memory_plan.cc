@@ -4,9 +4,11 @@
 #include "graph/memory_plan.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <functional>
 
+#include "layout/bits.h"
 #include "util/memory.h"
 
 namespace zipg::graph {
@@ -48,9 +50,13 @@ uint64_t CompressedFileBuildPeak(uint64_t text_bytes,
   const uint64_t n = text_bytes;
   const bool wide = options.force_64bit_construction || n >= static_cast<uint64_t>(INT32_MAX);
   const uint64_t suffix_array = n * (wide ? 8 : 4);
-  // SA samples (value and low bits) and ISA samples, at most 8 bytes each before packing.
-  const uint64_t samples = 8 * (2 * (n / options.sa_sampling_rate + 1) +
-                                n / options.isa_sampling_rate + 1);
+  // The packed SA samples (value and low bits), ISA samples and mark buckets written meanwhile
+  // (layout/compressed_file_build.cc).
+  const uint64_t width = layout::BitsFor(n);
+  const uint64_t bucket_bits = std::countr_zero(options.sa_sampling_rate) + 5;
+  const uint64_t samples = (n / options.sa_sampling_rate + 1) * (width + bucket_bits) / 8 +
+                           (n / options.isa_sampling_rate + 1) * width / 8 +
+                           8 * ((n >> bucket_bits) + 2);
   return n + suffix_array + samples;
 }
 
@@ -98,13 +104,11 @@ StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
     plan.parallel = p + 1;
   }
   if (plan.shards > 0 && plan.peak > budget) {
-    const uint32_t fit = ShardsToFit(shards, node_file, edge_file, budget);
-    return Status::ResourceExhausted(
-        "the largest of " + std::to_string(plan.shards) + " shards needs about " +
-        FormatBytes(plan.largest + kProcessBaseline) + " of memory to build, more than the " +
-        FormatBytes(budget) + " budget" +
-        (fit <= 4096 ? "; --shards " + std::to_string(fit) + " would fit"
-                     : "; no shard count up to 4096 fits (one node's edges may be too large)"));
+    return Status::ResourceExhausted("the largest of " + std::to_string(plan.shards) +
+                                     " shards needs about " +
+                                     FormatBytes(plan.largest + kProcessBaseline) +
+                                     " of memory to build, more than the " + FormatBytes(budget) +
+                                     " budget");
   }
   return plan;
 }

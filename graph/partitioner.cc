@@ -103,6 +103,30 @@ uint64_t ShardFootprint::EdgeTextBound() const {
   return edge_property_bytes + edges * per_edge + edge_runs * header;
 }
 
+void ShardFootprint::AddNode(uint64_t record_bytes) {
+  ++nodes;
+  node_text += record_bytes;
+  node_spill += kNodeRowHeader + record_bytes;
+}
+
+void ShardFootprint::AddEdge(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
+                             uint64_t property_bytes, bool new_run) {
+  if (edges == 0) {
+    ts_min = ts_max = timestamp;
+    dst_min = dst_max = dst;
+  }
+  ++edges;
+  edge_property_bytes += property_bytes;
+  edge_spill += kEdgeRowHeader + property_bytes;
+  ts_min = std::min(ts_min, timestamp);
+  ts_max = std::max(ts_max, timestamp);
+  dst_min = std::min(dst_min, dst);
+  dst_max = std::max(dst_max, dst);
+  src_max = std::max(src_max, src);
+  type_max = std::max(type_max, type);
+  if (new_run) ++edge_runs;
+}
+
 bool DecodeRow(std::string_view bytes, size_t* pos, NodeRow* row) {
   if (bytes.size() - *pos < kNodeRowHeader) return false;
   const char* p = bytes.data() + *pos;
@@ -191,12 +215,17 @@ void Partitioner::Reset(uint32_t shards) {
   }
 }
 
+std::string Partitioner::SpillPath(const char* kind, uint32_t generation, uint32_t shard) const {
+  return dir_ + "/" + kind + "-" + std::to_string(generation) + "-" + std::to_string(shard) +
+         ".spill";
+}
+
 std::string Partitioner::NodeSpill(uint32_t shard) const {
-  return dir_ + "/nodes-" + std::to_string(generation_) + "-" + std::to_string(shard) + ".spill";
+  return SpillPath("nodes", generation_, shard);
 }
 
 std::string Partitioner::EdgeSpill(uint32_t shard) const {
-  return dir_ + "/edges-" + std::to_string(generation_) + "-" + std::to_string(shard) + ".spill";
+  return SpillPath("edges", generation_, shard);
 }
 
 Status Partitioner::Append(Buffer* buffer) {
@@ -272,10 +301,7 @@ Status Partitioner::AddNode(int64_t id, std::string_view record) {
   PutFixed64(&buffer.bytes, static_cast<uint64_t>(id));
   PutFixed32(&buffer.bytes, static_cast<uint32_t>(record.size()));
   buffer.bytes.append(record);
-  ShardFootprint& f = footprints_[s];
-  ++f.nodes;
-  f.node_text += record.size();
-  f.node_spill += kNodeRowHeader + record.size();
+  footprints_[s].AddNode(record.size());
   return buffer.bytes.size() >= buffer_limit_ ? Append(&buffer) : Status::OK();
 }
 
@@ -289,24 +315,9 @@ Status Partitioner::AddEdge(int64_t src, int64_t type, int64_t dst, int64_t time
   PutFixed64(&buffer.bytes, static_cast<uint64_t>(timestamp));
   PutFixed32(&buffer.bytes, static_cast<uint32_t>(properties.size()));
   buffer.bytes.append(properties);
-  ShardFootprint& f = footprints_[s];
-  if (f.edges == 0) {
-    f.ts_min = f.ts_max = timestamp;
-    f.dst_min = f.dst_max = dst;
-  }
-  ++f.edges;
-  f.edge_property_bytes += properties.size();
-  f.edge_spill += kEdgeRowHeader + properties.size();
-  f.ts_min = std::min(f.ts_min, timestamp);
-  f.ts_max = std::max(f.ts_max, timestamp);
-  f.dst_min = std::min(f.dst_min, dst);
-  f.dst_max = std::max(f.dst_max, dst);
-  f.src_max = std::max(f.src_max, src);
-  f.type_max = std::max(f.type_max, type);
-  if (last_key_[s] != std::pair(src, type)) {
-    ++f.edge_runs;
-    last_key_[s] = {src, type};
-  }
+  const bool new_run = last_key_[s] != std::pair(src, type);
+  last_key_[s] = {src, type};
+  footprints_[s].AddEdge(src, type, dst, timestamp, properties.size(), new_run);
   return buffer.bytes.size() >= buffer_limit_ ? Append(&buffer) : Status::OK();
 }
 
@@ -320,48 +331,82 @@ Status Partitioner::Flush() {
   return Status::OK();
 }
 
-Status Partitioner::Repartition(uint32_t shards) {
-  ZIPG_RETURN_IF_ERROR(Flush());
-  const uint32_t old_shards = this->shards();
-  const uint32_t old_generation = generation_++;
-  Reset(shards);
-  auto old_path = [&](const char* kind, uint32_t s) {
-    return dir_ + "/" + kind + "-" + std::to_string(old_generation) + "-" + std::to_string(s) +
-           ".spill";
-  };
-  // Old partitions in order: each source's edges come from one old partition, in input order.
-  for (uint32_t s = 0; s < old_shards; ++s) {
+Status Partitioner::ScanRows(uint32_t generation, uint32_t shards,
+                             const std::function<Status(const NodeRow&)>& node,
+                             const std::function<Status(const EdgeRow&)>& edge,
+                             bool remove) const {
+  // Partitions in order: each source's edges are in one partition, in input order.
+  for (uint32_t s = 0; s < shards; ++s) {
     {
-      SpillScanner<NodeRow> scanner(old_path("nodes", s));
+      SpillScanner<NodeRow> scanner(SpillPath("nodes", generation, s));
       NodeRow row;
       while (true) {
         ZIPG_ASSIGN_OR_RETURN(bool more, scanner.Next(&row));
         if (!more) break;
-        ZIPG_RETURN_IF_ERROR(AddNode(row.id, row.record));
+        ZIPG_RETURN_IF_ERROR(node(row));
       }
     }
     {
-      SpillScanner<EdgeRow> scanner(old_path("edges", s));
+      SpillScanner<EdgeRow> scanner(SpillPath("edges", generation, s));
       EdgeRow row;
       while (true) {
         ZIPG_ASSIGN_OR_RETURN(bool more, scanner.Next(&row));
         if (!more) break;
-        ZIPG_RETURN_IF_ERROR(AddEdge(row.src, row.type, row.dst, row.timestamp, row.properties));
+        ZIPG_RETURN_IF_ERROR(edge(row));
       }
     }
-    std::error_code ec;
-    std::filesystem::remove(old_path("nodes", s), ec);
-    std::filesystem::remove(old_path("edges", s), ec);
+    if (remove) {
+      std::error_code ec;
+      std::filesystem::remove(SpillPath("nodes", generation, s), ec);
+      std::filesystem::remove(SpillPath("edges", generation, s), ec);
+    }
   }
+  return Status::OK();
+}
+
+Status Partitioner::Repartition(uint32_t shards) {
+  ZIPG_RETURN_IF_ERROR(Flush());
+  const uint32_t old_generation = generation_++, old_shards = this->shards();
+  Reset(shards);
+  ZIPG_RETURN_IF_ERROR(ScanRows(
+      old_generation, old_shards, [&](const NodeRow& row) { return AddNode(row.id, row.record); },
+      [&](const EdgeRow& row) {
+        return AddEdge(row.src, row.type, row.dst, row.timestamp, row.properties);
+      },
+      /*remove=*/true));
   return Flush();
 }
 
-void Partitioner::RemoveFiles() {
-  std::error_code ec;
-  for (uint32_t s = 0; s < shards(); ++s) {
-    std::filesystem::remove(NodeSpill(s), ec);
-    std::filesystem::remove(EdgeSpill(s), ec);
+StatusOr<std::vector<std::vector<ShardFootprint>>> Partitioner::FootprintsAt(
+    const std::vector<uint32_t>& candidates) const {
+  std::vector<std::vector<ShardFootprint>> out;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> last;
+  for (uint32_t c : candidates) {
+    out.emplace_back(c);
+    last.emplace_back(c, std::pair<int64_t, int64_t>{-1, -1});
   }
+  ZIPG_RETURN_IF_ERROR(ScanRows(
+      generation_, shards(),
+      [&](const NodeRow& row) {
+        const uint64_t h = PartitionHash(row.id);
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          out[i][h % candidates[i]].AddNode(row.record.size());
+        }
+        return Status::OK();
+      },
+      [&](const EdgeRow& row) {
+        const uint64_t h = PartitionHash(row.src);
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          const uint64_t s = h % candidates[i];
+          const bool new_run = last[i][s] != std::pair(row.src, row.type);
+          last[i][s] = {row.src, row.type};
+          out[i][s].AddEdge(row.src, row.type, row.dst, row.timestamp, row.properties.size(),
+                            new_run);
+        }
+        return Status::OK();
+      },
+      /*remove=*/false));
+  return out;
 }
 
 }  // namespace zipg::graph

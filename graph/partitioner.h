@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,12 @@ struct ShardFootprint {
   // An upper bound of the EdgeFile text: every record at the shard's widest columns and largest
   // header, one record per run (exact count when the input lists each (src, type) together).
   uint64_t EdgeTextBound() const;
+
+  // Counts a node row with a record of `record_bytes`, or an edge row (`new_run`: its (src, type)
+  // differs from the previous edge row's of this shard).
+  void AddNode(uint64_t record_bytes);
+  void AddEdge(int64_t src, int64_t type, int64_t dst, int64_t timestamp, uint64_t property_bytes,
+               bool new_run);
 };
 
 // Spilled rows, viewing the bytes they were decoded from.
@@ -88,8 +95,10 @@ class Partitioner final : public InputSink {
   Status Flush();
   // Moves every spilled row into `shards` new partitions (their files replace the old ones).
   Status Repartition(uint32_t shards);
-  // Deletes every spill file.
-  void RemoveFiles();
+  // The footprints the rows would have in each of the `candidates` shard counts, from one pass
+  // over the spill files (nothing is written).
+  StatusOr<std::vector<std::vector<ShardFootprint>>> FootprintsAt(
+      const std::vector<uint32_t>& candidates) const;
 
   uint32_t shards() const { return static_cast<uint32_t>(footprints_.size()); }
   const std::vector<ShardFootprint>& footprints() const { return footprints_; }
@@ -106,6 +115,12 @@ class Partitioner final : public InputSink {
   };
   void Reset(uint32_t shards);
   Status Append(Buffer* buffer);
+  std::string SpillPath(const char* kind, uint32_t generation, uint32_t shard) const;
+  // Visits every row spilled in `generation` over `shards`, partition by partition (node rows,
+  // then edge rows, of each); with `remove`, deletes each partition's files once read.
+  Status ScanRows(uint32_t generation, uint32_t shards,
+                  const std::function<Status(const NodeRow&)>& node,
+                  const std::function<Status(const EdgeRow&)>& edge, bool remove) const;
   Status AddNode(int64_t id, std::string_view record);
   Status AddEdge(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
                  std::string_view properties);

@@ -146,6 +146,13 @@ uint64_t PeakRss() {
   return status ? FindField(*status, "VmHWM", 1024).value_or(0) : 0;
 }
 
+bool ResetPeakRss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
 StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   const Status bad = Status::InvalidArgument(
       "expected a size such as 4G, 512M or 1073741824, found \"" + std::string(text) + "\"");
@@ -192,8 +199,9 @@ StatusOr<uint64_t> ParseByteSize(std::string_view text) {
     if (!unit.empty()) return bad;
   }
   const double bytes = number * static_cast<double>(scale);
-  if (!std::isfinite(bytes) || bytes >= 1.8e19) return bad;
-  return static_cast<uint64_t>(std::llround(bytes));
+  // Anything below 2^64 fits; llround would overflow its long long from 2^63 up.
+  if (!std::isfinite(bytes) || bytes >= 18446744073709551616.0) return bad;
+  return static_cast<uint64_t>(std::round(bytes));
 }
 
 std::string FormatBytes(uint64_t bytes) {

@@ -30,6 +30,9 @@ StatusOr<AvailableMemory> DetectAvailableMemory(const std::string& proc = "/proc
 // This process's resident set now and its peak so far (VmRSS / VmHWM), in bytes; 0 if unknown.
 uint64_t CurrentRss();
 uint64_t PeakRss();
+// Lowers the peak to the current resident set (/proc/self/clear_refs), so that PeakRss measures
+// from now on; false if the kernel refused.
+bool ResetPeakRss();
 
 // "1073741824", "512M", "4G", "1.5GiB", "300MB", "64k": a byte count with an optional binary unit
 // (K, M, G, T; an optional "i" and "B" are accepted: every unit is a power of 1024).
