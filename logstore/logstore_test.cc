@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "graph/memory_plan.h"
 #include "shard/update_channel.h"
 #include "util/scratch_dir.h"
 
@@ -33,7 +34,8 @@ using shard::UpdateOp;
 // answers the conditional writes' checks (none: they must not be used).
 class Harness {
  public:
-  explicit Harness(const std::string& dir, GraphApi* reader = nullptr) {
+  explicit Harness(const std::string& dir, GraphApi* reader = nullptr,
+                   uint64_t compaction_memory_bytes = 0) {
     auto receiver = shard::UpdateReceiver::Start(
         "127.0.0.1", 0, [this](uint32_t, const std::vector<shard::Update>& updates) {
           received_ += updates.size();
@@ -47,6 +49,7 @@ class Harness {
     LogStoreOptions options;
     options.dir = dir;
     options.memtable_bytes = 0;
+    options.compaction_memory_bytes = compaction_memory_bytes;
     auto store = LogStore::Open(options, reader, sender_.get(), [](std::vector<int64_t>) {});
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
@@ -295,6 +298,52 @@ TEST(LogStoreTest, BoundedFragmentReadsAgreeWithTheFullOne) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store.Fragment(3, false, -1, generations, 5).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// A compaction whose generation cannot be built as one partition within the memory budget builds
+// a log shard of several hash partitions; every node reads the same from it, after a restart
+// too, and deletes find their keys in the right partition.
+TEST(LogStoreTest, CompactionUnderAMemoryBudgetBuildsSeveralPartitions) {
+  ScratchDir dir("logstore_test");
+  ASSERT_TRUE(dir.ok());
+  // About 700 KB of edge text: its one-partition build needs ~4 MB above the baseline.
+  const uint64_t budget = graph::kProcessBaseline + (uint64_t{1} << 20);
+  std::vector<int64_t> srcs;
+  for (int64_t s = 0; s < 500; ++s) srcs.push_back(s * 13 + 1);
+  std::map<int64_t, std::vector<Edge>> before;
+  {
+    Harness h(dir.path(), nullptr, budget);
+    LogStore& store = h.store();
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 3000; ++i) {
+      Edge e{srcs[rng() % srcs.size()], static_cast<int64_t>(rng() % 3),
+             static_cast<int64_t>(rng() % 1000), static_cast<int64_t>(rng() % 100000),
+             {{"data", std::string(200, static_cast<char>('a' + rng() % 26))}}};
+      ASSERT_TRUE(store.AssocAdd(e).ok());
+    }
+    before = Snapshot(store, srcs);
+    ASSERT_TRUE(store.Compact().ok());
+    WaitForCompaction(store, 1);
+    const auto status = store.StatusJson();
+    const auto& last = status["last_compaction"];
+    EXPECT_GE(last["partitions"].get<uint32_t>(), 2u) << last.dump();
+    EXPECT_EQ(last["memory_budget"].get<uint64_t>(), budget);
+    EXPECT_LE(last["planned_peak"].get<uint64_t>(), budget);
+    EXPECT_EQ(status["log_shards"][0]["partitions"], last["partitions"]) << status.dump();
+    EXPECT_EQ(Snapshot(store, srcs), before) << "reads changed by the compaction";
+    // Delete one edge of every tenth source: each is found in its own partition.
+    for (size_t i = 0; i < srcs.size(); i += 10) {
+      auto& edges = before[srcs[i]];
+      if (edges.empty()) continue;
+      auto deleted = store.AssocDelete(edges[0].src, edges[0].type, edges[0].dst);
+      ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+      EXPECT_TRUE(*deleted) << "not found: " << edges[0].src;
+      edges.erase(edges.begin());
+    }
+    EXPECT_EQ(Snapshot(store, srcs), before);
+  }
+  Harness reopened(dir.path(), nullptr, budget);
+  EXPECT_EQ(Snapshot(reopened.store(), srcs), before) << "after a restart";
 }
 
 // The cluster's read path for the checks of conditional writes, as far as the LogStore's own
