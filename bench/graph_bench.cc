@@ -87,12 +87,16 @@ int main(int argc, char** argv) {
       graph::CompressInputs inputs{nodes_csv, edges_csv, graph::InputFormat::kCsv};
       Status s = graph::CompressFiles(inputs, store, options, {}, &report);
       if (!s.ok()) std::fprintf(stderr, "compress: %s\n", s.ToString().c_str());
+      if (s.ok()) {
+        std::printf("compress plan: %u parallel builds, planned peak %.0f MB of a %.0f MB budget\n",
+                    report.parallel_builds, report.planned_peak / 1e6, report.memory_budget / 1e6);
+        std::fflush(stdout);
+      }
       return s.ok();
     });
     if (!child.ok) Die("compress failed");
-    std::printf("compress: %.1f s, peak RSS %.0f MB (shards %u, threads %u)\n", child.seconds,
-                child.peak_mb, options.shards,
-                std::min(options.shards, std::max(1u, std::thread::hardware_concurrency())));
+    std::printf("compress: %.1f s, peak RSS %.0f MB (shards %u)\n", child.seconds, child.peak_mb,
+                options.shards);
   }
   auto g = Check(Graph::Open(store, {}), "open");
   const auto& m = g->manifest();

@@ -386,10 +386,15 @@ Status CompressFiles(const CompressInputs& inputs, const std::string& out_dir,
                      CompressReport* report) {
   if (inputs.edges_path.empty()) return Status::InvalidArgument("an edges file is required");
   GraphSource source;
-  std::error_code ec;
-  if (!inputs.nodes_path.empty()) source.node_bytes = fs::file_size(inputs.nodes_path, ec);
-  source.edge_bytes = fs::file_size(inputs.edges_path, ec);
-  if (ec) source.edge_bytes = 0;  // a pipe, or missing (the reader says which)
+  // Sizes of regular files only (a pipe has none; a missing file is for the reader to report).
+  auto size_of = [](const std::string& path) -> uint64_t {
+    std::error_code ec;
+    if (path.empty() || !fs::is_regular_file(path, ec)) return 0;
+    const uint64_t bytes = fs::file_size(path, ec);
+    return ec ? 0 : bytes;
+  };
+  source.node_bytes = size_of(inputs.nodes_path);
+  source.edge_bytes = size_of(inputs.edges_path);
   source.feed = [&inputs](InputSink* sink, const CompressProgress& progress) -> StatusOr<uint64_t> {
     auto phase = [&](const char* name) -> LoadProgress {
       if (!progress) return {};
