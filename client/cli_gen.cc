@@ -19,7 +19,7 @@ const std::string kUsage =
     "  zipg gen text --bytes N --out FILE [--seed S]\n"
     "      N bytes of text-like data (Zipf-distributed pseudo-English words), deterministic in (N, "
     "S)\n"
-    "  zipg gen graph --nodes N --out DIR [--seed S] [--degree D] [--properties P]\n"
+    "  zipg gen graph --nodes N --out DIR [--seed S] [--degree D] [--properties P] [--hot-edges H]\n"
     "      a TAO-like property graph in DIR/nodes.csv and DIR/edges.csv (DIR is created if\n"
     "      missing), deterministic in the options: P properties per node (~16 value bytes each,\n"
     "      9 in 10 present), power-law out-degrees averaging D, " +
@@ -28,7 +28,10 @@ const std::string kUsage =
     std::to_string(datagen::TaoGraphOptions{}.edge_data_bytes) +
     "-byte edge property; defaults: --seed " + std::to_string(datagen::TaoGraphOptions{}.seed) +
     " --degree " + std::to_string(static_cast<int>(datagen::TaoGraphOptions{}.average_degree)) +
-    " --properties " + std::to_string(datagen::TaoGraphOptions{}.properties) + "\n";
+    " --properties " + std::to_string(datagen::TaoGraphOptions{}.properties) +
+    "\n      --hot-edges H gives node 0 H more edges, of type " +
+    std::to_string(datagen::TaoGraphOptions{}.edge_types) +
+    ", to destinations 0..H-1 (a LinkBench-like hot node)\n";
 
 int GenText(const Args& args) {
   if (Status s = args.CheckKnown({"bytes", "out", "seed"}); !s.ok()) {
@@ -57,7 +60,8 @@ StatusOr<double> ParseDouble(const std::string& text, const std::string& what) {
 }
 
 int GenGraph(const Args& args) {
-  if (Status s = args.CheckKnown({"nodes", "out", "seed", "degree", "properties"}); !s.ok()) {
+  if (Status s = args.CheckKnown({"nodes", "out", "seed", "degree", "properties", "hot-edges"});
+      !s.ok()) {
     return UsageError(s.message(), kUsage);
   }
   auto out = args.Get("out");
@@ -68,7 +72,8 @@ int GenGraph(const Args& args) {
   auto nodes = args.GetUint("nodes", 0);
   auto seed = args.GetUint("seed", options.seed);
   auto properties = args.GetUint("properties", options.properties);
-  for (const auto* v : {&nodes, &seed, &properties}) {
+  auto hot_edges = args.GetUint("hot-edges", 0);
+  for (const auto* v : {&nodes, &seed, &properties, &hot_edges}) {
     if (!v->ok()) return UsageError(v->status().message(), kUsage);
   }
   if (*properties < 1 || *properties > 1000) {
@@ -77,6 +82,7 @@ int GenGraph(const Args& args) {
   options.nodes = *nodes;
   options.seed = *seed;
   options.properties = static_cast<uint32_t>(*properties);
+  options.hot_edges = *hot_edges;
   // Keep ~16 value bytes per property, the default's 640 / 40.
   options.value_bytes =
       options.value_bytes / datagen::TaoGraphOptions{}.properties * options.properties;

@@ -6,6 +6,7 @@
 #include "datagen/tao.h"
 
 #include <algorithm>
+#include <numeric>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -42,7 +43,7 @@ constexpr uint64_t kBurstOdds = 10;
 constexpr uint64_t kSkewedDestinations = 3;
 
 // The independent random streams of one seed.
-enum class Stream : uint64_t { kSchema = 1, kVocabulary, kNodes, kDegrees, kEdges };
+enum class Stream : uint64_t { kSchema = 1, kVocabulary, kNodes, kDegrees, kEdges, kHot };
 
 uint64_t Hash(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -329,6 +330,9 @@ Status TaoGraphOptions::Validate() const {
         "average_degree must be in 0..min(10000, nodes * edge_types / 4) = " + Decimal(max_degree) +
         ", got " + Decimal(average_degree));
   }
+  if (hot_edges > (uint64_t{1} << 28)) {
+    return Status::InvalidArgument("hot_edges must be in 0..2^28, got " + std::to_string(hot_edges));
+  }
   if (edge_data_bytes < 1 || edge_data_bytes > 65536) {
     return Status::InvalidArgument("edge_data_bytes must be in 1..65536, got " +
                                    std::to_string(edge_data_bytes));
@@ -446,6 +450,39 @@ Status GenerateTaoEdges(const TaoGraphOptions& options, const FileSink& sink,
       ZIPG_RETURN_IF_ERROR(out.EndRow());
     }
     edges += degree;
+    if (src == 0 && options.hot_edges > 0) {
+      // Its own random stream, so that the regular edges are the same with or without these.
+      Rng hot(StreamSeed(options.seed, Stream::kHot));
+      LengthController hot_lengths;
+      const uint64_t m = options.hot_edges;
+      // k -> (k * step + offset) mod m is a permutation of 0..m-1 when gcd(step, m) = 1.
+      uint64_t step = (m / 2 + 1) | 1;
+      while (std::gcd(step, m) != 1) step += 2;
+      const uint64_t offset = hot.Uniform(m);
+      int64_t timestamp = 0;
+      for (uint64_t k = 0; k < m; ++k) {
+        if (k == 0 || hot.Uniform(kBurstOdds) != 0) {
+          timestamp = options.epoch + static_cast<int64_t>(hot.Uniform(span));
+        }
+        const double nominal = options.edge_data_bytes * (0.75 + 0.5 * hot.NextDouble());
+        data.clear();
+        AppendText(words, hot, hot_lengths.Target(nominal), &data);
+        hot_lengths.Record(nominal, data.size());
+        data_bytes += data.size();
+        out.Number(src);
+        out.Comma();
+        out.Number(static_cast<uint64_t>((static_cast<unsigned __int128>(k) * step + offset) % m));
+        out.Comma();
+        out.Number(options.edge_types);
+        out.Comma();
+        out.Number(timestamp);
+        out.Comma();
+        out.Field(data);
+        ZIPG_RETURN_IF_ERROR(out.EndRow());
+      }
+      edges += m;
+      max_degree = std::max(max_degree, degree + m);
+    }
   }
   ZIPG_RETURN_IF_ERROR(out.Flush());
   if (stats != nullptr) {

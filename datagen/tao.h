@@ -54,6 +54,12 @@ struct TaoGraphOptions {
   // equal timestamps occur within one node's edges of one type. days: 1..100000.
   uint32_t days = 50;
   int64_t epoch = 1483228800;  // 2017-01-01T00:00:00Z
+  // A hot node, as LinkBench's degree law makes one: node 0 gets this many more edges (0..2^28),
+  // of its own type `edge_types` (one past the regular ones), to destinations 0..hot_edges-1 in a
+  // scrambled order (ids past `nodes` have no node row), with timestamps drawn as above (bursts
+  // included) and the same `data` property. They follow node 0's regular edges; the rest of the
+  // graph is the same as without them.
+  uint64_t hot_edges = 0;
 
   // INVALID_ARGUMENT naming the first field out of range.
   Status Validate() const;
@@ -68,7 +74,7 @@ struct TaoGraphStats {
   uint64_t present_values = 0;    // non-empty node property fields
   uint64_t node_value_bytes = 0;  // total length of node property values (unquoted)
   uint64_t edge_data_bytes = 0;   // total length of edge `data` values (unquoted)
-  uint64_t max_out_degree = 0;
+  uint64_t max_out_degree = 0;  // hot edges included
   uint64_t zero_out_degree_nodes = 0;
 };
 

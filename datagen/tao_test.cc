@@ -282,5 +282,40 @@ TEST(TaoGraphTest, NamesWidenPastOneHundredProperties) {
   for (const auto& r : rows) EXPECT_EQ(r.size(), 151u);
 }
 
+TEST(TaoGraphTest, HotNodeGetsItsOwnTypeAndLeavesTheRestAlone) {
+  TaoGraphOptions o = Small(300);
+  const Generated plain = Generate(o);
+  o.hot_edges = 5000;
+  const Generated hot = Generate(o);
+  EXPECT_EQ(hot.nodes, plain.nodes);
+  EXPECT_EQ(hot.stats.edges, plain.stats.edges + 5000);
+  const Rows rows = ParseCsv(hot.edges), plain_rows = ParseCsv(plain.edges);
+  Rows rest;
+  std::set<std::string> dsts;
+  std::map<std::string, int> timestamps;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0 && rows[i][0] == "0" && rows[i][2] == std::to_string(o.edge_types)) {
+      dsts.insert(rows[i][1]);
+      ++timestamps[rows[i][3]];
+      EXPECT_GE(rows[i][4].size(), 50u) << "a data property like the others";
+    } else {
+      rest.push_back(rows[i]);
+    }
+  }
+  EXPECT_EQ(rest, plain_rows) << "the regular edges changed";
+  ASSERT_EQ(dsts.size(), 5000u) << "destinations are distinct";
+  EXPECT_EQ(*dsts.begin(), "0");
+  EXPECT_TRUE(dsts.count("4999"));
+  size_t repeated = 0;
+  for (const auto& [ts, n] : timestamps) repeated += n > 1 ? n : 0;
+  EXPECT_GT(repeated, 200u) << "bursts of equal timestamps";
+  // Grouped by source: the hot edges follow node 0's regular ones.
+  for (size_t i = 1; i + 1 < rows.size(); ++i) {
+    EXPECT_LE(std::stoll(rows[i][0]), std::stoll(rows[i + 1][0])) << "row " << i;
+  }
+  o.hot_edges = (uint64_t{1} << 28) + 1;
+  EXPECT_EQ(o.Validate().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace zipg::datagen
