@@ -1,12 +1,15 @@
 // EdgeFile: building, opening and querying (format in docs/graph-layout.md).
 //
-// An EdgeRecord:
+// An EdgeRecord (format version 2; version 1 lacks order_width and the index columns):
 //   0xFE varint6(src) varint6(type)                                   key: search pattern
 //   varint6(count) varint6(zigzag(ts_min)) varint6(ts_width)
-//   varint6(zigzag(dst_min)) varint6(dst_width) varint6(end_width)    metadata
+//   varint6(zigzag(dst_min)) varint6(dst_width) varint6(end_width)
+//   varint6(order_width)                                              metadata
 //   ts_width digits of (ts - ts_min) x count                          newest first
 //   dst_width digits of (dst - dst_min) x count                       same order
 //   end_width digits x count: end of edge i's property list, relative to the lists' start
+//   dst_width digits of (dst - dst_min) x count, ascending            } the destination index,
+//   order_width digits x count: TimeOrder of each of those            } if order_width > 0
 //   { delimiter(p) value 0xF5 }* per edge                             property lists
 // Columns are fixed width per record, so TimeOrder i is random access and a time range is a binary
 // search over timestamps extracted from the compressed text.
@@ -24,7 +27,7 @@ namespace zipg::layout {
 
 namespace {
 constexpr char kMetaMagic[] = "ZIPGEMET";
-constexpr uint32_t kMetaVersion = 1;
+constexpr uint32_t kMetaVersion = 2;  // 1: records without the destination index
 // Bytes extracted when a record is found: key, metadata and, for small records, all columns.
 constexpr uint64_t kHeadBytes = 192;
 // A column slice at most this long is read whole for a binary search.
@@ -50,7 +53,7 @@ Status CheckNames(const std::vector<std::string>& property_names) {
 }  // namespace
 
 void EdgeFile::AppendRecord(int64_t src, int64_t type, const std::vector<EncodedEdge>& edges,
-                            std::string* text) {
+                            std::string* text, uint32_t format) {
   int64_t ts_min = edges[0].timestamp, ts_max = edges[0].timestamp;
   int64_t dst_min = edges[0].dst, dst_max = edges[0].dst;
   uint64_t lists = 0;
@@ -66,6 +69,8 @@ void EdgeFile::AppendRecord(int64_t src, int64_t type, const std::vector<Encoded
   const uint32_t dst_width =
       DigitsFor(static_cast<uint64_t>(dst_max) - static_cast<uint64_t>(dst_min));
   const uint32_t end_width = DigitsFor(lists);
+  const bool indexed = format >= 2 && edges.size() >= kIndexedRecordEdges;
+  const uint32_t order_width = indexed ? DigitsFor(edges.size() - 1) : 0;
   text->push_back(static_cast<char>(kEdgeRecordMarker));
   PutVarint6(text, static_cast<uint64_t>(src));
   PutVarint6(text, static_cast<uint64_t>(type));
@@ -75,6 +80,7 @@ void EdgeFile::AppendRecord(int64_t src, int64_t type, const std::vector<Encoded
   PutVarint6(text, ZigZag(dst_min));
   PutVarint6(text, dst_width);
   PutVarint6(text, end_width);
+  if (format >= 2) PutVarint6(text, order_width);
   for (const auto& e : edges) {
     PutDigits(text, static_cast<uint64_t>(e.timestamp) - static_cast<uint64_t>(ts_min), ts_width);
   }
@@ -85,6 +91,17 @@ void EdgeFile::AppendRecord(int64_t src, int64_t type, const std::vector<Encoded
   for (const auto& e : edges) {
     end += e.properties.size();
     PutDigits(text, end, end_width);
+  }
+  if (indexed) {
+    std::vector<uint64_t> order(edges.size());
+    for (uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](uint64_t a, uint64_t b) { return edges[a].dst < edges[b].dst; });
+    for (uint64_t i : order) {
+      PutDigits(text, static_cast<uint64_t>(edges[i].dst) - static_cast<uint64_t>(dst_min),
+                dst_width);
+    }
+    for (uint64_t i : order) PutDigits(text, i, order_width);
   }
   for (const auto& e : edges) text->append(e.properties);
 }
@@ -148,21 +165,23 @@ Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& 
 
 Status EdgeFile::BuildFromRecords(const std::string& base,
                                   const std::vector<std::string>& property_names,
-                                  std::string_view text, const CompressedFileOptions& options) {
+                                  std::string_view text, const CompressedFileOptions& options,
+                                  uint32_t format) {
   ZIPG_RETURN_IF_ERROR(options.Validate());
   ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
   std::string meta;
   PutFixed32(&meta, static_cast<uint32_t>(property_names.size()));
   for (const auto& name : property_names) PutLengthPrefixed(&meta, name);
   ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options, base + ".zcf"));
-  return WriteSideFile(base + ".meta", kMetaMagic, kMetaVersion, meta);
+  return WriteSideFile(base + ".meta", kMetaMagic, format, meta);
 }
 
 StatusOr<std::unique_ptr<EdgeFile>> EdgeFile::Open(const std::string& base,
                                                    const OpenOptions& options) {
   std::unique_ptr<EdgeFile> file(new EdgeFile());
   ZIPG_ASSIGN_OR_RETURN(file->text_, CompressedFile::Open(base + ".zcf", options));
-  ZIPG_ASSIGN_OR_RETURN(std::string meta, ReadSideFile(base + ".meta", kMetaMagic, kMetaVersion));
+  ZIPG_ASSIGN_OR_RETURN(std::string meta, ReadSideFile(base + ".meta", kMetaMagic, 1,
+                                                       kMetaVersion, &file->format_));
   file->meta_bytes_ = meta.size() + 28;
   PayloadReader reader(meta);
   uint32_t num_names;
@@ -186,12 +205,14 @@ StatusOr<EdgeFile::Record> EdgeFile::ReadRecord(uint64_t marker_offset) const {
   if (bytes.empty() || static_cast<uint8_t>(bytes[0]) != kEdgeRecordMarker) return bad;
   Record r;
   size_t pos = 1;
-  uint64_t src, type, count, ts_min, ts_width, dst_min, dst_width, end_width;
+  uint64_t src, type, count, ts_min, ts_width, dst_min, dst_width, end_width, order_width = 0;
   if (!GetVarint6(bytes, &pos, &src) || !GetVarint6(bytes, &pos, &type) ||
       !GetVarint6(bytes, &pos, &count) || !GetVarint6(bytes, &pos, &ts_min) ||
       !GetVarint6(bytes, &pos, &ts_width) || !GetVarint6(bytes, &pos, &dst_min) ||
       !GetVarint6(bytes, &pos, &dst_width) || !GetVarint6(bytes, &pos, &end_width) ||
-      ts_width > 10 || dst_width > 10 || end_width > 10 || count == 0) {
+      (format_ >= 2 && !GetVarint6(bytes, &pos, &order_width)) || ts_width > 10 ||
+      dst_width > 10 || end_width > 10 || order_width > 10 || count == 0 ||
+      (order_width > 0 && (count < 2 || DigitsFor(count - 1) > order_width))) {
     return bad;
   }
   r.src = static_cast<int64_t>(src);
@@ -202,6 +223,7 @@ StatusOr<EdgeFile::Record> EdgeFile::ReadRecord(uint64_t marker_offset) const {
   r.ts_width = static_cast<uint32_t>(ts_width);
   r.dst_width = static_cast<uint32_t>(dst_width);
   r.end_width = static_cast<uint32_t>(end_width);
+  r.order_width = static_cast<uint32_t>(order_width);
   r.columns = marker_offset + pos;
   if (r.properties() > text_->size()) return bad;
   r.head = bytes.substr(pos);
@@ -341,6 +363,41 @@ StatusOr<std::vector<Edge>> EdgeFile::Edges(const Record& r, uint64_t begin, uin
     edges.push_back(std::move(e));
   }
   return edges;
+}
+
+StatusOr<std::optional<uint64_t>> EdgeFile::FindDst(const Record& r, int64_t dst) const {
+  const uint64_t delta = static_cast<uint64_t>(dst) - static_cast<uint64_t>(r.dst_min);
+  if (dst < r.dst_min || (r.dst_width < 10 && delta >> (7 * r.dst_width) != 0)) {
+    return std::optional<uint64_t>();
+  }
+  if (r.order_width == 0) {
+    // No index: scan the destination column (a small record, or a version 1 file).
+    ZIPG_ASSIGN_OR_RETURN(auto dsts, Destinations(r, 0, r.count));
+    auto it = std::find(dsts.begin(), dsts.end(), dst);
+    if (it == dsts.end()) return std::optional<uint64_t>();
+    return std::optional<uint64_t>(static_cast<uint64_t>(it - dsts.begin()));
+  }
+  // Binary search of the sorted destinations, one read per probe until the rest of the range is
+  // short enough to read whole.
+  const uint64_t column = r.sorted_dst_column();
+  const uint64_t whole = std::max<uint64_t>(1, kWholeColumnBytes / std::max(1u, r.dst_width));
+  uint64_t low = 0, high = r.count;  // the answer's rank is in [low, high)
+  while (high - low > whole) {
+    const uint64_t mid = low + (high - low) / 2;
+    ZIPG_ASSIGN_OR_RETURN(auto v, Column(r, column, r.dst_width, mid, mid + 1));
+    if (v[0] <= delta) {
+      low = mid;
+    } else {
+      high = mid;
+    }
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto values, Column(r, column, r.dst_width, low, high));
+  auto it = std::lower_bound(values.begin(), values.end(), delta);
+  if (it == values.end() || *it != delta) return std::optional<uint64_t>();
+  const uint64_t rank = low + static_cast<uint64_t>(it - values.begin());
+  ZIPG_ASSIGN_OR_RETURN(auto order, Column(r, r.order_column(), r.order_width, rank, rank + 1));
+  if (order[0] >= r.count) return Status::Corruption("edge text: destination index out of range");
+  return std::optional<uint64_t>(order[0]);
 }
 
 std::vector<ComponentSize> EdgeFile::Breakdown() const {

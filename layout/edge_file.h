@@ -51,13 +51,24 @@ class EdgeFile {
     int64_t ts_min = 0;
     int64_t dst_min = 0;
     uint32_t ts_width = 0, dst_width = 0, end_width = 0;  // base-128 digits per column entry
-    uint64_t columns = 0;                                 // text offset of the timestamp column
-    std::string head;  // text already extracted from `columns` on (saves later extracts)
+    // Digits of a TimeOrder in the destination index; 0: the record has no index (fewer than
+    // kIndexedRecordEdges edges, or a version 1 file).
+    uint32_t order_width = 0;
+    uint64_t columns = 0;  // text offset of the timestamp column
+    std::string head;      // text already extracted from `columns` on (saves later extracts)
 
     uint64_t dst_column() const { return columns + count * ts_width; }
     uint64_t end_column() const { return dst_column() + count * dst_width; }
-    uint64_t properties() const { return end_column() + count * end_width; }
+    // The index: the destinations in ascending order, then the TimeOrder of each.
+    uint64_t sorted_dst_column() const { return end_column() + count * end_width; }
+    uint64_t order_column() const {
+      return sorted_dst_column() + (order_width > 0 ? count * dst_width : 0);
+    }
+    uint64_t properties() const { return order_column() + count * order_width; }
   };
+
+  // Records with at least this many edges carry a destination index (format version 2).
+  static constexpr uint64_t kIndexedRecordEdges = 64;
 
   // Writes <base>.zcf and <base>.meta. `records` sorted by (src, type), distinct, each non-empty;
   // src, type >= 0. Edges of a record are sorted newest first (timestamp descending, dst
@@ -68,12 +79,14 @@ class EdgeFile {
   // AppendRecord appends the EdgeRecord of (src, type) to *text; `edges` is non-empty, sorted
   // newest first (timestamp descending, dst ascending) with distinct dst, src and type >= 0.
   // BuildFromRecords writes the files from `text`, a concatenation of records in (src, type)
-  // order.
+  // order. `format` 1 writes the older records without a destination index (for tests of
+  // reading old files).
   static void AppendRecord(int64_t src, int64_t type, const std::vector<EncodedEdge>& edges,
-                           std::string* text);
+                           std::string* text, uint32_t format = 2);
   static Status BuildFromRecords(const std::string& base,
                                  const std::vector<std::string>& property_names,
-                                 std::string_view text, const CompressedFileOptions& options);
+                                 std::string_view text, const CompressedFileOptions& options,
+                                 uint32_t format = 2);
   static StatusOr<std::unique_ptr<EdgeFile>> Open(const std::string& base,
                                                   const OpenOptions& options = {});
   ~EdgeFile();
@@ -91,6 +104,12 @@ class EdgeFile {
   StatusOr<std::vector<int64_t>> Destinations(const Record& r, uint64_t begin, uint64_t end) const;
   // Whole edges at TimeOrder [begin, end) (clamped to the record).
   StatusOr<std::vector<Edge>> Edges(const Record& r, uint64_t begin, uint64_t end) const;
+  // The TimeOrder of the edge to `dst`, or nullopt: a binary search of the destination index
+  // (O(log count) reads), or a scan of the destination column for a record without one.
+  StatusOr<std::optional<uint64_t>> FindDst(const Record& r, int64_t dst) const;
+
+  // The format of the file's records: 1 (no destination index) or 2.
+  uint32_t format_version() const { return format_; }
 
   std::vector<ComponentSize> Breakdown() const;
   uint64_t SizeInBytes() const;
@@ -107,6 +126,7 @@ class EdgeFile {
   std::unique_ptr<CompressedFile> text_;
   std::vector<std::string> names_;
   uint64_t meta_bytes_ = 0;
+  uint32_t format_ = 2;
 };
 
 }  // namespace zipg::layout

@@ -25,14 +25,21 @@ Status WriteSideFile(const std::string& path, std::string_view magic, uint32_t v
 
 StatusOr<std::string> ReadSideFile(const std::string& path, std::string_view magic,
                                    uint32_t version) {
+  uint32_t found;
+  return ReadSideFile(path, magic, version, version, &found);
+}
+
+StatusOr<std::string> ReadSideFile(const std::string& path, std::string_view magic,
+                                   uint32_t min_version, uint32_t max_version,
+                                   uint32_t* version) {
   ZIPG_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(path));
   constexpr size_t kHead = 8 + 4 + 8;
   if (bytes.size() < kHead + 8 || bytes.compare(0, 8, magic) != 0) {
     return Status::Corruption(path + ": not a " + std::string(magic.substr(0, 7)) + " file");
   }
-  if (DecodeFixed32(bytes.data() + 8) != version) {
-    return Status::Corruption(path + ": unsupported format version " +
-                              std::to_string(DecodeFixed32(bytes.data() + 8)));
+  *version = DecodeFixed32(bytes.data() + 8);
+  if (*version < min_version || *version > max_version) {
+    return Status::Corruption(path + ": unsupported format version " + std::to_string(*version));
   }
   const uint64_t length = DecodeFixed64(bytes.data() + 12);
   if (length != bytes.size() - kHead - 8) return Status::Corruption(path + ": truncated");

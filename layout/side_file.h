@@ -20,6 +20,10 @@ Status WriteSideFile(const std::string& path, std::string_view magic, uint32_t v
 // The payload; CORRUPTION naming the file for a wrong magic, version, length or checksum.
 StatusOr<std::string> ReadSideFile(const std::string& path, std::string_view magic,
                                    uint32_t version);
+// The same for a file of any version in [min_version, max_version]; *version is the file's.
+StatusOr<std::string> ReadSideFile(const std::string& path, std::string_view magic,
+                                   uint32_t min_version, uint32_t max_version,
+                                   uint32_t* version);
 
 // Sequential reader of a payload; every Get returns false once the payload is exhausted.
 class PayloadReader {

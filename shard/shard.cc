@@ -96,10 +96,27 @@ StatusOr<std::vector<Edge>> Shard::AssocGet(int64_t id, int64_t type,
   if (ids.empty()) return out;
   ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
   if (!record) return out;
-  ZIPG_ASSIGN_OR_RETURN(auto range, edges_->TimeRange(*record, low, high));
-  ZIPG_ASSIGN_OR_RETURN(auto dsts, edges_->Destinations(*record, range.first, range.second));
   std::vector<int64_t> wanted = ids;
   std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  if (record->order_width > 0 && wanted.size() * 64 < record->count) {
+    // Few ids in a large record: look each one up in the destination index.
+    std::vector<uint64_t> positions;
+    for (int64_t dst : wanted) {
+      ZIPG_ASSIGN_OR_RETURN(auto at, edges_->FindDst(*record, dst));
+      if (at) positions.push_back(*at);
+    }
+    std::sort(positions.begin(), positions.end());  // newest first
+    for (uint64_t at : positions) {
+      ZIPG_ASSIGN_OR_RETURN(auto edge, edges_->Edges(*record, at, at + 1));
+      if (edge.at(0).timestamp >= low && edge.at(0).timestamp <= high) {
+        out.push_back(std::move(edge[0]));
+      }
+    }
+    return out;
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto range, edges_->TimeRange(*record, low, high));
+  ZIPG_ASSIGN_OR_RETURN(auto dsts, edges_->Destinations(*record, range.first, range.second));
   for (uint64_t i = 0; i < dsts.size(); ++i) {
     if (!std::binary_search(wanted.begin(), wanted.end(), dsts[i])) continue;
     ZIPG_ASSIGN_OR_RETURN(auto edge, edges_->Edges(*record, range.first + i, range.first + i + 1));

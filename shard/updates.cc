@@ -64,17 +64,20 @@ StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Upda
         if (props) return true;
       }
       if (u.op == UpdateOp::kPutNode || (entry && entry->edges_dead)) return false;
-      ZIPG_ASSIGN_OR_RETURN(auto edges, data.AllEdges(u.node, std::nullopt));
-      for (const auto& e : edges) {
-        if (!(entry && entry->EdgeDead(e.type, e.dst))) return true;
+      ZIPG_ASSIGN_OR_RETURN(auto records, data.edges().FindAll(u.node));
+      for (const auto& r : records) {
+        ZIPG_ASSIGN_OR_RETURN(int64_t live, LiveCount(data, u.node, r.type, entry));
+        if (live > 0) return true;
       }
       return false;
     }
     case UpdateOp::kPutEdge:
     case UpdateOp::kDeleteEdge: {
       if (entry && entry->EdgeDead(u.type, u.dst)) return false;
-      ZIPG_ASSIGN_OR_RETURN(auto dsts, data.NeighborIds(u.node, u.type));
-      return std::binary_search(dsts.begin(), dsts.end(), u.dst);
+      ZIPG_ASSIGN_OR_RETURN(auto found, data.AssocGet(u.node, u.type, {u.dst},
+                                                      std::numeric_limits<int64_t>::min(),
+                                                      std::numeric_limits<int64_t>::max()));
+      return !found.empty();
     }
   }
   return false;

@@ -1,0 +1,148 @@
+// Tests of the EdgeFile's destination index (format version 2) and of reading version 1 files:
+// records of every size around the index threshold, with destinations at the int64 extremes,
+// answer Find / FindDst / Edges / TimeRange like a sorted reference.
+
+#include "layout/edge_file.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+
+#include "layout/record_coding.h"
+#include "util/scratch_dir.h"
+
+namespace zipg::layout {
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+struct RefEdge {
+  int64_t dst, ts;
+  std::string value;
+};
+
+// Records (src -> edges newest first) of the sizes asked for, with distinct destinations drawn
+// from small ids, huge ids and both ends of the range.
+std::map<int64_t, std::vector<RefEdge>> MakeRecords(const std::vector<size_t>& sizes,
+                                                    uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::map<int64_t, std::vector<RefEdge>> records;
+  int64_t src = 1;
+  for (size_t n : sizes) {
+    std::set<int64_t> dsts;
+    if (n >= 2) dsts.insert({0, kMax});
+    while (dsts.size() < n) {
+      dsts.insert(rng() % 4 == 0 ? static_cast<int64_t>(rng() >> 1)
+                                 : static_cast<int64_t>(rng() % (3 * n + 10)));
+    }
+    std::vector<RefEdge> edges;
+    for (int64_t d : dsts) {
+      edges.push_back({d, static_cast<int64_t>(rng() % 50) - 20, std::string(rng() % 5, 'x')});
+    }
+    std::sort(edges.begin(), edges.end(), [](const RefEdge& a, const RefEdge& b) {
+      return a.ts != b.ts ? a.ts > b.ts : a.dst < b.dst;
+    });
+    records[src] = std::move(edges);
+    src += 1 + static_cast<int64_t>(rng() % 3);
+  }
+  return records;
+}
+
+std::string BuildFile(const std::map<int64_t, std::vector<RefEdge>>& records,
+                      const std::string& base, uint32_t format) {
+  std::string text;
+  std::vector<std::string> lists;
+  for (const auto& [src, edges] : records) {
+    lists.clear();
+    for (const auto& e : edges) {
+      std::string list;
+      size_t bad;
+      if (!e.value.empty()) AppendPropertyList({{0, e.value}}, 1, &list, &bad);
+      lists.push_back(list);
+    }
+    std::vector<EncodedEdge> encoded;
+    for (size_t i = 0; i < edges.size(); ++i) {
+      encoded.push_back({edges[i].dst, edges[i].ts, lists[i]});
+    }
+    EdgeFile::AppendRecord(src, 7, encoded, &text, format);
+  }
+  const Status s = EdgeFile::BuildFromRecords(base, {"v"}, text, {4, 8, 16, false}, format);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return text;
+}
+
+void CheckFile(const std::map<int64_t, std::vector<RefEdge>>& records, const std::string& base,
+               uint32_t format, uint64_t seed) {
+  auto file = EdgeFile::Open(base);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ((*file)->format_version(), format);
+  std::mt19937_64 rng(seed);
+  for (const auto& [src, edges] : records) {
+    auto r = (*file)->Find(src, 7);
+    ASSERT_TRUE(r.ok() && r->has_value()) << src;
+    const auto& rec = **r;
+    ASSERT_EQ(rec.count, edges.size());
+    const bool indexed = format >= 2 && edges.size() >= EdgeFile::kIndexedRecordEdges;
+    EXPECT_EQ(rec.order_width > 0, indexed) << "record of " << edges.size();
+    // Every destination is found at its TimeOrder; absent ones are not.
+    for (size_t i = 0; i < edges.size(); ++i) {
+      auto at = (*file)->FindDst(rec, edges[i].dst);
+      ASSERT_TRUE(at.ok()) << at.status().ToString();
+      ASSERT_EQ(*at, std::optional<uint64_t>(i)) << "dst " << edges[i].dst;
+    }
+    std::set<int64_t> present;
+    for (const auto& e : edges) present.insert(e.dst);
+    for (int probe = 0; probe < 50; ++probe) {
+      int64_t d = probe % 2 ? static_cast<int64_t>(rng() >> 1)
+                            : static_cast<int64_t>(rng() % (3 * edges.size() + 12));
+      if (probe == 0) d = -1;
+      if (present.count(d)) continue;
+      auto at = (*file)->FindDst(rec, d);
+      ASSERT_TRUE(at.ok());
+      EXPECT_FALSE(at->has_value()) << "absent dst " << d << " found";
+    }
+    // Reads by TimeOrder and time are unaffected by the index columns.
+    auto all = (*file)->Edges(rec, 0, rec.count);
+    ASSERT_TRUE(all.ok());
+    for (size_t i = 0; i < edges.size(); ++i) {
+      ASSERT_EQ((*all)[i].dst, edges[i].dst);
+      ASSERT_EQ((*all)[i].timestamp, edges[i].ts);
+      const std::string value =
+          (*all)[i].properties.empty() ? "" : (*all)[i].properties[0].second;
+      ASSERT_EQ(value, edges[i].value);
+    }
+    auto range = (*file)->TimeRange(rec, -5, 5);
+    ASSERT_TRUE(range.ok());
+    size_t begin = 0, end = 0;
+    for (const auto& e : edges) {
+      begin += e.ts > 5;
+      end += e.ts >= -5;
+    }
+    const std::pair<uint64_t, uint64_t> want(begin, std::max(begin, end));
+    EXPECT_EQ(*range, want);
+  }
+}
+
+TEST(EdgeFileTest, DestinationIndexFindsEveryEdge) {
+  ScratchDir dir("edge_file_test");
+  const std::vector<size_t> sizes = {1, 2, 5, 63, 64, 65, 130, 1000, 4096};
+  const auto records = MakeRecords(sizes, 1);
+  BuildFile(records, dir.File("v2"), 2);
+  CheckFile(records, dir.File("v2"), 2, 2);
+}
+
+TEST(EdgeFileTest, VersionOneFilesStillAnswerByScanning) {
+  ScratchDir dir("edge_file_test");
+  const auto records = MakeRecords({3, 64, 700}, 3);
+  const std::string v1 = BuildFile(records, dir.File("v1"), 1);
+  const std::string v2 = BuildFile(records, dir.File("v2"), 2);
+  EXPECT_LT(v1.size(), v2.size()) << "version 2 adds the index columns";
+  CheckFile(records, dir.File("v1"), 1, 4);
+}
+
+}  // namespace
+}  // namespace zipg::layout
