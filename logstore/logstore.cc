@@ -544,31 +544,14 @@ std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore:
 }
 
 StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
-                                      const std::vector<int64_t>& generations, int64_t limit) {
-  const bool bounded = limit >= 0;
-  if (bounded && (any_type || type < 0)) {
-    return Status::InvalidArgument("a fragment limit needs one edge type");
-  }
+                                      const std::vector<int64_t>& generations) {
   NodeData out;
   const bool edges = any_type || type >= 0;
   auto shards = ReadFragments(id, generations, [&](const Memtable& t, const NodeUpdates* dead) {
-    t.Collect(id, any_type, type, dead, &out, limit);
+    t.Collect(id, any_type, type, dead, &out);
   });
   for (const auto& [log_shard, deletes] : shards) {
     auto entry = deletes->Lookup(id);
-    if (bounded) {
-      if (entry && entry->edges_dead) continue;
-      // The first `limit` live edges are among the first limit + (deleted keys) stored ones.
-      const int64_t dead = static_cast<int64_t>(entry ? entry->DeadCount(type) : 0);
-      const int64_t want =
-          limit > std::numeric_limits<int64_t>::max() - dead ? std::numeric_limits<int64_t>::max()
-                                                             : limit + dead;
-      ZIPG_ASSIGN_OR_RETURN(auto list, log_shard->AssocRange(id, type, 0, want));
-      for (auto& e : list) {
-        if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
-      }
-      continue;
-    }
     if (!(entry && entry->props_dead)) {
       ZIPG_ASSIGN_OR_RETURN(auto props, log_shard->GetNodeProperty(id, nullptr));
       if (props) {
@@ -583,11 +566,6 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
         if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
       }
     }
-  }
-  if (bounded) {
-    out.properties.reset();
-    std::sort(out.edges.begin(), out.edges.end(), NewestFirst);
-    if (out.edges.size() > static_cast<size_t>(limit)) out.edges.resize(static_cast<size_t>(limit));
   }
   return out;
 }
@@ -614,21 +592,6 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
     }
   }
   return out;
-}
-
-StatusOr<int64_t> LogStore::FragmentCount(int64_t id, int64_t type,
-                                          const std::vector<int64_t>& generations) {
-  if (type < 0) return int64_t{0};
-  int64_t n = 0;
-  auto shards = ReadFragments(id, generations, [&](const Memtable& t, const NodeUpdates* dead) {
-    n += t.Count(id, type, dead);
-  });
-  for (const auto& [log_shard, deletes] : shards) {
-    auto entry = deletes->Lookup(id);
-    ZIPG_ASSIGN_OR_RETURN(int64_t stored, shard::LiveCount(*log_shard, id, type, entry.get()));
-    n += stored;
-  }
-  return n;
 }
 
 StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {

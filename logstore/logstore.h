@@ -80,18 +80,12 @@ class LogStore final : public GraphWriteApi {
   StatusOr<std::string> Compact() override;
 
   // The node's live data in `generations` (edges of every type, of `type`, or none if type < 0).
-  // limit >= 0 (one type only, else INVALID_ARGUMENT): just the first `limit` of those edges in
-  // contract order, sorted, and no properties; each fragment then reads only its own first
-  // limit (+ its deleted keys of that type) edges.
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                              const std::vector<int64_t>& generations, int64_t limit = -1);
+                              const std::vector<int64_t>& generations);
   // The live edges of (id, type) to `dsts` in `generations`, any order.
   StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
                                             const std::vector<int64_t>& generations,
                                             const std::vector<int64_t>& dsts);
-  // How many live edges of (id, type) `generations` hold.
-  StatusOr<int64_t> FragmentCount(int64_t id, int64_t type,
-                                  const std::vector<int64_t>& generations);
   // get_node_ids over the LogStore's fragments; sorted.
   StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
 

@@ -110,7 +110,7 @@ void Memtable::Put(const LogRecord& r) {
 }
 
 void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::NodeUpdates* dead,
-                       NodeData* out, int64_t limit) const {
+                       NodeData* out) const {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   const Entry& entry = it->second;
@@ -118,13 +118,8 @@ void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::Nod
   if ((!any_type && type < 0) || (dead && dead->edges_dead)) return;
   for (const auto& [t, list] : entry.edges) {
     if (!any_type && t != type) continue;
-    int64_t taken = 0;
     for (const auto& e : list.ordered) {
-      if (limit >= 0 && taken >= limit) break;
-      if (!(dead && dead->EdgeDead(t, e.dst))) {
-        out->edges.push_back(e);
-        ++taken;
-      }
+      if (!(dead && dead->EdgeDead(t, e.dst))) out->edges.push_back(e);
     }
   }
 }
@@ -141,18 +136,6 @@ void Memtable::CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>&
       out->push_back(*e);
     }
   }
-}
-
-int64_t Memtable::Count(int64_t id, int64_t type, const shard::NodeUpdates* dead) const {
-  auto it = nodes_.find(id);
-  if (it == nodes_.end() || (dead && dead->edges_dead)) return 0;
-  auto list = it->second.edges.find(type);
-  if (list == it->second.edges.end()) return 0;
-  int64_t n = static_cast<int64_t>(list->second.ordered.size());
-  if (dead) {
-    for (int64_t dst : dead->DeadDsts(type)) n -= list->second.timestamp_of.count(dst);
-  }
-  return n;
 }
 
 void Memtable::NodeIds(const Properties& filter,

@@ -32,14 +32,11 @@ class Memtable {
 
   // Adds the node's live data (minus `dead`) to `out`: properties, and edges of every type
   // (any_type), of `type`, or none (type < 0).
-  // limit >= 0 (with one type): only the first `limit` live edges in contract order.
   void Collect(int64_t id, bool any_type, int64_t type, const shard::NodeUpdates* dead,
-               NodeData* out, int64_t limit = -1) const;
+               NodeData* out) const;
   // Adds the live edges of (id, type) to `dsts` (minus `dead`) to `out`.
   void CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>& dsts,
                    const shard::NodeUpdates* dead, std::vector<Edge>* out) const;
-  // How many live edges (minus `dead`) (id, type) has here.
-  int64_t Count(int64_t id, int64_t type, const shard::NodeUpdates* dead) const;
   // Appends the ids of nodes whose live properties match every pair of `filter` (sorted by name).
   void NodeIds(const Properties& filter,
                const std::unordered_map<int64_t, shard::NodeUpdates>* dead,

@@ -33,7 +33,8 @@ struct LogRecord {
   }
   // The update a fragment receives for this record; `generation` names where the new data lives.
   shard::Update ToUpdate(int64_t generation) const {
-    return shard::Update{op, node, type, dst, is_put() ? generation : 0};
+    return shard::Update{op, node, type, dst, is_put() ? generation : 0,
+                         op == shard::UpdateOp::kPutEdge ? timestamp : 0};
   }
 };
 

@@ -5,9 +5,8 @@
 namespace zipg::logstore {
 
 void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_type,
-                               int64_t type, const std::vector<int64_t>& generations,
-                               int64_t limit) {
-  NodeData data = rpc::ValueOrThrow(store_->Fragment(id, any_type, type, generations, limit));
+                               int64_t type, const std::vector<int64_t>& generations) {
+  NodeData data = rpc::ValueOrThrow(store_->Fragment(id, any_type, type, generations));
   if (data.properties) _return.__set_properties(rpc::ToThrift(*data.properties));
   _return.edges = rpc::ToThrift(data.edges);
 }
@@ -16,11 +15,6 @@ void LogStoreHandler::fragment_edges(std::vector<rpc::Edge>& _return, int64_t id
                                      const std::vector<int64_t>& generations,
                                      const std::vector<int64_t>& dsts) {
   _return = rpc::ToThrift(rpc::ValueOrThrow(store_->FragmentEdges(id, type, generations, dsts)));
-}
-
-int64_t LogStoreHandler::fragment_count(int64_t id, int64_t type,
-                                        const std::vector<int64_t>& generations) {
-  return rpc::ValueOrThrow(store_->FragmentCount(id, type, generations));
 }
 
 void LogStoreHandler::log_node_ids(std::vector<int64_t>& _return,

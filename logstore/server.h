@@ -22,12 +22,10 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
       : rpc::GraphHandler(reader, std::move(status), store), store_(store) {}
 
   void fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
-                const std::vector<int64_t>& generations, int64_t limit) override;
+                const std::vector<int64_t>& generations) override;
   void fragment_edges(std::vector<rpc::Edge>& _return, int64_t id, int64_t type,
                       const std::vector<int64_t>& generations,
                       const std::vector<int64_t>& dsts) override;
-  int64_t fragment_count(int64_t id, int64_t type,
-                         const std::vector<int64_t>& generations) override;
   void log_node_ids(std::vector<int64_t>& _return,
                     const std::map<std::string, std::string>& properties) override;
   void write_batch(std::vector<rpc::WriteOutcome>& _return,

@@ -195,10 +195,10 @@ StatusOr<std::string> RemoteGraph::Compact() {
 }
 
 StatusOr<NodeData> RemoteGraph::Fragment(int64_t id, bool any_type, int64_t type,
-                                         const std::vector<int64_t>& generations, int64_t limit) {
+                                         const std::vector<int64_t>& generations) {
   NodeFragment r;
   ZIPG_RETURN_IF_ERROR(pool_->Call(
-      [&](LogStoreServiceClient& c) { c.fragment(r, id, any_type, type, generations, limit); }));
+      [&](LogStoreServiceClient& c) { c.fragment(r, id, any_type, type, generations); }));
   NodeData data;
   if (r.__isset.properties) data.properties = FromThrift(r.properties);
   data.edges = FromThrift(r.edges);
@@ -214,13 +214,6 @@ StatusOr<std::vector<zipg::Edge>> RemoteGraph::FragmentEdges(int64_t id, int64_t
   return FromThrift(r);
 }
 
-StatusOr<int64_t> RemoteGraph::FragmentCount(int64_t id, int64_t type,
-                                             const std::vector<int64_t>& generations) {
-  int64_t r = 0;
-  ZIPG_RETURN_IF_ERROR(pool_->Call(
-      [&](LogStoreServiceClient& c) { r = c.fragment_count(id, type, generations); }));
-  return r;
-}
 
 StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& properties) {
   std::vector<int64_t> r;

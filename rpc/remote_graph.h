@@ -58,12 +58,10 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   // LogStore calls (LogStoreService): a node's live data in the listed generations (type -1 and
   // no any_type: properties only), and get_node_ids over the LogStore's fragments.
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                              const std::vector<int64_t>& generations, int64_t limit = -1);
+                              const std::vector<int64_t>& generations);
   StatusOr<std::vector<zipg::Edge>> FragmentEdges(int64_t id, int64_t type,
                                             const std::vector<int64_t>& generations,
                                             const std::vector<int64_t>& dsts);
-  StatusOr<int64_t> FragmentCount(int64_t id, int64_t type,
-                                  const std::vector<int64_t>& generations);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
   // write_batch: one outcome per write, in order (docs/writes.md, "Write batches"); a transport
   // failure fails the whole batch.

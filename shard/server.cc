@@ -31,8 +31,16 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
   if (ec) return Status::IOError("cannot create " + updates_dir + ": " + ec.message());
   g->merged_.resize(g->store_.shards.size());
   for (uint32_t s : g->hosted_) {
-    ZIPG_ASSIGN_OR_RETURN(
-        auto index, UpdateIndex::Open(updates_dir + "/shard-" + std::to_string(s) + ".log"));
+    const std::string base = updates_dir + "/shard-" + std::to_string(s);
+    if (std::filesystem::exists(base + ".log")) {
+      // The previous format kept deleted keys without the LogStore edges' timestamps, which
+      // this one needs to order them (docs/writes.md, "The shard side").
+      return Status::InvalidArgument(
+          base + ".log was written by an older zipg; its writes cannot be read by this version. "
+                 "Rebuild the store with zipg compress and start with an empty " +
+          updates_dir);
+    }
+    ZIPG_ASSIGN_OR_RETURN(auto index, DeltaIndex::Open(base + ".delta"));
     g->merged_[s] = std::make_unique<MergedShard>(g->store_.shards[s].get(), std::move(index),
                                                   g->log_.get());
   }
@@ -46,11 +54,11 @@ StatusOr<rpc::RemoteGraph> ServerGraph::LogStoreSource::Remote() const {
   return rpc::RemoteGraph(pools_->Get(logstore->endpoint));
 }
 
-StatusOr<NodeData> ServerGraph::LogStoreSource::Fragment(
-    int64_t id, bool any_type, int64_t type, const std::vector<int64_t>& generations,
-    int64_t limit) {
+StatusOr<std::optional<Properties>> ServerGraph::LogStoreSource::FragmentProperties(
+    int64_t id, const std::vector<int64_t>& generations) {
   ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
-  return remote.Fragment(id, any_type, type, generations, limit);
+  ZIPG_ASSIGN_OR_RETURN(NodeData data, remote.Fragment(id, false, -1, generations));
+  return std::move(data.properties);
 }
 
 StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
@@ -58,12 +66,6 @@ StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
     const std::vector<int64_t>& dsts) {
   ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
   return remote.FragmentEdges(id, type, generations, dsts);
-}
-
-StatusOr<int64_t> ServerGraph::LogStoreSource::FragmentCount(
-    int64_t id, int64_t type, const std::vector<int64_t>& generations) {
-  ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
-  return remote.FragmentCount(id, type, generations);
 }
 
 StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,
@@ -76,7 +78,7 @@ StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,
 
 nlohmann::json ServerGraph::UpdateStats() const {
   nlohmann::json j = nlohmann::json::object();
-  for (uint32_t s : hosted_) j[std::to_string(s)] = merged_[s]->updates().size();
+  for (uint32_t s : hosted_) j[std::to_string(s)] = merged_[s]->delta().size();
   return j;
 }
 

@@ -1,6 +1,6 @@
 // The shard server: hosts some shards of a store (mmap'd, opened read-only) and answers
 // ShardService calls for the nodes they own, merged with the writes (docs/writes.md): each hosted
-// shard is read through a MergedShard whose update index (<store>/updates/shard-<s>.log) the
+// shard is read through a MergedShard whose delta index (<store>/updates/shard-<s>.delta) the
 // LogStore fills over ZeroMQ. Cross-shard work that reaches it is shipped on to the
 // servers holding the data (multi-level function shipping, docs/serving.md):
 //   - get_neighbor_ids with a filter: the neighbors are grouped by owning shard; groups on shards
@@ -67,13 +67,11 @@ class ServerGraph final : public ShardRouter {
    public:
     LogStoreSource(const cluster::ClusterView* view, rpc::PoolSet* pools)
         : view_(view), pools_(pools) {}
-    StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                                const std::vector<int64_t>& generations, int64_t limit) override;
+    StatusOr<std::optional<Properties>> FragmentProperties(
+        int64_t id, const std::vector<int64_t>& generations) override;
     StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
                                               const std::vector<int64_t>& generations,
                                               const std::vector<int64_t>& dsts) override;
-    StatusOr<int64_t> FragmentCount(int64_t id, int64_t type,
-                                    const std::vector<int64_t>& generations) override;
 
    private:
     StatusOr<rpc::RemoteGraph> Remote() const;

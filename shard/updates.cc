@@ -10,19 +10,22 @@
 namespace zipg::shard {
 
 namespace {
-constexpr size_t kUpdateBytes = 1 + 4 * 8;
+constexpr size_t kUpdateBytesV1 = 1 + 4 * 8;
+constexpr size_t kUpdateBytes = 1 + 5 * 8;
+constexpr uint32_t kVersion2 = 0x80000000u;
 }  // namespace
 
 std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<uint8_t>* flags) {
   std::string out;
   out.reserve(4 + updates.size() * (kUpdateBytes + 1));
-  PutFixed32(&out, static_cast<uint32_t>(updates.size()));
+  PutFixed32(&out, static_cast<uint32_t>(updates.size()) | kVersion2);
   for (const Update& u : updates) {
     out.push_back(static_cast<char>(u.op));
     PutFixed64(&out, static_cast<uint64_t>(u.node));
     PutFixed64(&out, static_cast<uint64_t>(u.type));
     PutFixed64(&out, static_cast<uint64_t>(u.dst));
     PutFixed64(&out, static_cast<uint64_t>(u.generation));
+    PutFixed64(&out, static_cast<uint64_t>(u.timestamp));
   }
   if (flags) out.append(reinterpret_cast<const char*>(flags->data()), flags->size());
   return out;
@@ -31,15 +34,18 @@ std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<
 Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
                      std::vector<uint8_t>* flags) {
   if (data.size() < 4) return Status::Corruption("update batch shorter than its header");
-  const uint64_t n = DecodeFixed32(data.data());
-  const uint64_t need = 4 + n * kUpdateBytes + (flags ? n : 0);
+  const uint32_t head = DecodeFixed32(data.data());
+  const bool v2 = (head & kVersion2) != 0;
+  const uint64_t n = head & ~kVersion2;
+  const size_t size = v2 ? kUpdateBytes : kUpdateBytesV1;
+  const uint64_t need = 4 + n * size + (flags ? n : 0);
   if (data.size() != need) {
     return Status::Corruption("update batch of " + std::to_string(data.size()) +
                               " bytes, expected " + std::to_string(need));
   }
   updates->clear();
   const char* p = data.data() + 4;
-  for (uint64_t i = 0; i < n; ++i, p += kUpdateBytes) {
+  for (uint64_t i = 0; i < n; ++i, p += size) {
     Update u;
     const uint8_t op = static_cast<uint8_t>(p[0]);
     if (op < 1 || op > 4) return Status::Corruption("unknown update op " + std::to_string(op));
@@ -48,6 +54,7 @@ Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
     u.type = static_cast<int64_t>(DecodeFixed64(p + 9));
     u.dst = static_cast<int64_t>(DecodeFixed64(p + 17));
     u.generation = static_cast<int64_t>(DecodeFixed64(p + 25));
+    if (v2) u.timestamp = static_cast<int64_t>(DecodeFixed64(p + 33));
     updates->push_back(u);
   }
   if (flags) flags->assign(p, p + n);
@@ -96,11 +103,6 @@ void UpdateIndex::ApplyTo(const Update& u, bool found, NodeUpdates* entry) {
       if (found) entry->dead_edges.insert({u.type, u.dst});
       break;
   }
-  if ((u.op == UpdateOp::kPutNode || u.op == UpdateOp::kPutEdge) && u.generation > 0) {
-    auto& g = entry->generations;
-    auto it = std::lower_bound(g.begin(), g.end(), u.generation);
-    if (it == g.end() || *it != u.generation) g.insert(it, u.generation);
-  }
 }
 
 StatusOr<std::unique_ptr<UpdateIndex>> UpdateIndex::Open(const std::string& path, bool sync) {
@@ -126,39 +128,6 @@ Status UpdateIndex::Replay(std::string_view record) {
     ApplyTo(batch[i], found[i] != 0, slot.get());
   }
   return Status::OK();
-}
-
-StatusOr<std::vector<bool>> UpdateIndex::Apply(const Shard* data, const std::vector<Update>& batch) {
-  // Batches apply one at a time; readers are blocked only while the result is installed, not
-  // during the lookups and the sync. Each update is decided against the state its predecessors in
-  // the batch leave (on scratch copies of the entries that need a lookup), then logged, then
-  // applied in place: a failed write leaves memory unchanged.
-  std::lock_guard apply_lock(apply_mu_);
-  std::unordered_map<int64_t, NodeUpdates> scratch;
-  std::vector<uint8_t> flags;
-  flags.reserve(batch.size());
-  for (const Update& u : batch) {
-    bool found = true;
-    if (u.op != UpdateOp::kPutEdge) {
-      auto [it, fresh] = scratch.try_emplace(u.node);
-      if (fresh) {
-        if (auto old = Lookup(u.node)) it->second = *old;
-      }
-      found = false;
-      if (data) {
-        ZIPG_ASSIGN_OR_RETURN(found, FoundLive(*data, &it->second, u));
-      }
-      ApplyTo(u, found, &it->second);
-    } else if (auto it = scratch.find(u.node); it != scratch.end()) {
-      // An upsert needs no answer, so its key is marked dead without the compressed lookup (the
-      // write path's most expensive step otherwise); a dead key with no version is harmless.
-      ApplyTo(u, true, &it->second);
-    }
-    flags.push_back(found ? 1 : 0);
-  }
-  std::vector<bool> found(flags.begin(), flags.end());
-  ZIPG_RETURN_IF_ERROR(Record(batch, found));
-  return found;
 }
 
 Status UpdateIndex::Record(const std::vector<Update>& batch, const std::vector<bool>& found) {

@@ -1,12 +1,12 @@
-// The writes' footprint on one compressed fragment (a base shard at its shard server, or a log
-// shard at the LogStore): per node, its deletion set (the paper's deletion bitmap) and, for base
-// shards, its update pointers (the LogStore generations holding newer data for the node).
-// docs/writes.md, "Update pointers and the shard side".
+// The update records the LogStore sends to fragments (Update, their wire form), and the
+// UpdateIndex: the deletions on one of the LogStore's own fragments (a log shard, or the frozen
+// memtable's overlay), by key: per node, its deletion set (the paper's deletion bitmap).
+// Base shards keep a richer index (shard/delta.h). docs/writes.md, "The update channel".
 //
-// Persisted as an append-only file with the WAL framing (logstore/wal.h), one record per applied
-// batch, replayed at open.
+// Persisted as an append-only file with the WAL framing (logstore/wal.h), one record per batch,
+// replayed at open.
 //
-// Thread-safety: Apply and Lookup may be called concurrently (a reader-writer lock inside).
+// Thread-safety: Record and Lookup may be called concurrently (a reader-writer lock inside).
 #pragma once
 
 #include <cstdint>
@@ -42,10 +42,14 @@ struct Update {
   int64_t type = 0;        // edge ops
   int64_t dst = 0;         // edge ops
   int64_t generation = 0;  // put ops: the generation now holding the data (0: none)
+  int64_t timestamp = 0;   // PutEdge: the new edge's timestamp
+  bool operator==(const Update&) const = default;
 };
 
-// Wire/disk form of a batch: u32 count, then per update u8 op | i64 node | i64 type | i64 dst |
-// i64 generation (little endian). `flags`, if given, adds one byte per update after the batch.
+// Wire/disk form of a batch (little endian): u32 count | 0x80000000, then per update u8 op |
+// i64 node | i64 type | i64 dst | i64 generation | i64 timestamp. `flags`, if given, adds one
+// byte per update after the batch. The first version had no timestamps and no high bit; it is
+// still decoded (timestamps 0).
 std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<uint8_t>* flags);
 // INVALID_ARGUMENT / corruption if malformed.
 Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
@@ -55,7 +59,6 @@ struct NodeUpdates {
   bool props_dead = false;                        // the properties stored here are deleted
   bool edges_dead = false;                        // every edge stored here is deleted
   std::set<std::pair<int64_t, int64_t>> dead_edges;  // (type, dst) deleted here
-  std::vector<int64_t> generations;               // sorted, distinct
 
   bool EdgeDead(int64_t type, int64_t dst) const {
     return edges_dead || dead_edges.count({type, dst}) > 0;
@@ -69,14 +72,6 @@ struct NodeUpdates {
     }
     return out;
   }
-  // How many keys of `type` are in dead_edges.
-  size_t DeadCount(int64_t type) const {
-    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-    return static_cast<size_t>(std::distance(dead_edges.lower_bound({type, kMin}),
-                                             type == std::numeric_limits<int64_t>::max()
-                                                 ? dead_edges.end()
-                                                 : dead_edges.lower_bound({type + 1, kMin})));
-  }
 };
 
 class UpdateIndex {
@@ -85,13 +80,8 @@ class UpdateIndex {
   static StatusOr<std::unique_ptr<UpdateIndex>> Open(const std::string& path, bool sync = true);
   ~UpdateIndex();
 
-  // Applies `batch` to this fragment, whose data is `data` (may be null: no data), and persists
-  // it. found[i] = whether the fragment held a live version of what update i targets, before it
-  // (always true for kPutEdge, which is not looked up: its key is marked dead unconditionally).
-  // Updates are idempotent: applying a batch twice changes nothing the second time.
-  StatusOr<std::vector<bool>> Apply(const Shard* data, const std::vector<Update>& batch);
-  // Persists and applies a batch whose outcomes the caller already decided (found[i] as above).
-  // Record is not serialized with Apply; callers use one or the other for a given index.
+  // Persists and applies a batch whose outcomes the caller decided: found[i] = whether this
+  // fragment held a live version of what update i targets.
   Status Record(const std::vector<Update>& batch, const std::vector<bool>& found);
 
   // The node's entry (an immutable snapshot: later batches copy on write); null if the node was
@@ -109,7 +99,6 @@ class UpdateIndex {
   UpdateIndex() = default;
   Status Replay(std::string_view record);
 
-  std::mutex apply_mu_;  // serializes Apply
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<NodeUpdates>> nodes_;
   std::unique_ptr<logstore::Wal> file_;

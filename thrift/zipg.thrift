@@ -142,17 +142,12 @@ struct WriteOutcome {
 }
 
 service LogStoreService extends ShardService {
-  // The live data of node `id` (edges of `type`, or all types if any_type) in the listed
-  // generations (memtables or the log shards they became). limit >= 0 (one type only): just the
-  // first `limit` of those edges in contract order, sorted, and no properties.
-  NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations,
-                        5: i64 limit = -1)
+  // The live data of node `id` (edges of `type`, all types if any_type, none if type < 0) in the
+  // listed generations (memtables or the log shards they became).
+  NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations)
       throws (1: GraphError error),
   // The live edges of (id, type) to the listed dsts in those generations, any order.
   list<Edge> fragment_edges(1: i64 id, 2: i64 type, 3: list<i64> generations, 4: list<i64> dsts)
-      throws (1: GraphError error),
-  // How many live edges of (id, type) those generations hold.
-  i64 fragment_count(1: i64 id, 2: i64 type, 3: list<i64> generations)
       throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),

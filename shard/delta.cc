@@ -1,0 +1,174 @@
+// DeltaIndex (shard/delta.h).
+
+#include "shard/delta.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "logstore/wal.h"
+#include "shard/shard.h"
+#include "util/coding.h"
+
+namespace zipg::shard {
+
+namespace {
+
+// A batch record: u8 version | u32 n | n x (u8 op | i64 node | i64 type | i64 dst |
+// i64 generation | i64 timestamp | u8 found | u64 time_order + 1, 0 for none).
+constexpr uint8_t kRecordVersion = 2;
+constexpr size_t kEntryBytes = 1 + 5 * 8 + 1 + 8;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, bool sync) {
+  std::unique_ptr<DeltaIndex> index(new DeltaIndex());
+  logstore::WalOptions options;
+  options.sync = sync;
+  ZIPG_ASSIGN_OR_RETURN(
+      index->file_,
+      logstore::Wal::Open(
+          path, [&](std::string_view record) { return index->Replay(record); }, options));
+  return index;
+}
+
+DeltaIndex::~DeltaIndex() = default;
+
+void DeltaIndex::Transition(const Resolved& r, NodeDelta* node) {
+  const Update& u = r.update;
+  switch (u.op) {
+    case UpdateOp::kPutNode:
+      if (r.found) node->props_dead = true;
+      node->props_generation = u.generation;
+      return;
+    case UpdateOp::kDeleteNode:
+      // The node's properties and every edge are gone, wherever they were.
+      node->props_dead = node->edges_dead = true;
+      node->props_generation = 0;
+      node->types.clear();
+      return;
+    case UpdateOp::kPutEdge:
+    case UpdateOp::kDeleteEdge: {
+      TypeDelta& t = node->types[u.type];
+      if (const int64_t* ts = t.log_dst.Find(u.dst)) {
+        t.log = t.log.Erase(EdgeKey{*ts, u.dst});
+        t.log_dst = t.log_dst.Erase(u.dst);
+      } else if (r.time_order) {
+        t.dead = t.dead.Insert(*r.time_order, Unit{});
+      }
+      if (u.op == UpdateOp::kPutEdge) {
+        t.log = t.log.Insert(EdgeKey{u.timestamp, u.dst}, u.generation);
+        t.log_dst = t.log_dst.Insert(u.dst, u.timestamp);
+      } else if (t.dead.empty() && t.log.empty()) {
+        node->types.erase(u.type);
+      }
+      return;
+    }
+  }
+}
+
+StatusOr<DeltaIndex::Resolved> DeltaIndex::Resolve(const Shard& base, const NodeDelta& node,
+                                                   const Update& u) {
+  Resolved r{u, false, std::nullopt};
+  switch (u.op) {
+    case UpdateOp::kPutNode:
+    case UpdateOp::kDeleteNode:
+      r.found = !node.props_dead && base.nodes().Contains(u.node);
+      if (u.op == UpdateOp::kDeleteNode && !r.found && !node.edges_dead) {
+        ZIPG_ASSIGN_OR_RETURN(auto records, base.edges().FindAll(u.node));
+        for (const auto& record : records) {
+          const TypeDelta* t = node.Type(record.type);
+          if (record.count > (t ? t->dead.size() : 0)) r.found = true;
+        }
+      }
+      return r;
+    case UpdateOp::kPutEdge:
+    case UpdateOp::kDeleteEdge: {
+      const TypeDelta* t = node.Type(u.type);
+      // A version in the LogStore means the base's is already dead.
+      if (node.edges_dead || (t && t->log_dst.Find(u.dst))) return r;
+      ZIPG_ASSIGN_OR_RETURN(auto record, base.edges().Find(u.node, u.type));
+      if (!record) return r;
+      ZIPG_ASSIGN_OR_RETURN(auto at, base.edges().FindDst(*record, u.dst));
+      if (at && !(t && t->dead.Find(*at))) {
+        r.found = true;
+        r.time_order = at;
+      }
+      return r;
+    }
+  }
+  return r;
+}
+
+StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vector<Update>& batch) {
+  // Each update is decided against the state its predecessors in the batch leave, on new
+  // versions of the nodes it touches; they are installed only after the batch is logged, so a
+  // failed write leaves memory unchanged and readers never see half a batch.
+  std::lock_guard apply_lock(apply_mu_);
+  std::unordered_map<int64_t, NodeDelta> next;
+  std::vector<bool> found;
+  found.reserve(batch.size());
+  std::string record;
+  record.push_back(static_cast<char>(kRecordVersion));
+  PutFixed32(&record, static_cast<uint32_t>(batch.size()));
+  for (const Update& u : batch) {
+    auto [it, fresh] = next.try_emplace(u.node);
+    if (fresh) {
+      if (auto old = Lookup(u.node)) it->second = *old;
+    }
+    ZIPG_ASSIGN_OR_RETURN(Resolved r, Resolve(base, it->second, u));
+    Transition(r, &it->second);
+    found.push_back(r.found);
+    record.push_back(static_cast<char>(u.op));
+    PutFixed64(&record, static_cast<uint64_t>(u.node));
+    PutFixed64(&record, static_cast<uint64_t>(u.type));
+    PutFixed64(&record, static_cast<uint64_t>(u.dst));
+    PutFixed64(&record, static_cast<uint64_t>(u.generation));
+    PutFixed64(&record, static_cast<uint64_t>(u.timestamp));
+    record.push_back(r.found ? 1 : 0);
+    PutFixed64(&record, r.time_order ? *r.time_order + 1 : 0);
+  }
+  ZIPG_RETURN_IF_ERROR(file_->Append(record));
+  std::unique_lock lock(mu_);
+  for (auto& [id, delta] : next) nodes_[id] = std::make_shared<const NodeDelta>(std::move(delta));
+  return found;
+}
+
+Status DeltaIndex::Replay(std::string_view data) {
+  const Status bad = Status::Corruption("malformed update delta record");
+  if (data.size() < 5 || static_cast<uint8_t>(data[0]) != kRecordVersion) return bad;
+  const uint64_t n = DecodeFixed32(data.data() + 1);
+  if (data.size() != 5 + n * kEntryBytes) return bad;
+  const char* p = data.data() + 5;
+  for (uint64_t i = 0; i < n; ++i, p += kEntryBytes) {
+    Resolved r;
+    const uint8_t op = static_cast<uint8_t>(p[0]);
+    if (op < 1 || op > 4) return bad;
+    r.update.op = static_cast<UpdateOp>(op);
+    r.update.node = static_cast<int64_t>(DecodeFixed64(p + 1));
+    r.update.type = static_cast<int64_t>(DecodeFixed64(p + 9));
+    r.update.dst = static_cast<int64_t>(DecodeFixed64(p + 17));
+    r.update.generation = static_cast<int64_t>(DecodeFixed64(p + 25));
+    r.update.timestamp = static_cast<int64_t>(DecodeFixed64(p + 33));
+    r.found = p[41] != 0;
+    const uint64_t at = DecodeFixed64(p + 42);
+    if (at != 0) r.time_order = at - 1;
+    auto& slot = nodes_[r.update.node];
+    NodeDelta delta = slot ? *slot : NodeDelta();
+    Transition(r, &delta);
+    slot = std::make_shared<const NodeDelta>(std::move(delta));
+  }
+  return Status::OK();
+}
+
+std::shared_ptr<const NodeDelta> DeltaIndex::Lookup(int64_t node) const {
+  std::shared_lock lock(mu_);
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? nullptr : it->second;
+}
+
+size_t DeltaIndex::size() const {
+  std::shared_lock lock(mu_);
+  return nodes_.size();
+}
+
+}  // namespace zipg::shard

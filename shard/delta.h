@@ -1,0 +1,110 @@
+// DeltaIndex: what a base shard knows of the writes to the nodes it owns (docs/writes.md, "The
+// shard side"): per written node, which of its compressed data is deleted, and which of its edges
+// live in the LogStore, in the contract's order. With it the shard server places every live edge
+// of a node without reading the others, so reads of written hot nodes cost what their answer
+// costs (shard/merged.h).
+//
+// Persisted as an append-only file with the WAL framing (logstore/wal.h): one record per applied
+// batch, each update with the outcome of its lookup in the base, so replaying needs no lookup.
+//
+// Thread-safety: Apply calls are serialized inside; Lookup may run concurrently with them and
+// returns an immutable snapshot.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "shard/updates.h"
+#include "util/persistent_map.h"
+#include "util/status.h"
+
+namespace zipg::logstore {
+class Wal;
+}
+
+namespace zipg::shard {
+
+class Shard;
+
+// An edge's place in the contract's order of its (node, type): timestamp descending, then dst.
+struct EdgeKey {
+  int64_t timestamp = 0;
+  int64_t dst = 0;
+  bool operator==(const EdgeKey&) const = default;
+};
+struct NewestFirstKey {
+  bool operator()(const EdgeKey& a, const EdgeKey& b) const {
+    return a.timestamp != b.timestamp ? a.timestamp > b.timestamp : a.dst < b.dst;
+  }
+};
+struct EdgeKeyHash {
+  size_t operator()(const EdgeKey& k) const {
+    return std::hash<int64_t>()(k.timestamp) * 0x9E3779B97F4A7C15ull ^ std::hash<int64_t>()(k.dst);
+  }
+};
+struct Unit {};
+
+// One type's writes at one node.
+struct TypeDelta {
+  PersistentMap<uint64_t, Unit> dead;  // TimeOrders of the base record's deleted edges
+  PersistentMap<EdgeKey, int64_t, NewestFirstKey, EdgeKeyHash> log;  // -> generation
+  PersistentMap<int64_t, int64_t> log_dst;                           // dst -> timestamp
+};
+
+struct NodeDelta {
+  bool props_dead = false;  // the base's properties of the node are deleted
+  bool edges_dead = false;  // every base edge of the node is deleted
+  int64_t props_generation = 0;  // the LogStore generation holding its live properties (0: none)
+  std::map<int64_t, TypeDelta> types;
+
+  // The type's delta, or null if no write touched it.
+  const TypeDelta* Type(int64_t type) const {
+    auto it = types.find(type);
+    return it == types.end() ? nullptr : &it->second;
+  }
+};
+
+class DeltaIndex {
+ public:
+  // Opens (creating) the file at `path` and replays it. `sync`: fdatasync each batch.
+  static StatusOr<std::unique_ptr<DeltaIndex>> Open(const std::string& path, bool sync = true);
+  ~DeltaIndex();
+
+  // Applies a batch from the LogStore to the base shard `base`, persists it and returns, per
+  // update, whether the base held a live version of what it targets (node properties, any edge
+  // of the node for DeleteNode, the edge key). Idempotent per batch is the caller's business
+  // (the update channel answers a repeated batch from its reply cache).
+  StatusOr<std::vector<bool>> Apply(const Shard& base, const std::vector<Update>& batch);
+
+  // The node's current delta, or null if no write touched it.
+  std::shared_ptr<const NodeDelta> Lookup(int64_t node) const;
+  size_t size() const;  // written nodes
+
+ private:
+  // An update and what its lookup in the base found.
+  struct Resolved {
+    Update update;
+    bool found = false;
+    std::optional<uint64_t> time_order;  // the base edge it deleted
+  };
+  DeltaIndex() = default;
+  static void Transition(const Resolved& r, NodeDelta* node);
+  static StatusOr<Resolved> Resolve(const Shard& base, const NodeDelta& node, const Update& u);
+  Status Replay(std::string_view record);
+
+  std::mutex apply_mu_;  // serializes Apply
+  mutable std::shared_mutex mu_;
+  std::unordered_map<int64_t, std::shared_ptr<const NodeDelta>> nodes_;
+  std::unique_ptr<logstore::Wal> file_;
+};
+
+}  // namespace zipg::shard
