@@ -1,0 +1,324 @@
+// Tests of reads of written nodes (shard/merged.h over shard/delta.h), in-process: a one-shard
+// compressed base with small records and a 3000-edge one (which has a destination index), a
+// stand-in LogStore holding the written edges, and a model of the live graph. Random writes
+// (upserts of base and new keys, deletes, node deletes and re-adds) go to the base shard as the
+// LogStore would send them; after every round each read operation, with random arguments and
+// the edge cases, must equal the model's answer, and so must a DeltaIndex reopened from its file.
+
+#include "shard/merged.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+
+#include "graph/compress.h"
+#include "graph/edge_list.h"
+#include "graph/graph.h"
+#include "util/scratch_dir.h"
+
+namespace zipg::shard {
+namespace {
+
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kHot = 5;  // the node with the big record (type 1)
+
+using Key = std::tuple<int64_t, int64_t, int64_t>;  // src, type, dst
+
+// The LogStore's side: the live versions of written edges and properties, by generation.
+class FakeLogStore final : public FragmentSource {
+ public:
+  StatusOr<std::optional<Properties>> FragmentProperties(
+      int64_t id, const std::vector<int64_t>& generations) override {
+    ++calls;
+    auto it = props.find(id);
+    if (it == props.end() || std::find(generations.begin(), generations.end(), it->second.first) ==
+                                 generations.end()) {
+      return std::optional<Properties>();
+    }
+    return std::optional<Properties>(it->second.second);
+  }
+  StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
+                                            const std::vector<int64_t>& generations,
+                                            const std::vector<int64_t>& dsts) override {
+    ++calls;
+    std::vector<Edge> out;
+    for (int64_t d : dsts) {
+      auto it = edges.find({id, type, d});
+      if (it == edges.end()) continue;
+      if (std::find(generations.begin(), generations.end(), it->second.first) == generations.end()) {
+        continue;
+      }
+      out.push_back(it->second.second);
+    }
+    return out;
+  }
+
+  std::map<Key, std::pair<int64_t, Edge>> edges;                 // -> generation, edge
+  std::map<int64_t, std::pair<int64_t, Properties>> props;  // -> generation, properties
+  int calls = 0;
+};
+
+// The live graph: every (src, type)'s edges by dst, and node properties.
+struct Model {
+  std::map<std::pair<int64_t, int64_t>, std::map<int64_t, Edge>> edges;
+  std::map<int64_t, Properties> props;
+
+  EdgeList List(int64_t src, int64_t type) const {
+    EdgeList out;
+    auto it = edges.find({src, type});
+    if (it != edges.end()) {
+      for (const auto& [d, e] : it->second) out.push_back(e);
+    }
+    std::sort(out.begin(), out.end(), NewestFirst);
+    return out;
+  }
+};
+
+struct Fixture {
+  ScratchDir dir{"merged_test"};
+  graph::InputGraph input;
+  Model model;
+  std::unique_ptr<Shard> base;
+
+  void Build(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    input.node_property_names = {"name"};
+    input.edge_property_names = {"w"};
+    for (int64_t id = 0; id < 40; ++id) {
+      if (id % 7 == 6) continue;  // some sources have no node row
+      input.nodes.push_back({id, {{0, "n" + std::to_string(id)}}});
+      model.props[id] = {{"name", "n" + std::to_string(id)}};
+    }
+    auto add = [&](int64_t src, int64_t type, int64_t dst, int64_t ts) {
+      const std::string w = "v" + std::to_string(rng() % 1000);
+      input.edges.push_back({src, dst, type, ts, {{0, w}}});
+      model.edges[{src, type}][dst] = Edge{src, type, dst, ts, {{"w", w}}};
+    };
+    for (int64_t src = 0; src < 40; ++src) {
+      for (int k = 0; k < static_cast<int>(rng() % 8); ++k) {
+        add(src, static_cast<int64_t>(rng() % 3), static_cast<int64_t>(rng() % 50),
+            static_cast<int64_t>(rng() % 30));
+      }
+    }
+    // The hot record: distinct destinations, timestamps with many ties, both int64 extremes.
+    std::set<int64_t> dsts = {0, kMax};
+    while (dsts.size() < 3000) dsts.insert(static_cast<int64_t>(rng() % 1000000));
+    const int64_t times[] = {kMin, 7, 7, 8, 100, 101, 5000, kMax};
+    for (int64_t d : dsts) {
+      const int64_t ts = rng() % 5 == 0 ? times[rng() % 8] : static_cast<int64_t>(rng() % 10000);
+      add(kHot, 1, d, ts);
+    }
+    graph::CompressOptions options;
+    options.shards = 1;
+    options.edge_file = {8, 8, 16, false};  // dense samples: a small test runs fast
+    ASSERT_TRUE(graph::CompressGraph(input, dir.File("store"), options, {}, nullptr).ok());
+    auto store = OpenStore(dir.File("store"), {}, nullptr);
+    ASSERT_TRUE(store.ok());
+    base = std::move(store->shards[0]);
+  }
+};
+
+// Every read of (src, type) against the model, with random and edge-case arguments.
+void CheckNode(const MergedShard& g, const Model& model, int64_t src, int64_t type,
+               std::mt19937_64& rng, const std::string& what) {
+  const EdgeList list = model.List(src, type);
+  const int64_t n = static_cast<int64_t>(list.size());
+  auto count = g.AssocCount(src, type);
+  ASSERT_TRUE(count.ok()) << count.status().ToString();
+  ASSERT_EQ(*count, n) << what << " assoc_count " << src << "/" << type;
+  std::vector<int64_t> positions = {0, 1, n / 2, n - 1, n, n + 5, kMax};
+  for (int i = 0; i < 6; ++i) positions.push_back(static_cast<int64_t>(rng() % (n + 2)));
+  for (int64_t pos : positions) {
+    if (pos < 0) continue;
+    for (int64_t limit : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{10}, n + 1, kMax}) {
+      if (limit < 0) continue;
+      auto got = g.AssocRange(src, type, pos, limit);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_EQ(*got, ListAssocRange(list, pos, limit))
+          << what << " assoc_range " << src << "/" << type << " pos " << pos << " limit " << limit;
+    }
+    auto data = g.EdgeData(src, type, pos);
+    ASSERT_TRUE(data.ok());
+    ASSERT_EQ(*data, ListEdgeData(list, pos)) << what << " get_edge_data " << pos;
+  }
+  std::vector<int64_t> stamps = {kMin, kMax, -1, 7, 8, 100, 5000};
+  for (int i = 0; i < 4 && n > 0; ++i) stamps.push_back(list[rng() % n].timestamp);
+  for (int i = 0; i < 10; ++i) {
+    const int64_t lo = stamps[rng() % stamps.size()], hi = stamps[rng() % stamps.size()];
+    auto range = g.EdgeRange(src, type, lo, hi);
+    ASSERT_TRUE(range.ok());
+    ASSERT_EQ(*range, ListEdgeRange(list, lo, hi)) << what << " get_edge_range " << lo << ".." << hi;
+    for (int64_t limit : {int64_t{1}, int64_t{4}, kMax}) {
+      auto got = g.AssocTimeRange(src, type, lo, hi, limit);
+      ASSERT_TRUE(got.ok());
+      ASSERT_EQ(*got, ListAssocTimeRange(list, lo, hi, limit))
+          << what << " assoc_time_range " << lo << ".." << hi << " limit " << limit;
+    }
+    std::vector<int64_t> ids = {static_cast<int64_t>(rng() % 1000000), kMax, -1};
+    for (int k = 0; k < 4 && n > 0; ++k) ids.push_back(list[rng() % n].dst);
+    if (!ids.empty()) ids.push_back(ids.back());  // a repeated id
+    auto got = g.AssocGet(src, type, ids, lo, hi);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(*got, ListAssocGet(list, ids, lo, hi)) << what << " assoc_get " << lo << ".." << hi;
+  }
+  std::vector<int64_t> dsts;
+  for (const auto& e : list) dsts.push_back(e.dst);
+  std::sort(dsts.begin(), dsts.end());
+  auto neighbors = g.NeighborIds(src, type);
+  ASSERT_TRUE(neighbors.ok());
+  ASSERT_EQ(*neighbors, dsts) << what << " get_neighbor_ids " << src << "/" << type;
+}
+
+void CheckAll(const MergedShard& g, const Model& model, std::mt19937_64& rng,
+              const std::string& what) {
+  for (int64_t src = 0; src < 42; ++src) {
+    for (int64_t type = 0; type < 4; ++type) {
+      CheckNode(g, model, src, type, rng, what);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    // Untyped neighbors and properties.
+    std::set<int64_t> all;
+    for (int64_t type = 0; type < 4; ++type) {
+      for (const auto& e : model.List(src, type)) all.insert(e.dst);
+    }
+    auto neighbors = g.NeighborIds(src, std::nullopt);
+    ASSERT_TRUE(neighbors.ok());
+    ASSERT_EQ(*neighbors, std::vector<int64_t>(all.begin(), all.end())) << what << " " << src;
+    auto props = g.GetNodeProperty(src, nullptr);
+    ASSERT_TRUE(props.ok());
+    auto it = model.props.find(src);
+    ASSERT_EQ(*props, it == model.props.end() ? std::optional<Properties>()
+                                             : std::optional<Properties>(it->second))
+        << what << " obj_get " << src;
+  }
+}
+
+TEST(MergedShardTest, RandomWritesReadLikeTheModel) {
+  Fixture f;
+  f.Build(1);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  const std::string delta_path = f.dir.File("delta");
+  auto delta = DeltaIndex::Open(delta_path);
+  ASSERT_TRUE(delta.ok());
+  auto g = std::make_unique<MergedShard>(f.base.get(), std::move(*delta), &log);
+  std::mt19937_64 rng(2);
+  CheckAll(*g, f.model, rng, "before writes");
+  if (HasFatalFailure()) return;
+  Model& model = f.model;
+  int64_t generation = 1;
+  for (int round = 0; round < 12; ++round) {
+    if (round % 4 == 3) ++generation;  // a compaction: the LogStore's data keeps its generation
+    std::vector<Update> batch;
+    std::vector<bool> want_found;
+    for (int w = 0; w < 60; ++w) {
+      const int64_t src = rng() % 3 == 0 ? kHot : static_cast<int64_t>(rng() % 42);
+      const int64_t type = src == kHot && rng() % 4 != 0 ? 1 : static_cast<int64_t>(rng() % 4);
+      auto& live = model.edges[{src, type}];
+      const uint32_t kind = rng() % 20;
+      // The LogStore's view: is the live version in the base (not written since the load)?
+      auto in_base = [&](int64_t s, int64_t t, int64_t d) {
+        return model.edges[{s, t}].count(d) && !log.edges.count({s, t, d});
+      };
+      if (kind < 12) {  // assoc_add: an existing key (upsert) or a new one
+        int64_t dst = static_cast<int64_t>(rng() % 1000000);
+        if (!live.empty() && rng() % 2 == 0) {
+          auto it = live.begin();
+          std::advance(it, rng() % live.size());
+          dst = it->first;
+        }
+        const int64_t ts = rng() % 3 == 0 ? 7 : static_cast<int64_t>(rng() % 12000) - 1000;
+        const Edge e{src, type, dst, ts, {{"w", "x" + std::to_string(rng() % 100)}}};
+        want_found.push_back(in_base(src, type, dst));
+        batch.push_back({UpdateOp::kPutEdge, src, type, dst, generation, ts});
+        live[dst] = e;
+        log.edges[{src, type, dst}] = {generation, e};
+      } else if (kind < 18) {  // assoc_delete of a live or absent key
+        int64_t dst = static_cast<int64_t>(rng() % 1000000);
+        if (!live.empty() && rng() % 4 != 0) {
+          auto it = live.begin();
+          std::advance(it, rng() % live.size());
+          dst = it->first;
+        }
+        want_found.push_back(in_base(src, type, dst));
+        batch.push_back({UpdateOp::kDeleteEdge, src, type, dst, 0, 0});
+        live.erase(dst);
+        log.edges.erase({src, type, dst});
+      } else if (kind == 18 && src != kHot) {  // obj_update
+        const Properties p = {{"name", "w" + std::to_string(rng() % 100)}};
+        const bool base_props = model.props.count(src) && !log.props.count(src);
+        want_found.push_back(base_props);
+        batch.push_back({UpdateOp::kPutNode, src, 0, 0, generation, 0});
+        model.props[src] = p;
+        log.props[src] = {generation, p};
+      } else if (src != kHot) {  // obj_delete: properties and every edge
+        bool base_live = model.props.count(src) && !log.props.count(src);
+        for (auto& [key, edges] : model.edges) {
+          if (key.first != src) continue;
+          for (const auto& [d, e] : edges) base_live = base_live || in_base(src, key.second, d);
+          for (const auto& [d, e] : edges) log.edges.erase({src, key.second, d});
+          edges.clear();
+        }
+        want_found.push_back(base_live);
+        batch.push_back({UpdateOp::kDeleteNode, src, 0, 0, 0, 0});
+        model.props.erase(src);
+        log.props.erase(src);
+      }
+    }
+    auto found = g->Apply(batch);
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    ASSERT_EQ(*found, want_found) << "round " << round;
+    CheckAll(*g, model, rng, "round " + std::to_string(round));
+    if (HasFatalFailure()) return;
+  }
+  // Reopened from its file, the index answers the same.
+  g.reset();
+  auto reopened = DeltaIndex::Open(delta_path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  g = std::make_unique<MergedShard>(f.base.get(), std::move(*reopened), &log);
+  CheckAll(*g, model, rng, "reopened");
+}
+
+TEST(MergedShardTest, ReadsOfTheHotNodeFetchOnlyTheirAnswerFromTheLogStore) {
+  Fixture f;
+  f.Build(3);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  auto delta = DeltaIndex::Open(f.dir.File("delta"));
+  ASSERT_TRUE(delta.ok());
+  MergedShard g(f.base.get(), std::move(*delta), &log);
+  // 500 new edges of the hot node, older than the base's edges but those at the int64 minimum.
+  std::vector<Update> batch;
+  for (int64_t k = 0; k < 500; ++k) {
+    const Edge e{kHot, 1, 2000000 + k, -100 - k, {}};
+    batch.push_back({UpdateOp::kPutEdge, kHot, 1, e.dst, 1, e.timestamp});
+    log.edges[{kHot, 1, e.dst}] = {1, e};
+    f.model.edges[{kHot, 1}][e.dst] = e;
+  }
+  ASSERT_TRUE(g.Apply(batch).ok());
+  log.calls = 0;
+  auto count = g.AssocCount(kHot, 1);
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(*count, 3500);
+  auto top = g.AssocRange(kHot, 1, 0, 10);  // all from the base
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(top->size(), 10u);
+  EXPECT_EQ(log.calls, 0) << "count and a base-only range need no LogStore call";
+  const EdgeList list = f.model.List(kHot, 1);
+  const int64_t first_new = std::find_if(list.begin(), list.end(), [](const Edge& e) {
+                              return e.dst >= 2000000 && e.dst < 2000500;
+                            }) - list.begin();
+  ASSERT_GT(first_new, 2500);
+  auto tail = g.AssocRange(kHot, 1, first_new - 3, 10);  // 3 base edges, 7 new ones
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(*tail, ListAssocRange(list, first_new - 3, 10));
+  EXPECT_EQ(log.calls, 1) << "one LogStore call for the 7 edges that live there";
+}
+
+}  // namespace
+}  // namespace zipg::shard
