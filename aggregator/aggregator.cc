@@ -19,7 +19,7 @@ ClusterGraph::ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools
           [this](const std::vector<rpc::BatchedWrite>& writes)
               -> StatusOr<std::vector<StatusOr<bool>>> {
             ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
-            return log.WriteBatch(writes);
+            return log.SendWriteBatch(writes);
           },
           WriteBatcher::Options{.max_in_flight = write_batches}) {}
 
@@ -48,11 +48,10 @@ Status ClusterGraph::ObjUpdate(int64_t id, const Properties& properties) {
 StatusOr<bool> ClusterGraph::ObjDelete(int64_t id) {
   return Batched(rpc::WriteKind::OBJ_DELETE, id, 0, 0, 0, nullptr);
 }
-Status ClusterGraph::AssocAdd(const Edge& edge) {
+StatusOr<bool> ClusterGraph::AssocAdd(const Edge& edge) {
   ZIPG_RETURN_IF_ERROR(rpc::CheckRequestSize(0, &edge.properties, nullptr));
   return Batched(rpc::WriteKind::ASSOC_ADD, edge.src, edge.type, edge.dst, edge.timestamp,
-                 &edge.properties)
-      .status();
+                 &edge.properties);
 }
 Status ClusterGraph::AssocUpdate(const Edge& edge) {
   ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
@@ -73,6 +72,12 @@ StatusOr<bool> ClusterGraph::Batched(rpc::WriteKind::type kind, int64_t id, int6
   if (properties) w.properties = rpc::ToThrift(*properties);
   return batcher_.Write(std::move(w));
 }
+std::vector<StatusOr<bool>> ClusterGraph::WriteBatch(const std::vector<Write>& writes) {
+  StatusOr<rpc::RemoteGraph> log = LogStore();
+  if (!log.ok()) return std::vector<StatusOr<bool>>(writes.size(), log.status());
+  return log->WriteBatch(writes);
+}
+
 StatusOr<std::string> ClusterGraph::Compact() {
   ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
   return log.Compact();

@@ -50,10 +50,12 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   Status ObjAdd(int64_t id, const Properties& properties) override;
   Status ObjUpdate(int64_t id, const Properties& properties) override;
   StatusOr<bool> ObjDelete(int64_t id) override;
-  Status AssocAdd(const Edge& edge) override;
+  StatusOr<bool> AssocAdd(const Edge& edge) override;
   Status AssocUpdate(const Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
   StatusOr<std::string> Compact() override;
+  // A client's batch, forwarded to the LogStore as it came (in order; see rpc::RemoteGraph).
+  std::vector<StatusOr<bool>> WriteBatch(const std::vector<Write>& writes) override;
 
   // The status document: this aggregator, the cluster's members and shard map, health.
   nlohmann::json StatusJson(const std::string& self_name, const std::string& cluster) const;

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
         for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
         Edge e{static_cast<int64_t>(zipf.Next(rng)), static_cast<int64_t>(rng.Uniform(5)),
                static_cast<int64_t>(rng.Uniform(nodes)), ++clock, {{"data", payload}}};
-        Status s = ls.AssocAdd(e);
+        Status s = ls.AssocAdd(e).status();
         if (!s.ok()) Die("assoc_add: " + s.ToString());
         ++written;
         if (i % 10000 == 0) {

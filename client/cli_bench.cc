@@ -219,7 +219,7 @@ class Driver {
     if (op == "assoc_add") {
       Edge e{id, Type(rng), static_cast<int64_t>(rng.Uniform(s_.nodes)), ++w->clock,
              {{"data", Payload(rng)}}};
-      ZIPG_RETURN_IF_ERROR(c.AssocAdd(e));
+      ZIPG_RETURN_IF_ERROR(c.AssocAdd(e).status());
       if (w->added_edges.size() < 100000) w->added_edges.push_back(std::move(e));
       return Status::OK();
     }

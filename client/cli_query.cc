@@ -21,14 +21,17 @@ const char kUsage[] =
     "      zipg query --store s get_node_ids --properties '{\"city\": \"Paris\"}'\n"
     "  zipg query --connect HOST:PORT OP [--ARG VALUE ...]\n"
     "      the same against a cluster, through one of its aggregators\n"
-    "  zipg query (--store DIR | --connect HOST:PORT) --batch FILE|-\n"
+    "  zipg query (--store DIR | --connect HOST:PORT) --batch FILE|- [--write-batch N]\n"
     "      JSON lines {\"op\": OP, ARG: VALUE, ...} in, one {\"ok\": ...} or\n"
-    "      {\"error\": {\"code\", \"message\"}} line out per request, in order\n"
+    "      {\"error\": {\"code\", \"message\"}} line out per request, in order;\n"
+    "      --write-batch N sends up to N consecutive write lines as one write_batch\n"
+    "      (each still answered on its own line; default 1: one call per line)\n"
     "  --no-verify   skip checksum verification when opening the store\n"
     "  --timeout-ms MS  per-call timeout with --connect (default 10000)\n"
     "  prints {\"ok\": result} or {\"error\": ...}; exit status 1 if a single operation fails\n";
 
-int RunBatch(GraphApi& graph, GraphWriteApi* writer, const std::string& source) {
+int RunBatch(GraphApi& graph, GraphWriteApi* writer, const std::string& source,
+             uint64_t write_batch) {
   std::ifstream file;
   std::istream* in = &std::cin;
   if (source != "-") {
@@ -38,17 +41,31 @@ int RunBatch(GraphApi& graph, GraphWriteApi* writer, const std::string& source) 
   }
   std::string line;
   uint64_t number = 0;
+  std::vector<nlohmann::json> writes;  // consecutive write requests not yet sent
+  auto flush = [&] {
+    for (const auto& response : ExecuteWriteBatch(graph, writes, writer)) {
+      std::cout << ResponseLine(response) << '\n';
+    }
+    writes.clear();
+  };
   while (std::getline(*in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are skipped
-    const nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (write_batch > 1 && !request.is_discarded() && IsWriteRequest(request)) {
+      writes.push_back(std::move(request));
+      if (writes.size() >= write_batch) flush();
+      continue;
+    }
+    flush();
     const nlohmann::json response =
         request.is_discarded() ? ErrorJson(Status::InvalidArgument(
                                      "line " + std::to_string(number) + ": malformed JSON request"))
                                : ExecuteJson(graph, request, writer);
     std::cout << ResponseLine(response) << '\n';
   }
+  flush();
   std::cout.flush();
   return kExitOk;
 }
@@ -84,12 +101,18 @@ int RunQuery(int argc, char** argv) {
 
   if (auto batch = args->Get("batch")) {
     if (!args->positional().empty()) return UsageError("--batch takes no operation", kUsage);
-    return RunBatch(*graph, writer, *batch);
+    auto write_batch = args->GetUint("write-batch", 1);
+    if (!write_batch.ok() || *write_batch == 0 || *write_batch > 1000000) {
+      return UsageError("--write-batch must be 1..1000000", kUsage);
+    }
+    return RunBatch(*graph, writer, *batch, *write_batch);
   }
+  if (args->Has("write-batch")) return UsageError("--write-batch goes with --batch", kUsage);
   if (args->positional().size() != 1) return UsageError("query needs one operation", kUsage);
   nlohmann::json request = {{"op", args->positional()[0]}};
   for (const auto& [name, value] : args->options()) {
-    if (name == "store" || name == "connect" || name == "no-verify" || name == "timeout-ms") {
+    if (name == "store" || name == "connect" || name == "no-verify" || name == "timeout-ms" ||
+        name == "write-batch") {
       continue;
     }
     nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);

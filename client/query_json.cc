@@ -281,8 +281,8 @@ const std::map<std::string, WriteHandler>& WriteHandlers() {
       {"assoc_add",
        [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
          ARG(edge, EdgeArgs(r, false));
-         ZIPG_RETURN_IF_ERROR(g.AssocAdd(edge));
-         return json(nullptr);
+         ARG(replaced, g.AssocAdd(edge));
+         return json{{"replaced", replaced}};
        }},
       {"assoc_update",
        [](GraphWriteApi& g, Request& r) -> StatusOr<json> {
@@ -337,6 +337,93 @@ json ExecuteJson(GraphApi& graph, const json& request, GraphWriteApi* writer) {
   } catch (const std::exception& e) {  // a bug, never user input: report, do not crash
     return ErrorJson(Status::Internal(std::string("unexpected exception: ") + e.what()));
   }
+}
+
+bool IsWriteRequest(const json& request) {
+  if (!request.is_object()) return false;
+  auto op = request.find("op");
+  return op != request.end() && op->is_string() &&
+         WriteHandlers().count(op->get<std::string>()) > 0;
+}
+
+namespace {
+
+// A GraphWriteApi that does nothing but note each call as a Write: runs a request's argument
+// checks without sending it.
+class WriteRecorder final : public GraphWriteApi {
+ public:
+  std::optional<Write> write;
+  Status ObjAdd(int64_t id, const Properties& p) override { return Note({Write::Op::kObjAdd, id, 0, 0, 0, p}); }
+  Status ObjUpdate(int64_t id, const Properties& p) override {
+    return Note({Write::Op::kObjUpdate, id, 0, 0, 0, p});
+  }
+  StatusOr<bool> ObjDelete(int64_t id) override {
+    ZIPG_RETURN_IF_ERROR(Note({Write::Op::kObjDelete, id, 0, 0, 0, {}}));
+    return false;
+  }
+  StatusOr<bool> AssocAdd(const Edge& e) override {
+    ZIPG_RETURN_IF_ERROR(Note({Write::Op::kAssocAdd, e.src, e.type, e.dst, e.timestamp, e.properties}));
+    return false;
+  }
+  Status AssocUpdate(const Edge& e) override {
+    return Note({Write::Op::kAssocUpdate, e.src, e.type, e.dst, e.timestamp, e.properties});
+  }
+  StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override {
+    ZIPG_RETURN_IF_ERROR(Note({Write::Op::kAssocDelete, src, type, dst, 0, {}}));
+    return false;
+  }
+  StatusOr<std::string> Compact() override { return Status::InvalidArgument("not a write"); }
+
+ private:
+  Status Note(Write w) {
+    write = std::move(w);
+    return Status::OK();
+  }
+};
+
+// A GraphWriteApi that answers every call with one given outcome: shapes a batch outcome into
+// the single call's response.
+class OutcomeReplayer final : public GraphWriteApi {
+ public:
+  explicit OutcomeReplayer(StatusOr<bool> outcome) : outcome_(std::move(outcome)) {}
+  Status ObjAdd(int64_t, const Properties&) override { return outcome_.status(); }
+  Status ObjUpdate(int64_t, const Properties&) override { return outcome_.status(); }
+  StatusOr<bool> ObjDelete(int64_t) override { return outcome_; }
+  StatusOr<bool> AssocAdd(const Edge&) override { return outcome_; }
+  Status AssocUpdate(const Edge&) override { return outcome_.status(); }
+  StatusOr<bool> AssocDelete(int64_t, int64_t, int64_t) override { return outcome_; }
+  StatusOr<std::string> Compact() override { return Status::InvalidArgument("not a write"); }
+
+ private:
+  StatusOr<bool> outcome_;
+};
+
+}  // namespace
+
+std::vector<json> ExecuteWriteBatch(GraphApi& graph, const std::vector<json>& requests,
+                                    GraphWriteApi* writer) {
+  std::vector<json> responses(requests.size());
+  std::vector<Write> writes;
+  std::vector<size_t> index;  // positions of `writes` in `requests`
+  for (size_t i = 0; i < requests.size(); ++i) {
+    WriteRecorder recorder;
+    json checked = writer == nullptr ? ExecuteJson(graph, requests[i], nullptr)
+                                     : ExecuteJson(graph, requests[i], &recorder);
+    if (!recorder.write) {  // refused by its checks (or by a read-only store)
+      responses[i] = std::move(checked);
+      continue;
+    }
+    writes.push_back(std::move(*recorder.write));
+    index.push_back(i);
+  }
+  if (writes.empty()) return responses;
+  const std::vector<StatusOr<bool>> outcomes = writer->WriteBatch(writes);
+  for (size_t k = 0; k < index.size(); ++k) {
+    OutcomeReplayer replayer(k < outcomes.size() ? outcomes[k]
+                                                 : StatusOr<bool>(Status::Internal("no outcome")));
+    responses[index[k]] = ExecuteJson(graph, requests[index[k]], &replayer);
+  }
+  return responses;
 }
 
 std::string ResponseLine(const json& response) {

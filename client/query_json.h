@@ -19,6 +19,14 @@ namespace zipg::cli {
 nlohmann::json ExecuteJson(GraphApi& graph, const nlohmann::json& request,
                            GraphWriteApi* writer = nullptr);
 
+// True if `request` names a write operation.
+bool IsWriteRequest(const nlohmann::json& request);
+// Executes write requests as one GraphWriteApi::WriteBatch (a malformed one fails alone, without
+// being sent); one response per request, in order, each as ExecuteJson would answer it.
+std::vector<nlohmann::json> ExecuteWriteBatch(GraphApi& graph,
+                                              const std::vector<nlohmann::json>& requests,
+                                              GraphWriteApi* writer);
+
 // Serializes a response as one line (invalid UTF-8 replaced, which valid stores never produce).
 std::string ResponseLine(const nlohmann::json& response);
 

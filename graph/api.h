@@ -57,6 +57,19 @@ class GraphApi {
                                                      int64_t high, int64_t limit) = 0;
 };
 
+// One write of a batch: any write operation of the contract, with its arguments (`id` is the node,
+// or the edge's src; the fields an operation does not take are ignored).
+struct Write {
+  enum class Op { kObjAdd, kObjUpdate, kObjDelete, kAssocAdd, kAssocUpdate, kAssocDelete };
+  Op op = Op::kAssocAdd;
+  int64_t id = 0;
+  int64_t type = 0;
+  int64_t dst = 0;
+  int64_t timestamp = 0;
+  Properties properties;
+  friend bool operator==(const Write&, const Write&) = default;
+};
+
 // The write operations of the contract (docs/writes.md). Implemented by the LogStore and, by
 // forwarding to it, by aggregators and the RPC client.
 class GraphWriteApi {
@@ -68,13 +81,22 @@ class GraphWriteApi {
   virtual Status ObjUpdate(int64_t id, const Properties& properties) = 0;
   // Deletes the node and its outgoing edges; false if there was nothing to delete.
   virtual StatusOr<bool> ObjDelete(int64_t id) = 0;
-  // Upsert of (src, type, dst).
-  virtual Status AssocAdd(const Edge& edge) = 0;
+  // Upsert of (src, type, dst); true if it replaced a live edge.
+  virtual StatusOr<bool> AssocAdd(const Edge& edge) = 0;
   // NOT_FOUND if (src, type, dst) is not live.
   virtual Status AssocUpdate(const Edge& edge) = 0;
   virtual StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) = 0;
   // Compresses the LogStore's current generation now; a JSON summary.
   virtual StatusOr<std::string> Compact() = 0;
+
+  // The writes in order, each as its single call would do it, with one outcome each: its error,
+  // or its answer (obj_delete / assoc_delete: whether something was deleted; assoc_add: whether
+  // it replaced an edge; false for the others). Not atomic: a failed write does not undo or stop
+  // the others. This default makes the calls one by one.
+  virtual std::vector<StatusOr<bool>> WriteBatch(const std::vector<Write>& writes);
 };
+
+// One write through the single calls of `g`.
+StatusOr<bool> ApplyWrite(GraphWriteApi& g, const Write& w);
 
 }  // namespace zipg

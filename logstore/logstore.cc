@@ -429,11 +429,11 @@ StatusOr<bool> LogStore::ObjDelete(int64_t id) {
   return Write(r);
 }
 
-Status LogStore::AssocAdd(const Edge& e) {
+StatusOr<bool> LogStore::AssocAdd(const Edge& e) {
   ZIPG_ASSIGN_OR_RETURN(LogRecord r, Unconditional({UpdateOp::kPutEdge, e.src, e.type, e.dst,
                                                     e.timestamp, e.properties}));
   StripeLock stripe(StripeOf(e.src), /*exclusive=*/false);
-  return Write(r).status();
+  return Write(r);
 }
 
 Status LogStore::AssocUpdate(const Edge& e) {
@@ -457,7 +457,32 @@ StatusOr<bool> LogStore::AssocDelete(int64_t src, int64_t type, int64_t dst) {
   return Write(r);
 }
 
-std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<LogRecord>& records) {
+std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<zipg::Write>& writes) {
+  auto unconditional = [](zipg::Write::Op op) {
+    return op == zipg::Write::Op::kAssocAdd || op == zipg::Write::Op::kAssocDelete ||
+           op == zipg::Write::Op::kObjDelete;
+  };
+  std::vector<StatusOr<bool>> out;
+  out.reserve(writes.size());
+  for (size_t i = 0; i < writes.size();) {
+    if (!unconditional(writes[i].op)) {
+      out.push_back(ApplyWrite(*this, writes[i++]));
+      continue;
+    }
+    std::vector<LogRecord> run;
+    for (; i < writes.size() && unconditional(writes[i].op); ++i) {
+      const zipg::Write& w = writes[i];
+      const UpdateOp op = w.op == zipg::Write::Op::kAssocAdd      ? UpdateOp::kPutEdge
+                          : w.op == zipg::Write::Op::kAssocDelete ? UpdateOp::kDeleteEdge
+                                                                  : UpdateOp::kDeleteNode;
+      run.push_back(LogRecord{op, w.id, w.type, w.dst, w.timestamp, w.properties});
+    }
+    for (auto& outcome : CommitUnconditional(run)) out.push_back(std::move(outcome));
+  }
+  return out;
+}
+
+std::vector<StatusOr<bool>> LogStore::CommitUnconditional(const std::vector<LogRecord>& records) {
   std::vector<StatusOr<bool>> out(records.size(), StatusOr<bool>(false));
   std::vector<LogRecord> valid;  // normalized copies of the good records
   std::vector<size_t> index;     // their positions in `records`
@@ -497,7 +522,7 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<LogRecord>& r
   CommitAll(&commits);
   for (size_t k = 0; k < commits.size(); ++k) {
     if (commits[k].status.ok()) {
-      out[index[k]] = valid[k].op == UpdateOp::kPutEdge || commits[k].found;
+      out[index[k]] = commits[k].found;
     } else {
       out[index[k]] = commits[k].status;
     }

@@ -67,14 +67,17 @@ class LogStore final : public GraphWriteApi {
   Status ObjAdd(int64_t id, const Properties& properties) override;
   Status ObjUpdate(int64_t id, const Properties& properties) override;
   StatusOr<bool> ObjDelete(int64_t id) override;
-  Status AssocAdd(const Edge& edge) override;
+  StatusOr<bool> AssocAdd(const Edge& edge) override;
   Status AssocUpdate(const Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
+  // The writes in order: each run of unconditional ones (assoc_add, assoc_delete, obj_delete)
+  // as one commit group (CommitUnconditional), the conditional ones one by one.
+  std::vector<StatusOr<bool>> WriteBatch(const std::vector<zipg::Write>& writes) override;
   // Unconditional writes (kPutEdge = assoc_add, kDeleteEdge = assoc_delete, kDeleteNode =
   // obj_delete; properties normalized here), committed together in one commit group (docs/
   // writes.md, "Write batches"). One outcome per record, in order, as the single call would
-  // return it (assoc_add: true); a bad record fails alone.
-  std::vector<StatusOr<bool>> WriteBatch(const std::vector<LogRecord>& records);
+  // return it; a bad record fails alone.
+  std::vector<StatusOr<bool>> CommitUnconditional(const std::vector<LogRecord>& records);
   // Freezes the live generation and has the compaction thread compress it; returns at once with
   // {"started", "generation"}. StatusJson's "last_compaction" reports it when published.
   StatusOr<std::string> Compact() override;

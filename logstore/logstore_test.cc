@@ -452,11 +452,9 @@ TEST(LogStoreTest, AWriteBatchAnswersAsTheSingleCallsWould) {
   std::vector<StatusOr<bool>> want, got;
   for (const LogRecord& r : ops) {
     switch (r.op) {
-      case UpdateOp::kPutEdge: {
-        Status s = single->store().AssocAdd({r.node, r.type, r.dst, r.timestamp, r.properties});
-        want.push_back(s.ok() ? StatusOr<bool>(true) : StatusOr<bool>(s));
+      case UpdateOp::kPutEdge:
+        want.push_back(single->store().AssocAdd({r.node, r.type, r.dst, r.timestamp, r.properties}));
         break;
-      }
       case UpdateOp::kDeleteEdge:
         want.push_back(single->store().AssocDelete(r.node, r.type, r.dst));
         break;
@@ -472,7 +470,7 @@ TEST(LogStoreTest, AWriteBatchAnswersAsTheSingleCallsWould) {
     const size_t n = std::min<size_t>(ops.size() - at, 1 + rng() % 12);
     std::vector<LogRecord> batch(ops.begin() + at, ops.begin() + at + n);
     const uint64_t groups_before = groups();
-    std::vector<StatusOr<bool>> outcomes = batched->store().WriteBatch(batch);
+    std::vector<StatusOr<bool>> outcomes = batched->store().CommitUnconditional(batch);
     ASSERT_EQ(outcomes.size(), n);
     const bool any_valid =
         std::any_of(want.begin() + at, want.begin() + at + n, [](const auto& w) { return w.ok(); });
@@ -539,7 +537,7 @@ TEST(LogStoreTest, BatchesRaceWithSingleAndConditionalWrites) {
                                    ? Properties{{"b", std::to_string(t * 1000 + i)}}
                                    : Properties{}});
             }
-            for (const auto& o : h.store().WriteBatch(batch)) {
+            for (const auto& o : h.store().CommitUnconditional(batch)) {
               if (o.ok()) {
                 ++ok_writes;
               } else {
@@ -549,7 +547,8 @@ TEST(LogStoreTest, BatchesRaceWithSingleAndConditionalWrites) {
           } else if (t < 6) {  // single unconditional writes
             Status s = rng() % 3 == 0
                            ? h.store().AssocDelete(node(), type, dst).status()
-                           : h.store().AssocAdd({node(), type, dst, i, {{"s", std::to_string(i)}}});
+                           : h.store().AssocAdd({node(), type, dst, i, {{"s", std::to_string(i)}}})
+                                 .status();
             s.ok() ? ++ok_writes : ++unexpected;
           } else {  // conditional writes: each may be refused by its check, nothing else
             Status s;

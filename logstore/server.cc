@@ -22,42 +22,6 @@ void LogStoreHandler::log_node_ids(std::vector<int64_t>& _return,
   _return = rpc::ValueOrThrow(store_->NodeIds(rpc::FromThrift(properties)));
 }
 
-void LogStoreHandler::write_batch(std::vector<rpc::WriteOutcome>& _return,
-                                  const std::vector<rpc::BatchedWrite>& writes) {
-  std::vector<LogRecord> records(writes.size());
-  for (size_t i = 0; i < writes.size(); ++i) {
-    const rpc::BatchedWrite& w = writes[i];
-    LogRecord& r = records[i];
-    switch (w.kind) {
-      case rpc::WriteKind::ASSOC_ADD:
-        r.op = shard::UpdateOp::kPutEdge;
-        break;
-      case rpc::WriteKind::ASSOC_DELETE:
-        r.op = shard::UpdateOp::kDeleteEdge;
-        break;
-      case rpc::WriteKind::OBJ_DELETE:
-        r.op = shard::UpdateOp::kDeleteNode;
-        break;
-      default:  // WriteBatch refuses it
-        r.op = shard::UpdateOp::kPutNode;
-    }
-    r.node = w.id;
-    r.type = w.type;
-    r.dst = w.dst;
-    r.timestamp = w.timestamp;
-    r.properties = rpc::FromThrift(w.properties);
-  }
-  const std::vector<StatusOr<bool>> outcomes = store_->WriteBatch(records);
-  _return.resize(outcomes.size());
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    if (outcomes[i].ok()) {
-      _return[i].found = *outcomes[i];
-    } else {
-      _return[i].__set_error(rpc::ToError(outcomes[i].status()));
-    }
-  }
-}
-
 void LogStoreHandler::filter_nodes(std::vector<int64_t>&, const std::vector<int64_t>&,
                                    const std::map<std::string, std::string>&) {
   rpc::ThrowIfError(Status::InvalidArgument("filter_nodes is a shard server call"));

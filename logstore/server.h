@@ -28,8 +28,6 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
                       const std::vector<int64_t>& dsts) override;
   void log_node_ids(std::vector<int64_t>& _return,
                     const std::map<std::string, std::string>& properties) override;
-  void write_batch(std::vector<rpc::WriteOutcome>& _return,
-                   const std::vector<rpc::BatchedWrite>& writes) override;
   void filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,

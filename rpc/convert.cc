@@ -94,4 +94,64 @@ std::vector<zipg::Edge> FromThrift(const std::vector<rpc::Edge>& edges) {
   return out;
 }
 
+namespace {
+constexpr std::pair<zipg::Write::Op, WriteKind::type> kKinds[] = {
+    {zipg::Write::Op::kAssocAdd, WriteKind::ASSOC_ADD},
+    {zipg::Write::Op::kAssocDelete, WriteKind::ASSOC_DELETE},
+    {zipg::Write::Op::kObjDelete, WriteKind::OBJ_DELETE},
+    {zipg::Write::Op::kObjAdd, WriteKind::OBJ_ADD},
+    {zipg::Write::Op::kObjUpdate, WriteKind::OBJ_UPDATE},
+    {zipg::Write::Op::kAssocUpdate, WriteKind::ASSOC_UPDATE},
+};
+}  // namespace
+
+BatchedWrite ToThrift(const zipg::Write& write) {
+  BatchedWrite w;
+  for (const auto& [op, kind] : kKinds) {
+    if (op == write.op) w.kind = kind;
+  }
+  w.id = write.id;
+  w.type = write.type;
+  w.dst = write.dst;
+  w.timestamp = write.timestamp;
+  w.properties = ToThrift(write.properties);
+  return w;
+}
+
+StatusOr<zipg::Write> FromThrift(const BatchedWrite& write) {
+  zipg::Write w;
+  bool known = false;
+  for (const auto& [op, kind] : kKinds) {
+    if (kind == write.kind) {
+      w.op = op;
+      known = true;
+    }
+  }
+  if (!known) {
+    return Status::InvalidArgument("unknown write kind " +
+                                   std::to_string(static_cast<int>(write.kind)));
+  }
+  w.id = write.id;
+  w.type = write.type;
+  w.dst = write.dst;
+  w.timestamp = write.timestamp;
+  w.properties = FromThrift(write.properties);
+  return w;
+}
+
+WriteOutcome ToOutcome(const StatusOr<bool>& outcome) {
+  WriteOutcome o;
+  if (outcome.ok()) {
+    o.found = *outcome;
+  } else {
+    o.__set_error(ToError(outcome.status()));
+  }
+  return o;
+}
+
+StatusOr<bool> FromOutcome(const WriteOutcome& outcome) {
+  if (outcome.__isset.error) return FromError(outcome.error);
+  return outcome.found;
+}
+
 }  // namespace zipg::rpc

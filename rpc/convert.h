@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/api.h"
 #include "graph/types.h"
 #include "util/status.h"
 #include "zipg_rpc/zipg_types.h"
@@ -32,5 +33,10 @@ rpc::Edge ToThrift(const zipg::Edge& edge);
 zipg::Edge FromThrift(const rpc::Edge& edge);
 std::vector<rpc::Edge> ToThrift(const std::vector<zipg::Edge>& edges);
 std::vector<zipg::Edge> FromThrift(const std::vector<rpc::Edge>& edges);
+// Writes of a write_batch; INVALID_ARGUMENT for a kind this version does not know.
+BatchedWrite ToThrift(const zipg::Write& write);
+StatusOr<zipg::Write> FromThrift(const BatchedWrite& write);
+WriteOutcome ToOutcome(const StatusOr<bool>& outcome);
+StatusOr<bool> FromOutcome(const WriteOutcome& outcome);
 
 }  // namespace zipg::rpc

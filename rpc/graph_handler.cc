@@ -67,9 +67,10 @@ void GraphHandler::obj_update(int64_t id, const std::map<std::string, std::strin
   ThrowIfError(Writer().ObjUpdate(id, FromThrift(properties)));
 }
 bool GraphHandler::obj_delete(int64_t id) { return ValueOrThrow(Writer().ObjDelete(id)); }
-void GraphHandler::assoc_add(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
+bool GraphHandler::assoc_add(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
                              const std::map<std::string, std::string>& properties) {
-  ThrowIfError(Writer().AssocAdd(zipg::Edge{src, type, dst, timestamp, FromThrift(properties)}));
+  return ValueOrThrow(
+      Writer().AssocAdd(zipg::Edge{src, type, dst, timestamp, FromThrift(properties)}));
 }
 void GraphHandler::assoc_update(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
                                 const std::map<std::string, std::string>& properties) {
@@ -81,6 +82,24 @@ bool GraphHandler::assoc_delete(int64_t src, int64_t type, int64_t dst) {
 }
 void GraphHandler::admin_compact(std::string& _return) {
   _return = ValueOrThrow(Writer().Compact());
+}
+void GraphHandler::write_batch(std::vector<WriteOutcome>& _return,
+                               const std::vector<BatchedWrite>& writes) {
+  GraphWriteApi& writer = Writer();
+  _return.resize(writes.size());
+  std::vector<zipg::Write> batch;
+  std::vector<size_t> index;  // positions of `batch` in `writes`
+  for (size_t i = 0; i < writes.size(); ++i) {
+    StatusOr<zipg::Write> w = FromThrift(writes[i]);
+    if (!w.ok()) {
+      _return[i] = ToOutcome(w.status());
+      continue;
+    }
+    batch.push_back(std::move(*w));
+    index.push_back(i);
+  }
+  const std::vector<StatusOr<bool>> outcomes = writer.WriteBatch(batch);
+  for (size_t k = 0; k < outcomes.size(); ++k) _return[index[k]] = ToOutcome(outcomes[k]);
 }
 
 void GraphHandler::assoc_range(std::vector<Edge>& _return, int64_t id, int64_t type, int64_t pos,

@@ -36,7 +36,7 @@ class GraphHandler : virtual public GraphServiceIf {
   void obj_add(int64_t id, const std::map<std::string, std::string>& properties) override;
   void obj_update(int64_t id, const std::map<std::string, std::string>& properties) override;
   bool obj_delete(int64_t id) override;
-  void assoc_add(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
+  bool assoc_add(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
                  const std::map<std::string, std::string>& properties) override;
   void assoc_update(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
                     const std::map<std::string, std::string>& properties) override;
@@ -50,6 +50,8 @@ class GraphHandler : virtual public GraphServiceIf {
                         int64_t high, int64_t limit) override;
   void status(std::string& _return) override;
   void admin_compact(std::string& _return) override;
+  void write_batch(std::vector<WriteOutcome>& _return,
+                   const std::vector<BatchedWrite>& writes) override;
 
  private:
   GraphWriteApi& Writer();

@@ -161,14 +161,16 @@ StatusOr<bool> RemoteGraph::ObjDelete(int64_t id) {
   return deleted;
 }
 
-Status RemoteGraph::AssocAdd(const zipg::Edge& edge) {
+StatusOr<bool> RemoteGraph::AssocAdd(const zipg::Edge& edge) {
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &edge.properties, nullptr));
   const auto props = ToThrift(edge.properties);
-  return pool_->Call(
+  bool replaced = false;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
       [&](LogStoreServiceClient& c) {
-        c.assoc_add(edge.src, edge.type, edge.dst, edge.timestamp, props);
+        replaced = c.assoc_add(edge.src, edge.type, edge.dst, edge.timestamp, props);
       },
-      false);
+      false));
+  return replaced;
 }
 
 Status RemoteGraph::AssocUpdate(const zipg::Edge& edge) {
@@ -228,7 +230,34 @@ size_t RequestBytes(const BatchedWrite& write) {
   return bytes;
 }
 
-StatusOr<std::vector<StatusOr<bool>>> RemoteGraph::WriteBatch(
+std::vector<StatusOr<bool>> RemoteGraph::WriteBatch(const std::vector<zipg::Write>& writes) {
+  std::vector<StatusOr<bool>> out;
+  out.reserve(writes.size());
+  std::vector<BatchedWrite> chunk;
+  size_t bytes = 0;
+  auto send = [&] {
+    if (chunk.empty()) return;
+    StatusOr<std::vector<StatusOr<bool>>> outcomes = SendWriteBatch(chunk);
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      out.push_back(outcomes.ok() ? std::move((*outcomes)[i]) : StatusOr<bool>(outcomes.status()));
+    }
+    chunk.clear();
+    bytes = 0;
+  };
+  for (const zipg::Write& w : writes) {
+    BatchedWrite b = ToThrift(w);
+    const size_t size = RequestBytes(b);
+    if (!chunk.empty() && (chunk.size() == kBatchWrites || bytes + size > kMaxRequestBytes / 2)) {
+      send();
+    }
+    bytes += size;
+    chunk.push_back(std::move(b));
+  }
+  send();
+  return out;
+}
+
+StatusOr<std::vector<StatusOr<bool>>> RemoteGraph::SendWriteBatch(
     const std::vector<BatchedWrite>& writes) {
   size_t bytes = 0;
   for (const BatchedWrite& w : writes) bytes += RequestBytes(w);
@@ -246,13 +275,7 @@ StatusOr<std::vector<StatusOr<bool>>> RemoteGraph::WriteBatch(
   }
   std::vector<StatusOr<bool>> out;
   out.reserve(r.size());
-  for (const WriteOutcome& o : r) {
-    if (o.__isset.error) {
-      out.emplace_back(FromError(o.error));
-    } else {
-      out.emplace_back(o.found);
-    }
-  }
+  for (const WriteOutcome& o : r) out.push_back(FromOutcome(o));
   return out;
 }
 

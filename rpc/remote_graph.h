@@ -50,10 +50,15 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   Status ObjAdd(int64_t id, const Properties& properties) override;
   Status ObjUpdate(int64_t id, const Properties& properties) override;
   StatusOr<bool> ObjDelete(int64_t id) override;
-  Status AssocAdd(const zipg::Edge& edge) override;
+  StatusOr<bool> AssocAdd(const zipg::Edge& edge) override;
   Status AssocUpdate(const zipg::Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
   StatusOr<std::string> Compact() override;
+  // Sends the writes as write_batch calls of at most kBatchWrites writes and about
+  // kMaxRequestBytes / 2 bytes each, one after the other; a call that fails (transport) fails
+  // each of its writes with its error.
+  std::vector<StatusOr<bool>> WriteBatch(const std::vector<zipg::Write>& writes) override;
+  static constexpr size_t kBatchWrites = 4096;
 
   // LogStore calls (LogStoreService): a node's live data in the listed generations (type -1 and
   // no any_type: properties only), and get_node_ids over the LogStore's fragments.
@@ -63,9 +68,9 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
                                             const std::vector<int64_t>& generations,
                                             const std::vector<int64_t>& dsts);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
-  // write_batch: one outcome per write, in order (docs/writes.md, "Write batches"); a transport
-  // failure fails the whole batch.
-  StatusOr<std::vector<StatusOr<bool>>> WriteBatch(const std::vector<BatchedWrite>& writes);
+  // One write_batch call: one outcome per write, in order (docs/writes.md, "Write batches"); a
+  // transport failure fails the whole call.
+  StatusOr<std::vector<StatusOr<bool>>> SendWriteBatch(const std::vector<BatchedWrite>& writes);
 
   // The server's status document (JSON text).
   StatusOr<std::string> ServerStatus();

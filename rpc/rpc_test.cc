@@ -117,7 +117,7 @@ class FakeWriter final : public GraphWriteApi {
   };
 
   Status fail;           // returned by every call when not OK
-  bool deleted = false;  // ObjDelete / AssocDelete answer this
+  bool deleted = false;  // ObjDelete / AssocDelete / AssocAdd (replaced) answer this
   std::string compacted = "{}";
 
   Status ObjAdd(int64_t id, const Properties& properties) override {
@@ -130,8 +130,9 @@ class FakeWriter final : public GraphWriteApi {
     ZIPG_RETURN_IF_ERROR(Record({"obj_delete", id, 0, 0, 0, {}}));
     return deleted;
   }
-  Status AssocAdd(const zipg::Edge& e) override {
-    return Record({"assoc_add", e.src, e.type, e.dst, e.timestamp, e.properties});
+  StatusOr<bool> AssocAdd(const zipg::Edge& e) override {
+    ZIPG_RETURN_IF_ERROR(Record({"assoc_add", e.src, e.type, e.dst, e.timestamp, e.properties}));
+    return deleted;
   }
   Status AssocUpdate(const zipg::Edge& e) override {
     return Record({"assoc_update", e.src, e.type, e.dst, e.timestamp, e.properties});
@@ -176,7 +177,7 @@ std::vector<std::pair<std::string, std::function<Status(RemoteGraph&)>>> EveryWr
       {"obj_add", [](RemoteGraph& c) { return c.ObjAdd(1, {{"p", "v"}}); }},
       {"obj_update", [](RemoteGraph& c) { return c.ObjUpdate(1, {{"p", "v"}}); }},
       {"obj_delete", [](RemoteGraph& c) { return c.ObjDelete(1).status(); }},
-      {"assoc_add", [e](RemoteGraph& c) { return c.AssocAdd(e); }},
+      {"assoc_add", [e](RemoteGraph& c) { return c.AssocAdd(e).status(); }},
       {"assoc_update", [e](RemoteGraph& c) { return c.AssocUpdate(e); }},
       {"assoc_delete", [](RemoteGraph& c) { return c.AssocDelete(1, 2, 3).status(); }},
       {"admin_compact", [](RemoteGraph& c) { return c.Compact().status(); }},
@@ -317,7 +318,10 @@ TEST_F(RpcTest, WritesRoundTripArgumentsAndResults) {
   const zipg::Edge extremes{INT64_MIN, INT64_MAX, INT64_MIN, INT64_MAX, props};
   const zipg::Edge other{INT64_MAX, 0, INT64_MAX, INT64_MIN, {}};
   for (const zipg::Edge& e : {extremes, other, FakeGraph::kEdge}) {
-    ASSERT_TRUE(c.AssocAdd(e).ok());
+    writer.deleted = e.src == extremes.src;
+    auto replaced = c.AssocAdd(e);
+    ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+    EXPECT_EQ(*replaced, writer.deleted);
     want.push_back({"assoc_add", e.src, e.type, e.dst, e.timestamp, e.properties});
     ASSERT_TRUE(c.AssocUpdate(e).ok());
     want.push_back({"assoc_update", e.src, e.type, e.dst, e.timestamp, e.properties});
@@ -335,6 +339,71 @@ TEST_F(RpcTest, WritesRoundTripArgumentsAndResults) {
 
   EXPECT_EQ(writer.Calls(), want);
   EXPECT_EQ(fake_.calls, reads) << "writes must go to the writer only";
+}
+
+// write_batch carries every kind of write, in order, with each one's own outcome, and is split
+// into several calls when it is large; an unknown kind fails alone.
+TEST_F(RpcTest, WriteBatchesRoundTripEachWriteAndItsOutcome) {
+  FakeWriter writer;
+  writer_ = &writer;
+  StartServer();
+  RemoteGraph c = Client();
+  using Call = FakeWriter::Call;
+  const Properties& props = FakeGraph::kProps;
+  std::vector<zipg::Write> batch = {
+      {zipg::Write::Op::kObjAdd, INT64_MAX, 0, 0, 0, props},
+      {zipg::Write::Op::kAssocAdd, 1, 2, INT64_MIN, INT64_MAX, props},
+      {zipg::Write::Op::kObjUpdate, 5, 0, 0, 0, {{"", ""}}},
+      {zipg::Write::Op::kAssocDelete, 1, 2, 3, 0, {}},
+      {zipg::Write::Op::kAssocUpdate, 7, 8, 9, -4, {}},
+      {zipg::Write::Op::kObjDelete, 11, 0, 0, 0, {}},
+  };
+  std::vector<Call> want = {{"obj_add", INT64_MAX, 0, 0, 0, props},
+                            {"assoc_add", 1, 2, INT64_MIN, INT64_MAX, props},
+                            {"obj_update", 5, 0, 0, 0, {{"", ""}}},
+                            {"assoc_delete", 1, 2, 3, 0, {}},
+                            {"assoc_update", 7, 8, 9, -4, {}},
+                            {"obj_delete", 11, 0, 0, 0, {}}};
+  writer.deleted = true;
+  std::vector<StatusOr<bool>> got = c.WriteBatch(batch);
+  ASSERT_EQ(got.size(), batch.size());
+  const bool answers[] = {false, true, false, true, false, true};
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().ToString();
+    EXPECT_EQ(*got[i], answers[i]) << i;
+  }
+  EXPECT_EQ(writer.Calls(), want);
+
+  // Every write fails on its own with the writer's error.
+  writer.fail = Status::NotFound("no such edge");
+  got = c.WriteBatch(batch);
+  for (const auto& o : got) EXPECT_EQ(o.status().code(), StatusCode::kNotFound);
+  writer.fail = Status::OK();
+
+  // A large batch goes as several calls, still in order.
+  std::vector<zipg::Write> large;
+  for (int64_t i = 0; i < static_cast<int64_t>(RemoteGraph::kBatchWrites) * 2 + 5; ++i) {
+    large.push_back({zipg::Write::Op::kAssocAdd, i, 0, i, i, {}});
+  }
+  const size_t before = writer.NumCalls();
+  got = c.WriteBatch(large);
+  ASSERT_EQ(got.size(), large.size());
+  const std::vector<Call> calls = writer.Calls();
+  ASSERT_EQ(calls.size(), before + large.size());
+  for (size_t i = 0; i < large.size(); ++i) {
+    ASSERT_EQ(calls[before + i].a, static_cast<int64_t>(i)) << "out of order at " << i;
+  }
+
+  // An unknown kind (a newer client) fails alone.
+  std::vector<BatchedWrite> raw(2);
+  raw[0].kind = static_cast<WriteKind::type>(99);
+  raw[1].kind = WriteKind::OBJ_DELETE;
+  raw[1].id = 42;
+  auto sent = c.SendWriteBatch(raw);
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  EXPECT_EQ((*sent)[0].status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*sent)[1].ok());
+  EXPECT_EQ(writer.Calls().back(), (Call{"obj_delete", 42, 0, 0, 0, {}}));
 }
 
 TEST_F(RpcTest, EveryErrorCodeOfAWriteSurvivesTheTrip) {
@@ -409,7 +478,7 @@ TEST_F(RpcTest, OversizedWritesAreRefusedBeforeSending) {
   const zipg::Edge e{1, 0, 2, 3, big};
   EXPECT_EQ(c.ObjAdd(1, big).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(c.ObjUpdate(1, big).code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(c.AssocAdd(e).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.AssocAdd(e).status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(c.AssocUpdate(e).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(writer.NumCalls(), 0u);
   // Just under the limit goes through, whole.

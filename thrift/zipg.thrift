@@ -68,6 +68,30 @@ struct MaybeEdge {
   1: optional Edge edge,
 }
 
+// One write of a write_batch (docs/writes.md, "Write batches").
+enum WriteKind {
+  ASSOC_ADD = 1,     // id is the src; type, dst, timestamp, properties
+  ASSOC_DELETE = 2,  // id is the src; type, dst
+  OBJ_DELETE = 3,    // id
+  OBJ_ADD = 4,       // id, properties
+  OBJ_UPDATE = 5,    // id, properties
+  ASSOC_UPDATE = 6,  // id is the src; type, dst, timestamp, properties
+}
+
+struct BatchedWrite {
+  1: WriteKind kind,
+  2: i64 id,
+  3: i64 type,
+  4: i64 dst,
+  5: i64 timestamp,
+  6: PropertyMap properties,
+}
+
+struct WriteOutcome {
+  1: optional GraphError error,  // unset: the write succeeded
+  2: bool found,                 // obj_delete / assoc_delete: deleted; assoc_add: replaced
+}
+
 service GraphService {
   // Paper primitives (ZipG Table 1). all_properties=true ignores `properties`.
   MaybeProperties get_node_property(1: i64 id, 2: bool all_properties, 3: list<string> properties)
@@ -86,7 +110,8 @@ service GraphService {
   void obj_add(1: i64 id, 2: PropertyMap properties) throws (1: GraphError error),
   void obj_update(1: i64 id, 2: PropertyMap properties) throws (1: GraphError error),
   bool obj_delete(1: i64 id) throws (1: GraphError error),
-  void assoc_add(1: i64 src, 2: i64 type, 3: i64 dst, 4: i64 timestamp, 5: PropertyMap properties)
+  // True if it replaced a live edge.
+  bool assoc_add(1: i64 src, 2: i64 type, 3: i64 dst, 4: i64 timestamp, 5: PropertyMap properties)
       throws (1: GraphError error),
   void assoc_update(1: i64 src, 2: i64 type, 3: i64 dst, 4: i64 timestamp,
                     5: PropertyMap properties) throws (1: GraphError error),
@@ -104,6 +129,9 @@ service GraphService {
   // Compresses the LogStore's current generation into a new log shard now (docs/writes.md);
   // returns a JSON summary. Aggregators forward it to the LogStore.
   string admin_compact() throws (1: GraphError error),
+  // The writes in order, one outcome each (not atomic: a failed write stops nothing). At most
+  // 16 MiB of request.
+  list<WriteOutcome> write_batch(1: list<BatchedWrite> writes) throws (1: GraphError error),
 }
 
 service ShardService extends GraphService {
@@ -120,27 +148,6 @@ struct NodeFragment {
   2: list<Edge> edges,                  // any order
 }
 
-// One unconditional write of a write_batch (docs/writes.md, "Write batches").
-enum WriteKind {
-  ASSOC_ADD = 1,     // id is the src; type, dst, timestamp, properties
-  ASSOC_DELETE = 2,  // id is the src; type, dst
-  OBJ_DELETE = 3,    // id
-}
-
-struct BatchedWrite {
-  1: WriteKind kind,
-  2: i64 id,
-  3: i64 type,
-  4: i64 dst,
-  5: i64 timestamp,
-  6: PropertyMap properties,
-}
-
-struct WriteOutcome {
-  1: optional GraphError error,  // unset: the write succeeded
-  2: bool found,                 // the deletes: a live version was found
-}
-
 service LogStoreService extends ShardService {
   // The live data of node `id` (edges of `type`, all types if any_type, none if type < 0) in the
   // listed generations (memtables or the log shards they became).
@@ -151,6 +158,4 @@ service LogStoreService extends ShardService {
       throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
-  // The writes, committed together; one outcome per write, in order. Aggregators send it.
-  list<WriteOutcome> write_batch(1: list<BatchedWrite> writes) throws (1: GraphError error),
 }

@@ -656,13 +656,59 @@ class ClientTest(unittest.TestCase):
         self.assertIsNone(r.obj_get(INT64_MAX))
         self.assertIsNone(w.obj_add(INT64_MAX, {"wmax": "1"}))
         self.assertEqual(r.obj_get(INT64_MAX), {"id": INT64_MAX, "properties": {"wmax": "1"}})
-        self.assertIsNone(w.assoc_add(INT64_MAX, 0, INT64_MAX, INT64_MIN, {}))
+        self.assertEqual(w.assoc_add(INT64_MAX, 0, INT64_MAX, INT64_MIN, {}), {"replaced": False})
         self.assertEqual(r.get_neighbor_ids(INT64_MAX), [INT64_MAX])
         self.assertEqual(r.get_neighbor_ids(INT64_MAX, 0, {"wmax": "1"}), [INT64_MAX])
         self.assertEqual(w.obj_delete(INT64_MAX), {"deleted": True})
         self.assertIsNone(r.obj_get(INT64_MAX))
         self.assertEqual(r.assoc_count(INT64_MAX, 0), 0)
         self.assertEqual(r.get_neighbor_ids(INT64_MAX), [])
+
+    def test_write_batch_applies_in_order_with_an_outcome_each(self):
+        w, r = self.g, self.g2
+        a, b = self._fresh(), self._fresh()
+        writes = [
+            {"op": "obj_add", "id": a, "properties": {"wb": "1"}},
+            {"op": "obj_add", "id": a},                                  # ALREADY_EXISTS now
+            {"op": "assoc_add", "src": a, "type": 2, "dst": b, "timestamp": 5},
+            {"op": "assoc_add", "src": a, "type": 2, "dst": b, "timestamp": 6,
+             "properties": {"v": "x"}},                                  # replaces the one above
+            {"op": "assoc_update", "src": a, "type": 2, "dst": b + 1, "timestamp": 1,
+             "properties": {}},                                          # NOT_FOUND
+            {"op": "assoc_delete", "src": a, "type": 3, "dst": b},       # nothing to delete
+            {"op": "obj_update", "id": b, "properties": {}},             # NOT_FOUND
+            {"op": "assoc_add", "src": a, "type": 2, "dst": -1, "timestamp": 0},  # bad dst
+            {"op": "assoc_add", "src": a, "type": 2, "dst": "x", "timestamp": 0},  # caught here
+            {"op": "no_such_write", "id": 1},
+            {"op": "assoc_add", "src": a, "type": 2, "dst": b + 2, "timestamp": 4},
+            {"op": "assoc_delete", "src": a, "type": 2, "dst": b + 2},
+            {"op": "obj_add", "id": b, "properties": {"wb": "2"}},
+            {"op": "obj_delete", "id": b},
+        ]
+        got = w.write_batch(writes)
+        self.assertEqual(len(got), len(writes))
+        codes = [o.code if isinstance(o, zipg.Error) else o for o in got]
+        self.assertEqual(codes, [
+            None, "ALREADY_EXISTS", {"replaced": False}, {"replaced": True}, "NOT_FOUND",
+            {"deleted": False}, "NOT_FOUND", "INVALID_ARGUMENT", "INVALID_ARGUMENT",
+            "INVALID_ARGUMENT", {"replaced": False}, {"deleted": True}, None, {"deleted": True}])
+        # The state is what the writes did, in order, read through the other aggregator.
+        self.assertEqual(r.obj_get(a), {"id": a, "properties": {"wb": "1"}})
+        self.assertIsNone(r.obj_get(b))
+        self.assertEqual(r.assoc_range(a, 2, 0, 10), [
+            {"src": a, "type": 2, "dst": b, "timestamp": 6, "properties": {"v": "x"}}])
+        self.assertEqual(w.write_batch([]), [])
+        self._assert_error("INVALID_ARGUMENT", w.write_batch, {"op": "obj_delete", "id": a})
+
+        # A batch larger than one call's worth: every write lands, in order.
+        many = [{"op": "assoc_add", "src": a, "type": 4, "dst": k, "timestamp": k}
+                for k in range(5000)]
+        many.append({"op": "assoc_add", "src": a, "type": 4, "dst": 0, "timestamp": 99999})
+        got = w.write_batch(many)
+        self.assertEqual(got[:5000], [{"replaced": False}] * 5000)
+        self.assertEqual(got[5000], {"replaced": True})
+        self.assertEqual(r.assoc_count(a, 4), 5000)
+        self.assertEqual(r.assoc_range(a, 4, 0, 1)[0]["dst"], 0)  # the last write, newest
 
     def test_write_edge_lifecycle_read_through_the_other_aggregator(self):
         w, r = self.g, self.g2
@@ -680,8 +726,8 @@ class ClientTest(unittest.TestCase):
                 edge(INT64_MAX, INT64_MIN, {"lo": "1"}), edge(1, INT64_MAX, {"": "x"}),
                 edge(f1, 0, {}, typ=3)]
         for e in adds:
-            self.assertIsNone(w.assoc_add(e["src"], e["type"], e["dst"], e["timestamp"],
-                                          e["properties"]))
+            self.assertEqual(w.assoc_add(e["src"], e["type"], e["dst"], e["timestamp"],
+                                         e["properties"]), {"replaced": False})
             want = dict(e, properties=self._live(e["properties"]))
             self.assertEqual(r.assoc_get(src, e["type"], [e["dst"]], INT64_MIN, INT64_MAX),
                              [want])
@@ -705,7 +751,7 @@ class ClientTest(unittest.TestCase):
                          [d for d in (0, 1) if self.nodes[d].get(k0) == v0])
 
         # assoc_add of an existing key replaces it (upsert): still 4 edges, new place in the order.
-        self.assertIsNone(r.assoc_add(src, 1, 0, 7, {"v": "2"}))
+        self.assertEqual(r.assoc_add(src, 1, 0, 7, {"v": "2"}), {"replaced": True})
         rec = [rec[0], edge(0, 7, {"v": "2"}), rec[2], rec[3]]
         self.assertEqual(self._edge_reads(w, src, 1), rec)
 
@@ -736,7 +782,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r.obj_get(f1), {"id": f1, "properties": {"wtok": token}})
         self.assertEqual(r.obj_get(0), {"id": 0, "properties": self.nodes[0]})
         # The key can be written again after the delete.
-        self.assertIsNone(r.assoc_add(src, 1, f1, 9, {}))
+        self.assertEqual(r.assoc_add(src, 1, f1, 9, {}), {"replaced": False})
         self.assertEqual(self._edge_reads(w, src, 1), [edge(f1, 9, {})])
         self.assertEqual(r.obj_delete(src), {"deleted": True})
         self.assertEqual(w.assoc_count(src, 1), 0)
@@ -813,7 +859,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r.assoc_delete(node, t1, gone["dst"]), {"deleted": False})
         fresh_dst = self._fresh()
         self._assert_error("NOT_FOUND", w.assoc_update, node, t1, fresh_dst, 0, {})
-        self.assertIsNone(w.assoc_add(node, t1, fresh_dst, INT64_MIN, {"wnew": "1"}))
+        self.assertEqual(w.assoc_add(node, t1, fresh_dst, INT64_MIN, {"wnew": "1"}),
+                         {"replaced": False})
         self.assertEqual(r.assoc_range(node, t1, len(saved[t1]) - 1, 5), [
             {"src": node, "type": t1, "dst": fresh_dst, "timestamp": INT64_MIN,
              "properties": {"wnew": "1"}}])
@@ -822,9 +869,11 @@ class ClientTest(unittest.TestCase):
         # and an upsert of a loaded key replaces it in place.
         mid = saved[t1][len(saved[t1]) // 2]
         dst = min(n for n in self.nodes if n not in {e["dst"] for e in saved[t1]})
-        self.assertIsNone(w.assoc_add(node, t1, dst, mid["timestamp"], {"wmid": "1"}))
+        self.assertEqual(w.assoc_add(node, t1, dst, mid["timestamp"], {"wmid": "1"}),
+                         {"replaced": False})
         upsert = saved[t1][-1]
-        self.assertIsNone(w.assoc_add(node, t1, upsert["dst"], upsert["timestamp"], {"wup": "1"}))
+        self.assertEqual(w.assoc_add(node, t1, upsert["dst"], upsert["timestamp"], {"wup": "1"}),
+                         {"replaced": True})
         want = saved[t1][1:-1] + [
             dict(upsert, properties={"wup": "1"}),
             {"src": node, "type": t1, "dst": fresh_dst, "timestamp": INT64_MIN,

@@ -17,7 +17,7 @@ from thrift.transport import TSocket, TTransport
 
 try:  # generated at build time from thrift/zipg.thrift (see setup.py)
     from zipg.rpc import GraphService
-    from zipg.rpc.ttypes import ErrorCode, GraphError
+    from zipg.rpc.ttypes import BatchedWrite, ErrorCode, GraphError, WriteKind
 except ImportError as _e:  # pragma: no cover - a broken install, reported clearly
     raise ImportError(
         "zipg.rpc (the Thrift code generated from thrift/zipg.thrift) is missing: install the "
@@ -420,13 +420,14 @@ class Graph:
         return {"deleted": bool(self._call(op, _int(op, "id", id), read=False))}
 
     def assoc_add(self, src, type, dst, timestamp, properties=None):
-        """Adds or replaces the edge (src, type, dst); properties default to none."""
+        """Adds or replaces the edge (src, type, dst); properties default to none.
+        {"replaced": bool}: whether a live edge was replaced."""
         op = "assoc_add"
         args = (_int(op, "src", src), _int(op, "type", type), _int(op, "dst", dst),
                 _int(op, "timestamp", timestamp))
         props = {} if properties is None else _props(op, "properties", properties)
         _check_size(op, _request_bytes(props=props))
-        self._call(op, *args, props, read=False)
+        return {"replaced": bool(self._call(op, *args, props, read=False))}
 
     def assoc_update(self, src, type, dst, timestamp, properties):
         """Replaces an existing edge (NOT_FOUND if absent)."""
@@ -470,6 +471,58 @@ class Graph:
                                  _int(op, "low", low), _int(op, "high", high),
                                  _int(op, "limit", limit)))
 
+    def write_batch(self, writes):
+        """Sends many writes in few round trips: `writes` is a list of dicts {"op": <a write
+        operation>, <its arguments by name>}, applied in order, each as its own call would be (not
+        atomically: a failed write stops nothing). Returns one outcome per write, in order: what
+        its call returns (None, {"deleted": bool} or {"replaced": bool}), or a zipg.Error for a
+        write that failed (never raised). A batch over the request size goes as several calls."""
+        if isinstance(writes, (str, bytes, dict)) or not isinstance(writes, (list, tuple)):
+            raise _bad("write_batch", "writes", "a list of dicts", writes)
+        outcomes = [None] * len(writes)
+        pending = []  # (index, BatchedWrite, bytes)
+        for i, w in enumerate(writes):
+            try:
+                pending.append((i,) + _batched(w))
+            except Error as e:
+                outcomes[i] = e
+        chunk, size = [], 0
+        for item in pending:
+            if chunk and (len(chunk) == _BATCH_WRITES or size + item[2] > MAX_REQUEST_BYTES // 2):
+                self._send_batch(chunk, writes, outcomes)
+                chunk, size = [], 0
+            chunk.append(item)
+            size += item[2]
+        if chunk:
+            self._send_batch(chunk, writes, outcomes)
+        return outcomes
+
+    def _send_batch(self, chunk, writes, outcomes):
+        try:
+            results = self._call("write_batch", [b for _, b, _ in chunk], read=False)
+        except Error as e:  # the whole call failed: so did each of its writes
+            for i, _, _ in chunk:
+                outcomes[i] = e
+            return
+        if len(results) != len(chunk):
+            e = Error("INTERNAL", "write_batch answered %d outcomes for %d writes"
+                      % (len(results), len(chunk)))
+            for i, _, _ in chunk:
+                outcomes[i] = e
+            return
+        for (i, _, _), r in zip(chunk, results):
+            if r.error is not None:
+                code = ErrorCode._VALUES_TO_NAMES.get(r.error.code)
+                outcomes[i] = Error(code if code in CODES else "INTERNAL", r.error.message or "")
+                continue
+            op = writes[i]["op"]
+            if op in ("obj_delete", "assoc_delete"):
+                outcomes[i] = {"deleted": bool(r.found)}
+            elif op == "assoc_add":
+                outcomes[i] = {"replaced": bool(r.found)}
+            else:
+                outcomes[i] = None
+
     # ---- the cluster ----------------------------------------------------------------------------
 
     def status(self):
@@ -479,6 +532,50 @@ class Graph:
             return json.loads(text)
         except ValueError as e:
             raise Error("INTERNAL", "status: the server's answer is not JSON: %s" % e) from None
+
+
+# Writes per write_batch call (as the C++ client, rpc/remote_graph.h kBatchWrites).
+_BATCH_WRITES = 4096
+
+# A write's kind and the arguments it takes (all of them required, but `properties` where marked).
+_WRITE_ARGS = {
+    "obj_add": (WriteKind.OBJ_ADD, ("id",), "optional"),
+    "obj_update": (WriteKind.OBJ_UPDATE, ("id",), "required"),
+    "obj_delete": (WriteKind.OBJ_DELETE, ("id",), None),
+    "assoc_add": (WriteKind.ASSOC_ADD, ("src", "type", "dst", "timestamp"), "optional"),
+    "assoc_update": (WriteKind.ASSOC_UPDATE, ("src", "type", "dst", "timestamp"), "required"),
+    "assoc_delete": (WriteKind.ASSOC_DELETE, ("src", "type", "dst"), None),
+}
+
+
+def _batched(w):
+    """(BatchedWrite, request bytes) for one write of a batch; Error if it is malformed."""
+    if not isinstance(w, dict) or not isinstance(w.get("op"), str):
+        raise Error("INVALID_ARGUMENT", "write_batch: a write must be a dict with \"op\"")
+    op = w["op"]
+    if op not in _WRITE_ARGS:
+        raise Error("INVALID_ARGUMENT", "write_batch: %r is not a write operation" % (op,))
+    kind, names, props_rule = _WRITE_ARGS[op]
+    allowed = set(names) | {"op"} | ({"properties"} if props_rule else set())
+    extra = sorted(set(w) - allowed)
+    if extra:
+        raise Error("INVALID_ARGUMENT", "%s: unknown argument %r" % (op, extra[0]))
+    values = {}
+    for name in names:
+        if name not in w:
+            raise Error("INVALID_ARGUMENT", "%s: missing argument '%s'" % (op, name))
+        values[name] = _int(op, name, w[name])
+    props = {}
+    if props_rule == "required" and "properties" not in w:
+        raise Error("INVALID_ARGUMENT", "%s: missing argument 'properties'" % op)
+    if props_rule and w.get("properties") is not None:
+        props = _props(op, "properties", w["properties"])
+    b = BatchedWrite(kind=kind, id=values.get("id", values.get("src", 0)),
+                     type=values.get("type", 0), dst=values.get("dst", 0),
+                     timestamp=values.get("timestamp", 0), properties=props)
+    size = 48 + _request_bytes(props=props)  # 48: the fixed fields (as rpc::RequestBytes)
+    _check_size(op, size)
+    return b, size
 
 
 def connect(endpoint, timeout=10.0, connect_timeout=None):
