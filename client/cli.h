@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "client/client.h"
 #include "util/status.h"
 
 namespace zipg::cli {
@@ -54,6 +57,14 @@ StatusOr<std::vector<std::string>> LocalAggregators(const std::string& store);
 // The server a cluster command talks to: --connect HOST:PORT, or the first aggregator of the local
 // cluster of --store DIR; nullopt if neither option is given.
 StatusOr<std::optional<std::string>> ClusterAddress(const Args& args);
+
+// Runs a compaction through `client` (an aggregator or the LogStore) and waits until the LogStore
+// publishes it: the summary of the compaction, or the LogStore's answer if nothing was compressed.
+StatusOr<nlohmann::json> CompactAndWait(rpc::RemoteGraph& client, const ClientOptions& options);
+
+// `zipg bench --mix hot` and `--mix load` (client/cli_bench_hot.cc).
+int RunHotBench(const std::vector<std::string>& endpoints, const Args& args);
+int RunLoadBench(const std::vector<std::string>& endpoints, const Args& args);
 
 int RunFile(int argc, char** argv);      // zipg file ...
 int RunGen(int argc, char** argv);       // zipg gen ...

@@ -24,6 +24,44 @@ const char kUsage[] =
 
 }  // namespace
 
+StatusOr<json> CompactAndWait(Client& client, const ClientOptions& options) {
+  ZIPG_ASSIGN_OR_RETURN(std::string started_text, client.Compact());
+  const json started = json::parse(started_text, nullptr, false);
+  if (!started.is_object() || !started.value("started", false)) {
+    return started.is_discarded() ? json(started_text) : started;  // nothing to compress
+  }
+  const int64_t generation = started.value("generation", int64_t{0});
+  // The LogStore compresses in the background; follow its status until the generation is
+  // published as a log shard.
+  std::unique_ptr<Client> logstore;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options.timeout_ms);
+  for (;;) {
+    Client& c = logstore ? *logstore : client;
+    ZIPG_ASSIGN_OR_RETURN(std::string text, c.ServerStatus());
+    const json status = json::parse(text, nullptr, false);
+    if (status.is_object() && status.contains("logstore") && status["logstore"].is_object()) {
+      const json& log = status["logstore"];
+      const json& last = log.value("last_compaction", json());
+      if (last.is_object() && last.value("generation", int64_t{0}) >= generation) return last;
+      if (log.contains("last_error")) {
+        return Status::Internal("compaction failed: " + log["last_error"].dump());
+      }
+    } else if (!logstore) {
+      for (const auto& m : status.value("servers", json::array())) {
+        if (m.value("role", "") != "logstore") continue;
+        ZIPG_ASSIGN_OR_RETURN(logstore, Connect(m.value("endpoint", ""), options));
+      }
+      if (!logstore) return Status::Unavailable("no LogStore in the cluster's status");
+      continue;
+    }
+    if (Clock::now() > deadline) {
+      return Status::DeadlineExceeded("generation " + std::to_string(generation) +
+                                      " is still being compressed");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 int RunAdmin(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
@@ -43,49 +81,10 @@ int RunAdmin(int argc, char** argv) {
   options.timeout_ms = static_cast<int>(*timeout);
   auto client = Connect(**address, options);
   if (!client.ok()) return Fail(client.status());
-  auto started_text = (*client)->Compact();
-  if (!started_text.ok()) return Fail(started_text.status());
-  const json started = json::parse(*started_text, nullptr, false);
-  if (!started.is_object() || !started.value("started", false)) {
-    std::cout << *started_text << "\n";  // nothing to compress
-    return kExitOk;
-  }
-  const int64_t generation = started.value("generation", int64_t{0});
-  // The LogStore compresses in the background; follow its status until the generation is
-  // published as a log shard.
-  std::unique_ptr<Client> logstore;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(*timeout);
-  for (;;) {
-    Client& c = logstore ? *logstore : **client;
-    auto text = c.ServerStatus();
-    if (!text.ok()) return Fail(text.status());
-    const json status = json::parse(*text, nullptr, false);
-    if (status.is_object() && status.contains("logstore") && status["logstore"].is_object()) {
-      const json& log = status["logstore"];
-      const json& last = log.value("last_compaction", json());
-      if (last.is_object() && last.value("generation", int64_t{0}) >= generation) {
-        std::cout << last.dump() << "\n";
-        return kExitOk;
-      }
-      if (log.contains("last_error")) {
-        return Fail(Status::Internal("compaction failed: " + log["last_error"].dump()));
-      }
-    } else if (!logstore) {
-      for (const auto& m : status.value("servers", json::array())) {
-        if (m.value("role", "") != "logstore") continue;
-        auto opened = Connect(m.value("endpoint", ""), options);
-        if (!opened.ok()) return Fail(opened.status());
-        logstore = std::move(*opened);
-      }
-      if (!logstore) return Fail(Status::Unavailable("no LogStore in the cluster's status"));
-      continue;
-    }
-    if (Clock::now() > deadline) {
-      return Fail(Status::DeadlineExceeded("generation " + std::to_string(generation) +
-                                           " is still being compressed"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  auto summary = CompactAndWait(**client, options);
+  if (!summary.ok()) return Fail(summary.status());
+  std::cout << (summary->is_string() ? summary->get<std::string>() : summary->dump()) << "\n";
+  return kExitOk;
 }
 
 }  // namespace zipg::cli

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "client/bench_util.h"
 #include "client/cli.h"
 #include "client/client.h"
 #include "datagen/random.h"
@@ -55,7 +56,14 @@ const char kUsage[] =
     "  --limit L         assoc_range / assoc_time_range limit (default 10)\n"
     "  --zipf E          Zipf exponent of the id choice (default 0.99)\n"
     "  --seed S          (default 1)\n"
-    "  --json            also print the report as one JSON line\n";
+    "  --json            also print the report as one JSON line\n"
+    "  zipg bench (--connect ... | --store DIR) --mix hot [--node 0] [--type 5] [--queries 200]\n"
+    "             [--writes 20000] [--write-batch 100] [--no-compact]\n"
+    "      every read of one high-degree node, compressed, after writes to it and after their\n"
+    "      compaction: p50 / p99 per operation and phase\n"
+    "  zipg bench (--connect ... | --store DIR) --mix load [--links 1000000] [--write-batch 100]\n"
+    "             [--connections 1]\n"
+    "      a LinkBench-style bulk load through write batches: links/s, batch latency, CPU per link\n";
 
 struct Op {
   const char* name;
@@ -342,21 +350,11 @@ size_t ShardServers(const json& status) {
   return n;
 }
 
-double Percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
-  return v[k];
-}
-
 }  // namespace
 
 int RunBench(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"json"});
+  auto args = Args::Parse(argc, argv, 2, {"json", "no-compact"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
-  Status known = args->CheckKnown({"connect", "store", "mix", "connections", "duration",
-                                   "warmup", "types", "limit", "zipf", "seed", "json"});
-  if (!known.ok()) return UsageError(known.message(), kUsage);
   Settings s;
   if (auto connect = args->Get("connect")) {
     std::string list = *connect;
@@ -373,7 +371,12 @@ int RunBench(int argc, char** argv) {
     return UsageError("bench needs --connect HOST:PORT or --store DIR", kUsage);
   }
   s.mix = args->Get("mix").value_or("tao");
+  if (s.mix == "hot") return RunHotBench(s.endpoints, *args);
+  if (s.mix == "load") return RunLoadBench(s.endpoints, *args);
   if (!Mixes().count(s.mix)) return UsageError("unknown mix '" + s.mix + "'", kUsage);
+  Status known = args->CheckKnown({"connect", "store", "mix", "connections", "duration",
+                                   "warmup", "types", "limit", "zipf", "seed", "json"});
+  if (!known.ok()) return UsageError(known.message(), kUsage);
   for (auto [name, field, lo, hi] :
        {std::tuple{"connections", &s.connections, 1, 1024}, {"duration", &s.duration, 1, 86400},
         {"warmup", &s.warmup, 0, 3600}, {"types", &s.types, 1, 1 << 20},

@@ -1,0 +1,260 @@
+#!/usr/bin/python3
+"""End-to-end test of reads of a node with a million edges (issue 19), on a real local cluster,
+against a model the test builds itself from the data it writes:
+
+1. Input: node 7 has 1,000,000 edges of type 3 (distinct destinations, timestamps with many ties,
+   short property values, some absent), plus a few small nodes. Compressed, cluster started.
+2. Each phase runs ~300 random reads of the hot node through `zipg query --batch` (assoc_range at
+   every offset, get_edge_data, assoc_time_range and get_edge_range over narrow and wide windows,
+   assoc_get of present and absent ids, assoc_count, get_neighbor_ids) and compares every answer
+   with the model: compressed; after 20,000 writes to it (new edges, upserts that move an edge,
+   upserts at tied timestamps, deletes) sent through --write-batch; after those are compacted into
+   a log shard; after more writes touching the base, the log shard and the memtable; after the
+   whole cluster restarted (the shard servers replay their delta index from disk).
+
+Usage: hot_node_test.py PATH/TO/zipg"""
+import bisect
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_procs import Procs, Report, private_binary  # noqa: E402
+
+HOT, TYPE, DEGREE = 7, 3, 1_000_000
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+R = Report(20)
+check = R.check
+TMP, ZIPG = private_binary(sys.argv[1], "zipg_hot_node_test.")
+STORE = os.path.join(TMP, "store")
+procs = Procs("hot_node_test", TMP, ZIPG, STORE)
+rng = random.Random(19)
+
+
+class Model:
+    """The hot record: dst -> (timestamp, properties); the contract's order computed on demand."""
+
+    def __init__(self):
+        self.edges = {}
+        self._order = None
+
+    def put(self, dst, ts, props):
+        replaced = dst in self.edges
+        self.edges[dst] = (ts, props)
+        self._order = None
+        return replaced
+
+    def delete(self, dst):
+        self._order = None
+        return self.edges.pop(dst, None) is not None
+
+    def order(self):
+        """[(-ts, dst)] sorted: position i is TimeOrder i."""
+        if self._order is None:
+            self._order = sorted((-ts, d) for d, (ts, _) in self.edges.items())
+        return self._order
+
+    def edge(self, key):
+        ts, d = -key[0], key[1]
+        return {"src": HOT, "type": TYPE, "dst": d, "timestamp": ts,
+                "properties": self.edges[d][1]}
+
+    def run(self, q):
+        o = self.order()
+        op = q["op"]
+        if op == "assoc_count":
+            return len(o)
+        if op == "assoc_range":
+            return [self.edge(k) for k in o[q["pos"]:q["pos"] + q["limit"]]]
+        if op == "get_edge_data":
+            return self.edge(o[q["time_order"]]) if q["time_order"] < len(o) else None
+        begin = bisect.bisect_left(o, (-q.get("high", q.get("t_hi")), INT64_MIN))
+        end = bisect.bisect_left(o, (-q.get("low", q.get("t_lo")) + 1, INT64_MIN))
+        end = max(begin, end)
+        if op == "get_edge_range":
+            return [begin, end]
+        if op == "assoc_time_range":
+            return [self.edge(k) for k in o[begin:min(end, begin + q["limit"])]]
+        if op == "assoc_get":
+            want = set(q["ids"])
+            return [self.edge(k) for k in o[begin:end] if k[1] in want] if len(want) > 50 else \
+                sorted((self.edge((-self.edges[d][0], d)) for d in want if d in self.edges and
+                        q["low"] <= self.edges[d][0] <= q["high"]),
+                       key=lambda e: (-e["timestamp"], e["dst"]))
+        if op == "get_neighbor_ids":
+            return sorted(self.edges)
+        raise AssertionError(op)
+
+
+def props_for(k):
+    return {} if k % 7 == 0 else {"v": "v%d" % (k % 1000)}
+
+
+def write_input():
+    model = Model()
+    nodes = os.path.join(TMP, "nodes.csv")
+    edges = os.path.join(TMP, "edges.csv")
+    with open(nodes, "w") as f:
+        f.write("id,name\n")
+        for i in range(20):
+            f.write("%d,n%d\n" % (i, i))
+    dsts = rng.sample(range(3 * DEGREE), DEGREE)
+    with open(edges, "w") as f:
+        f.write("src,dst,type,timestamp,v\n")
+        ts = 0
+        for k, d in enumerate(dsts):
+            if k == 0 or rng.random() > 0.2:  # one edge in five shares the previous timestamp
+                ts = rng.randrange(0, 10_000_000)
+            p = props_for(k)
+            f.write("%d,%d,%d,%d,%s\n" % (HOT, d, TYPE, ts, p.get("v", "")))
+            model.put(d, ts, p)
+        for i in range(20):  # small neighbors elsewhere
+            f.write("%d,%d,0,%d,x\n" % (i, (i * 7) % 20, i))
+    return model, nodes, edges
+
+
+def queries(model, n):
+    o = model.order()
+    count = len(o)
+    qs = [{"op": "assoc_count", "id": HOT, "type": TYPE}]
+    for _ in range(n):
+        x = rng.random()
+        pos = rng.choice([0, 1, 9999, 10000, 500000, count - 1, count, rng.randrange(count + 2)])
+        pos = max(0, min(pos, count + 1))
+        if x < 0.25:
+            qs.append({"op": "assoc_range", "id": HOT, "type": TYPE, "pos": pos,
+                       "limit": rng.choice([1, 10, 100])})
+        elif x < 0.35:
+            qs.append({"op": "get_edge_data", "id": HOT, "type": TYPE, "time_order": pos})
+        elif x < 0.7:
+            ts = -o[rng.randrange(count)][0]
+            width = rng.choice([0, 1, 3600, 86400, 10 ** 7])
+            lo, hi = (INT64_MIN, INT64_MAX) if rng.random() < 0.1 else (ts - width, ts + rng.choice([0, width]))
+            if rng.random() < 0.5:
+                qs.append({"op": "assoc_time_range", "id": HOT, "type": TYPE, "low": lo, "high": hi,
+                           "limit": rng.choice([1, 10, 50])})
+            else:
+                qs.append({"op": "get_edge_range", "id": HOT, "type": TYPE, "t_lo": lo, "t_hi": hi})
+        else:
+            ids = [o[rng.randrange(count)][1] for _ in range(rng.randrange(1, 4))]
+            ids += [rng.randrange(10 ** 12) for _ in range(rng.randrange(0, 2))]
+            lo, hi = (INT64_MIN, INT64_MAX) if rng.random() < 0.7 else (0, 5_000_000)
+            qs.append({"op": "assoc_get", "id": HOT, "type": TYPE, "ids": ids, "low": lo,
+                       "high": hi})
+    return qs
+
+
+def run_batch(endpoint, lines, *extra):
+    path = os.path.join(TMP, "batch-%d.jsonl" % rng.randrange(1 << 30))
+    with open(path, "w") as f:
+        for q in lines:
+            f.write(json.dumps(q) + "\n")
+    r = subprocess.run([ZIPG, "query", "--connect", endpoint, "--batch", path, *extra],
+                       capture_output=True, timeout=600)
+    os.remove(path)
+    if r.returncode != 0:
+        raise RuntimeError("zipg query failed: %s" % r.stderr[-500:])
+    return [json.loads(line) for line in r.stdout.decode().split("\n") if line]
+
+
+def phase(label, model, aggregators):
+    t = time.monotonic()
+    qs = queries(model, 300)
+    got = run_batch(aggregators[rng.randrange(len(aggregators))], qs)
+    wrong = 0
+    for q, g in zip(qs, got):
+        want = {"ok": model.run(q)}
+        if not check(g == want, "%s: %s -> %s, want %s" % (label, json.dumps(q),
+                                                           json.dumps(g)[:300],
+                                                           json.dumps(want)[:300])):
+            wrong += 1
+    check(len(got) == len(qs), "%s: %d answers for %d queries" % (label, len(got), len(qs)))
+    # Every destination, once per phase.
+    nb = run_batch(aggregators[0], [{"op": "get_neighbor_ids", "id": HOT, "type": TYPE}])
+    check(nb == [{"ok": sorted(model.edges)}], "%s: get_neighbor_ids differs" % label)
+    R.note("%s: %d reads, %d wrong, %.1f s" % (label, len(qs) + 1, wrong, time.monotonic() - t))
+
+
+def write_some(model, aggregators, n, label):
+    """n writes to the hot node through --write-batch: new edges, upserts (some moved, some to a
+    tied timestamp), deletes; every answer checked."""
+    o = model.order()
+    reqs, want = [], []
+    for k in range(n):
+        x = rng.random()
+        if x < 0.5:
+            d = 10 ** 9 + rng.randrange(10 ** 9)
+            ts = rng.choice([-o[rng.randrange(len(o))][0], rng.randrange(-10 ** 6, 11 * 10 ** 6)])
+            q = {"op": "assoc_add", "src": HOT, "type": TYPE, "dst": d, "timestamp": ts,
+                 "properties": props_for(k)}
+        elif x < 0.8:
+            d = o[rng.randrange(len(o))][1]  # `o` is from before this loop: d may be gone
+            ts = rng.choice([model.edges[d][0] if d in model.edges else 5,
+                             -o[rng.randrange(len(o))][0], rng.randrange(0, 10 ** 7)])
+            q = {"op": "assoc_add", "src": HOT, "type": TYPE, "dst": d, "timestamp": ts,
+                 "properties": {"w": str(k)}}
+        else:
+            d = o[rng.randrange(len(o))][1] if rng.random() < 0.9 else rng.randrange(10 ** 12)
+            q = {"op": "assoc_delete", "src": HOT, "type": TYPE, "dst": d}
+        if q["op"] == "assoc_add":
+            want.append({"ok": {"replaced": model.put(q["dst"], q["timestamp"],
+                                                      q["properties"])}})
+        else:
+            want.append({"ok": {"deleted": model.delete(q["dst"])}})
+        reqs.append(q)
+    t = time.monotonic()
+    got = run_batch(aggregators[0], reqs, "--write-batch", "500")
+    bad = sum(1 for g, w in zip(got, want) if g != w)
+    check(len(got) == len(reqs) and bad == 0,
+          "%s: %d of %d write answers differ (first: %s)" % (
+              label, bad, len(reqs),
+              next((json.dumps(g) for g, w in zip(got, want) if g != w), "-")))
+    R.note("%s: %d writes in %.1f s" % (label, n, time.monotonic() - t))
+
+
+def start():
+    r = subprocess.run([ZIPG, "local", "start", "--store", STORE, "--memtable-mb", "0"],
+                       capture_output=True, timeout=180)
+    if r.returncode != 0:
+        raise RuntimeError("local start: %s" % r.stderr[-1000:])
+    with open(os.path.join(STORE, "run", "cluster.json")) as f:
+        cluster = json.load(f)
+    for p in cluster.get("processes", []):
+        procs.known_pids.add(p.get("pid"))
+    return cluster["aggregators"]
+
+
+def main():
+    R.section("input: node %d with %d edges, compress, start" % (HOT, DEGREE))
+    model, nodes, edges = write_input()
+    r = subprocess.run([ZIPG, "compress", "--nodes", nodes, "--edges", edges, "--out", STORE,
+                        "--shards", "2"], capture_output=True, timeout=600)
+    if not check(r.returncode == 0, "compress: %s" % r.stderr[-500:]):
+        return
+    aggs = start()
+    phase("compressed", model, aggs)
+    R.section("writes, compaction, more writes")
+    write_some(model, aggs, 20000, "writes")
+    phase("after 20000 writes", model, aggs)
+    r = subprocess.run([ZIPG, "admin", "compact", "--connect", aggs[0]], capture_output=True,
+                       timeout=600)
+    check(r.returncode == 0 and b'"compacted":true' in r.stdout, "compact: %r %r" % (r.stdout,
+                                                                                r.stderr[-300:]))
+    phase("after compaction", model, aggs)
+    write_some(model, aggs, 5000, "more writes")
+    phase("after more writes (base, log shard and memtable)", model, aggs)
+    R.section("restart: the shard servers replay their delta index")
+    subprocess.run([ZIPG, "local", "stop", "--store", STORE], capture_output=True, timeout=120)
+    aggs = start()
+    phase("after a restart", model, aggs)
+
+
+try:
+    main()
+except Exception as e:  # noqa: BLE001 - report, then clean up
+    check(False, "test aborted: %r" % e)
+procs.cleanup()
+sys.exit(R.finish("hot_node_test"))
