@@ -8,6 +8,7 @@
 #include <thrift/transport/TTransportException.h>
 
 #include "rpc/convert.h"
+#include "rpc/framed_transport.h"
 #include "zipg_rpc/LogStoreService.h"
 
 namespace zipg::rpc {
@@ -16,7 +17,6 @@ using apache::thrift::TApplicationException;
 using apache::thrift::TConfiguration;
 using apache::thrift::TException;
 using apache::thrift::protocol::TBinaryProtocol;
-using apache::thrift::transport::TFramedTransport;
 using apache::thrift::transport::TSocket;
 using apache::thrift::transport::TTransport;
 using apache::thrift::transport::TTransportException;
@@ -55,7 +55,7 @@ StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() 
   socket->setSendTimeout(options_.call_timeout_ms);
   socket->setNoDelay(true);
   auto conn = std::make_unique<Connection>();
-  conn->transport = std::make_shared<TFramedTransport>(socket, config);
+  conn->transport = std::make_shared<FramedTransport>(socket, config);
   try {
     conn->transport->open();
   } catch (const TException& e) {

@@ -186,12 +186,13 @@ std::vector<std::pair<std::string, std::function<Status(RemoteGraph&)>>> EveryWr
 
 class RpcTest : public ::testing::Test {
  protected:
-  void StartServer(int port = 0) {
+  void StartServer(int port = 0, int max_request_bytes = 64 << 20) {
     auto handler = std::make_shared<GraphHandler>(
         &fake_, []() -> StatusOr<std::string> { return std::string("{\"fake\":true}"); },
         writer_);
     ServerOptions options;
     options.port = port;
+    options.max_request_bytes = max_request_bytes;
     auto server = RpcServer::Start(std::make_shared<GraphServiceProcessor>(handler), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
@@ -545,6 +546,25 @@ TEST_F(RpcTest, OversizedRequestsAreRefusedBeforeSending) {
   // Just under the limit goes through.
   std::vector<int64_t> fine(100000, 1);
   EXPECT_EQ(c.AssocGet(1, 1, fine, 0, 1)->size(), fine.size());
+}
+
+// Requests adding up to far more than the request size limit go through one connection: the
+// limit bounds each message, not the connection's lifetime (rpc/framed_transport.h).
+TEST_F(RpcTest, ALongConnectionCarriesManyTimesTheRequestLimit) {
+  FakeWriter writer;
+  writer_ = &writer;
+  StartServer(0, 64 << 10);
+  RemoteGraph c = Client();
+  std::vector<zipg::Write> batch;
+  for (int i = 0; i < 40; ++i) {
+    batch.push_back({zipg::Write::Op::kAssocAdd, i, 0, i, i, {{"p", std::string(200, 'x')}}});
+  }
+  for (int round = 0; round < 200; ++round) {  // ~10 KB each, 2 MB in all
+    for (const auto& o : c.WriteBatch(batch)) {
+      ASSERT_TRUE(o.ok()) << "round " << round << ": " << o.status().ToString();
+    }
+  }
+  EXPECT_EQ(writer.NumCalls(), 200u * batch.size());
 }
 
 TEST_F(RpcTest, ManyThreadsShareOnePool) {

@@ -11,6 +11,8 @@
 #include <future>
 #include <iostream>
 
+#include "rpc/framed_transport.h"
+
 namespace zipg::rpc {
 
 using apache::thrift::TConfiguration;
@@ -19,7 +21,6 @@ using apache::thrift::TException;
 using apache::thrift::protocol::TBinaryProtocolFactory;
 using apache::thrift::server::TServerEventHandler;
 using apache::thrift::server::TThreadedServer;
-using apache::thrift::transport::TFramedTransport;
 using apache::thrift::transport::TServerSocket;
 using apache::thrift::transport::TTransport;
 using apache::thrift::transport::TTransportFactory;
@@ -32,7 +33,7 @@ class FramedFactory : public TTransportFactory {
   explicit FramedFactory(int max_bytes)
       : config_(std::make_shared<TConfiguration>(max_bytes, max_bytes)) {}
   std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> trans) override {
-    return std::make_shared<TFramedTransport>(trans, config_);
+    return std::make_shared<FramedTransport>(trans, config_);
   }
 
  private:
