@@ -111,6 +111,8 @@ int RunServe(int argc, char** argv) {
   const std::string prefix = cluster::ClusterPrefix(cluster_name);
 
   const sigset_t stop_signals = BlockStopSignals();
+  TuneAllocatorForServers();
+  MemoryTrimmer trimmer(std::chrono::seconds(5));
   auto etcd = std::make_shared<cluster::EtcdClient>(*etcd_endpoint);
   auto view = cluster::ClusterView::Start(etcd, prefix);
   if (!view.ok()) return Fail(view.status());
@@ -172,6 +174,7 @@ int RunServe(int argc, char** argv) {
           nlohmann::json j = info.ToJson();
           j["calls"] = calls->load();
           j["touched_nodes"] = shard_graph->UpdateStats();
+          j["memory"] = nlohmann::json::parse(MemoryJson(shard_graph->AccountedBytes()));
           j["update_batches"] = update_receiver->batches();
           return j.dump();
         });
@@ -234,6 +237,7 @@ int RunServe(int argc, char** argv) {
           }
           j["calls"] = calls->load();
           j["logstore"] = log_store->StatusJson();
+          j["memory"] = nlohmann::json::parse(MemoryJson(log_store->AccountedBytes()));
           return j.dump();
         });
     processor = std::make_shared<rpc::LogStoreServiceProcessor>(handler);
@@ -252,6 +256,7 @@ int RunServe(int argc, char** argv) {
         [&]() -> StatusOr<std::string> {
           nlohmann::json j = cluster_graph->StatusJson(info.name, cluster_name);
           j["calls"] = calls->load();
+          j["memory"] = nlohmann::json::parse(MemoryJson(0));
           return j.dump();
         },
         cluster_graph.get());

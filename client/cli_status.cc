@@ -1,5 +1,6 @@
 // zipg status: describe a running cluster as one of its aggregators sees it in etcd: members,
-// shard map, health, store. Exit 0 if healthy, 1 if not (or unreachable).
+// shard map, health, store, and each member's memory (resident, and what its own accounting says
+// its data holds), asked of the member itself. Exit 0 if healthy, 1 if not (or unreachable).
 
 #include <iomanip>
 #include <iostream>
@@ -35,6 +36,13 @@ void PrintHuman(const json& s) {
               << m.value("name", "?") << std::setw(22) << m.value("endpoint", "?") << "pid "
               << m.value("pid", 0);
     if (m.contains("shards")) std::cout << "  shards " << m["shards"].dump();
+    const json memory = m.value("memory", json());
+    if (memory.is_object()) {
+      auto mib = [&](const char* key) { return memory.value(key, uint64_t{0}) / 1048576; };
+      std::cout << "  rss " << mib("rss_bytes") << " MiB (heap " << mib("anon_bytes")
+                << ", mapped " << mib("file_bytes") << "), data " << mib("accounted_bytes")
+                << " MiB";
+    }
     std::cout << "\n";
   }
   const json unserved = s.value("unserved_shards", json::array());
@@ -55,8 +63,21 @@ int RunStatus(int argc, char** argv) {
   if (!client.ok()) return Fail(client.status());
   auto text = (*client)->ServerStatus();
   if (!text.ok()) return Fail(text.status());
-  const json s = json::parse(*text, nullptr, false);
+  json s = json::parse(*text, nullptr, false);
   if (s.is_discarded()) return Fail(Status::Internal("the status document is not JSON"));
+  // Each member's own status has its memory; a member that does not answer gets none.
+  ClientOptions quick;
+  quick.timeout_ms = 2000;
+  if (s.contains("servers") && s["servers"].is_array()) {
+    for (auto& m : s["servers"]) {
+      auto member = Connect(m.value("endpoint", ""), quick);
+      if (!member.ok()) continue;
+      auto own = (*member)->ServerStatus();
+      if (!own.ok()) continue;
+      const json o = json::parse(*own, nullptr, false);
+      if (o.is_object() && o.contains("memory")) m["memory"] = o["memory"];
+    }
+  }
   if (args->Has("json")) {
     std::cout << s.dump(2) << "\n";
   } else {

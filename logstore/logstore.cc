@@ -813,6 +813,14 @@ void LogStore::CompactionLoop() {
   }
 }
 
+uint64_t LogStore::AccountedBytes() const {
+  std::shared_lock data(data_mu_);
+  uint64_t bytes = memtable_->bytes();
+  if (frozen_) bytes += frozen_->table->bytes() + shard::NodeUpdatesBytes(frozen_->overlay);
+  for (const auto& ls : log_shards_) bytes += ls.deletes->bytes();
+  return bytes;
+}
+
 std::vector<int64_t> LogStore::LogShards() const {
   std::shared_lock data(data_mu_);
   std::vector<int64_t> out;

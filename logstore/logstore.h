@@ -94,6 +94,9 @@ class LogStore final : public GraphWriteApi {
 
   std::vector<int64_t> LogShards() const;
   nlohmann::json StatusJson() const;
+  // Bytes the LogStore's in-memory data holds: the live and frozen memtables, and the deletion
+  // sets of its frozen memtable and log shards.
+  uint64_t AccountedBytes() const;
 
  private:
   struct LogShard {

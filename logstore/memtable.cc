@@ -8,9 +8,29 @@ namespace zipg::logstore {
 using shard::UpdateOp;
 
 namespace {
-constexpr uint64_t kNodeOverhead = 64;
-constexpr uint64_t kEdgeOverhead = 160;  // the Edge, its tree node and its hash entry
+
+// What the memtable's allocations really take (docs/writes.md, "Memory"): glibc's malloc rounds
+// a request up to 16-byte granules after an 8-byte header, at least 32 bytes; a hash container
+// has about one bucket pointer per element besides its nodes.
+constexpr uint64_t Chunk(uint64_t n) { return std::max<uint64_t>(32, (n + 8 + 15) / 16 * 16); }
+constexpr uint64_t kTreeNodeHeader = 32;  // color, parent, left, right (libstdc++)
+constexpr uint64_t kBucket = sizeof(void*);
+
+uint64_t StringHeap(const std::string& s) { return s.size() < 16 ? 0 : Chunk(s.capacity() + 1); }
+
 }  // namespace
+
+// The node's entry in nodes_ (hash node: next pointer, key, Entry) and its bucket.
+const uint64_t Memtable::kNodeOverhead =
+    Chunk(sizeof(void*) + sizeof(std::pair<const int64_t, Memtable::Entry>)) + kBucket;
+// One (node, type)'s EdgeSet in Entry::edges (a tree node) and its hash table's first buckets.
+const uint64_t Memtable::kTypeOverhead =
+    Chunk(kTreeNodeHeader + sizeof(std::pair<const int64_t, Memtable::EdgeSet>)) +
+    Chunk(13 * kBucket);
+// One edge: its tree node in `ordered` and its hash node (and bucket) in `timestamp_of`.
+const uint64_t Memtable::kEdgeOverhead =
+    Chunk(kTreeNodeHeader + sizeof(Edge)) +
+    Chunk(sizeof(void*) + sizeof(std::pair<const int64_t, int64_t>)) + kBucket;
 
 std::set<Edge, Memtable::ByNewestFirst>::const_iterator Memtable::EdgeSet::Find(
     int64_t src, int64_t type, int64_t dst) const {
@@ -20,8 +40,8 @@ std::set<Edge, Memtable::ByNewestFirst>::const_iterator Memtable::EdgeSet::Find(
 }
 
 uint64_t Memtable::Size(const Properties& p) {
-  uint64_t n = 0;
-  for (const auto& [name, value] : p) n += name.size() + value.size() + 16;
+  uint64_t n = p.empty() ? 0 : Chunk(p.capacity() * sizeof(p[0]));
+  for (const auto& [name, value] : p) n += StringHeap(name) + StringHeap(value);
   return n;
 }
 
@@ -64,6 +84,7 @@ bool Memtable::Remove(const shard::Update& u) {
     }
     if (u.op == UpdateOp::kDeleteNode) {
       for (const auto& [type, list] : entry.edges) {
+        bytes_ -= kTypeOverhead;
         for (const auto& e : list.ordered) bytes_ -= Size(e.properties) + kEdgeOverhead;
         edges_ -= list.ordered.size();
         found = found || !list.ordered.empty();
@@ -81,7 +102,10 @@ bool Memtable::Remove(const shard::Update& u) {
         set.timestamp_of.erase(u.dst);
         --edges_;
         found = true;
-        if (set.ordered.empty()) entry.edges.erase(list);
+        if (set.ordered.empty()) {
+          entry.edges.erase(list);
+          bytes_ -= kTypeOverhead;
+        }
       }
     }
   }
@@ -99,13 +123,15 @@ void Memtable::Put(const LogRecord& r) {
   if (r.op == UpdateOp::kPutNode) {
     if (!entry.props) ++props_;
     entry.props = r.properties;
-    bytes_ += Size(r.properties);
+    bytes_ += Size(*entry.props);
     return;
   }
-  EdgeSet& set = entry.edges[r.type];
+  auto [list, new_type] = entry.edges.try_emplace(r.type);
+  if (new_type) bytes_ += kTypeOverhead;
+  EdgeSet& set = list->second;
   set.timestamp_of[r.dst] = r.timestamp;
-  set.ordered.insert(Edge{r.node, r.type, r.dst, r.timestamp, r.properties});
-  bytes_ += Size(r.properties) + kEdgeOverhead;
+  auto stored = set.ordered.insert(Edge{r.node, r.type, r.dst, r.timestamp, r.properties}).first;
+  bytes_ += Size(stored->properties) + kEdgeOverhead;
   ++edges_;
 }
 

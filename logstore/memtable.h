@@ -47,6 +47,8 @@ class Memtable {
   Status Feed(graph::InputSink* sink) const;
 
   bool empty() const { return nodes_.empty(); }
+  // Bytes of memory the table's data takes, as malloc hands them out (measured against the
+  // process's resident memory in bench/compaction_bench).
   uint64_t bytes() const { return bytes_; }
   uint64_t num_nodes() const { return props_; }
   uint64_t num_edges() const { return edges_; }
@@ -68,7 +70,9 @@ class Memtable {
     std::optional<Properties> props;
     std::map<int64_t, EdgeSet> edges;  // by type
   };
+  // Heap bytes of a property list (its vector and the strings too long to live inline).
   static uint64_t Size(const Properties& p);
+  static const uint64_t kNodeOverhead, kTypeOverhead, kEdgeOverhead;
 
   std::unordered_map<int64_t, Entry> nodes_;
   uint64_t bytes_ = 0;

@@ -33,6 +33,18 @@ StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, 
 
 DeltaIndex::~DeltaIndex() = default;
 
+uint64_t DeltaIndex::Footprint(const NodeDelta& node) {
+  // The hash entry and the NodeDelta, then per type its tree node and its three maps' entries.
+  uint64_t bytes = 64 + sizeof(NodeDelta);
+  for (const auto& [type, t] : node.types) {
+    bytes += 48 + sizeof(TypeDelta) +
+             t.dead.size() * decltype(t.dead)::EntryBytes() +
+             t.log.size() * decltype(t.log)::EntryBytes() +
+             t.log_dst.size() * decltype(t.log_dst)::EntryBytes();
+  }
+  return bytes;
+}
+
 void DeltaIndex::Transition(const Resolved& r, NodeDelta* node) {
   const Update& u = r.update;
   switch (u.op) {
@@ -129,7 +141,13 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
   }
   ZIPG_RETURN_IF_ERROR(file_->Append(record));
   std::unique_lock lock(mu_);
-  for (auto& [id, delta] : next) nodes_[id] = std::make_shared<const NodeDelta>(std::move(delta));
+  for (auto& [id, delta] : next) {
+    auto& slot = nodes_[id];
+    const uint64_t before = slot ? Footprint(*slot) : 0;
+    bytes_ += Footprint(delta);
+    bytes_ -= before;
+    slot = std::make_shared<const NodeDelta>(std::move(delta));
+  }
   return found;
 }
 
@@ -155,6 +173,8 @@ Status DeltaIndex::Replay(std::string_view data) {
     auto& slot = nodes_[r.update.node];
     NodeDelta delta = slot ? *slot : NodeDelta();
     Transition(r, &delta);
+    bytes_ += Footprint(delta);
+    bytes_ -= slot ? Footprint(*slot) : 0;
     slot = std::make_shared<const NodeDelta>(std::move(delta));
   }
   return Status::OK();

@@ -11,6 +11,7 @@
 // returns an immutable snapshot.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -88,6 +89,9 @@ class DeltaIndex {
   // The node's current delta, or null if no write touched it.
   std::shared_ptr<const NodeDelta> Lookup(int64_t node) const;
   size_t size() const;  // written nodes
+  // Bytes the index holds in memory (the current versions of every node's delta).
+  uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  static uint64_t Footprint(const NodeDelta& node);
 
  private:
   // An update and what its lookup in the base found.
@@ -104,6 +108,7 @@ class DeltaIndex {
   std::mutex apply_mu_;  // serializes Apply
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<const NodeDelta>> nodes_;
+  std::atomic<uint64_t> bytes_{0};
   std::unique_ptr<logstore::Wal> file_;
 };
 

@@ -76,6 +76,12 @@ StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,
   return merged_[shard]->Apply(batch);
 }
 
+uint64_t ServerGraph::AccountedBytes() const {
+  uint64_t bytes = 0;
+  for (uint32_t s : hosted_) bytes += merged_[s]->delta().bytes();
+  return bytes;
+}
+
 nlohmann::json ServerGraph::UpdateStats() const {
   nlohmann::json j = nlohmann::json::object();
   for (uint32_t s : hosted_) j[std::to_string(s)] = merged_[s]->delta().size();

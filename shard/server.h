@@ -47,6 +47,8 @@ class ServerGraph final : public ShardRouter {
   StatusOr<std::vector<bool>> ApplyUpdates(uint32_t shard, const std::vector<Update>& batch);
   // Nodes touched by writes, per hosted shard.
   nlohmann::json UpdateStats() const;
+  // Bytes the hosted shards' delta indexes hold in memory.
+  uint64_t AccountedBytes() const;
 
   // get_node_ids on the listed shards, all hosted here; sorted.
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,

@@ -158,6 +158,24 @@ bool UpdateIndex::Touched(int64_t node) const {
   return nodes_.count(node) > 0;
 }
 
+namespace {
+// A hash node with its bucket and the entry, plus a tree node (48 bytes) per dead key.
+uint64_t EntryBytes(const NodeUpdates& e) { return 80 + sizeof(NodeUpdates) + 48 * e.dead_edges.size(); }
+}  // namespace
+
+uint64_t NodeUpdatesBytes(const std::unordered_map<int64_t, NodeUpdates>& entries) {
+  uint64_t bytes = 0;
+  for (const auto& [node, e] : entries) bytes += EntryBytes(e);
+  return bytes;
+}
+
+uint64_t UpdateIndex::bytes() const {
+  std::shared_lock lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [node, e] : nodes_) bytes += EntryBytes(*e);
+  return bytes;
+}
+
 size_t UpdateIndex::size() const {
   std::shared_lock lock(mu_);
   return nodes_.size();

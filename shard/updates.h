@@ -89,6 +89,8 @@ class UpdateIndex {
   std::shared_ptr<const NodeUpdates> Lookup(int64_t node) const;
   // True if the node has an entry (cheap; the fast-path test).
   bool Touched(int64_t node) const;
+  // Bytes the entries hold in memory (an estimate from their sizes; walks them).
+  uint64_t bytes() const;
   // Nodes with an entry.
   size_t size() const;
 
@@ -103,6 +105,9 @@ class UpdateIndex {
   std::unordered_map<int64_t, std::shared_ptr<NodeUpdates>> nodes_;
   std::unique_ptr<logstore::Wal> file_;
 };
+
+// Bytes a map of entries holds in memory (an estimate from their sizes).
+uint64_t NodeUpdatesBytes(const std::unordered_map<int64_t, NodeUpdates>& entries);
 
 // Whether `data` holds a live version (given the node's current entry, may be null) of what `u`
 // targets: the node's properties (put/delete node; delete node also counts live edges) or the

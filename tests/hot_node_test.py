@@ -11,6 +11,10 @@ against a model the test builds itself from the data it writes:
    upserts at tied timestamps, deletes) sent through --write-batch; after those are compacted into
    a log shard; after more writes touching the base, the log shard and the memtable; after the
    whole cluster restarted (the shard servers replay their delta index from disk).
+3. Soak: three clients read the hot node hard for a while (large ranges, 1000-edge windows, all
+   million neighbors); every server's anonymous memory (heap and stacks, not the mapped store
+   pages) stays within 512 MiB of what it held idle, and is back within 64 MiB of it 20 s after
+   the load (docs/writes.md, "Memory").
 
 Usage: hot_node_test.py PATH/TO/zipg"""
 import bisect
@@ -215,6 +219,79 @@ def write_some(model, aggregators, n, label):
     R.note("%s: %d writes in %.1f s" % (label, n, time.monotonic() - t))
 
 
+def anon_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def soak(aggregators):
+    status = subprocess.run([ZIPG, "status", "--connect", aggregators[0], "--json"],
+                            capture_output=True, timeout=60)
+    servers = json.loads(status.stdout)["servers"]
+    check(all("anon_bytes" in m.get("memory", {}) for m in servers),
+          "soak: zipg status reports each member's memory: %s" % [m.get("memory") for m in servers])
+    pids = {m["name"]: m["pid"] for m in servers}
+    idle = {n: anon_bytes(p) for n, p in pids.items()}
+    peak = dict(idle)
+    done = []
+
+    def sampler():
+        while not done:
+            for n, p in pids.items():
+                peak[n] = max(peak[n], anon_bytes(p))
+            time.sleep(0.1)
+
+    def reader(k):
+        r = random.Random(100 + k)
+        qs = []
+        for _ in range(150):
+            x = r.random()
+            if x < 0.35:
+                qs.append({"op": "assoc_range", "id": HOT, "type": TYPE,
+                           "pos": r.randrange(DEGREE), "limit": 100})
+            elif x < 0.7:
+                qs.append({"op": "assoc_time_range", "id": HOT, "type": TYPE,
+                           "low": r.randrange(10 ** 7), "high": INT64_MAX, "limit": 1000})
+            elif x < 0.75:
+                qs.append({"op": "get_neighbor_ids", "id": HOT, "type": TYPE})
+            else:
+                qs.append({"op": "assoc_get", "id": HOT, "type": TYPE,
+                           "ids": [r.randrange(3 * DEGREE) for _ in range(10)],
+                           "low": INT64_MIN, "high": INT64_MAX})
+        got = run_batch(aggregators[k % len(aggregators)], qs)
+        check(len(got) == len(qs) and all("ok" in g for g in got),
+              "soak: reader %d: %d answers, errors %s" % (k, len(got),
+                                                          [g for g in got if "ok" not in g][:2]))
+
+    t = time.monotonic()
+    th = __import__("threading").Thread(target=sampler)
+    th.start()
+    readers = [__import__("threading").Thread(target=reader, args=(k,)) for k in range(3)]
+    for r in readers:
+        r.start()
+    for r in readers:
+        r.join()
+    done.append(True)
+    th.join()
+    load = time.monotonic() - t
+    deadline = time.monotonic() + 20
+    after = {n: anon_bytes(p) for n, p in pids.items()}
+    while time.monotonic() < deadline and any(after[n] > idle[n] + (64 << 20) for n in pids):
+        time.sleep(0.5)
+        after = {n: anon_bytes(p) for n, p in pids.items()}
+    mib = lambda b: b >> 20  # noqa: E731
+    for n in sorted(pids):
+        R.note("soak: %-13s heap idle %4d MiB, peak %4d MiB, after %4d MiB" % (
+            n, mib(idle[n]), mib(peak[n]), mib(after[n])))
+        check(peak[n] - idle[n] <= 512 << 20, "soak: %s grew by %d MiB" % (n, mib(peak[n] - idle[n])))
+        check(after[n] - idle[n] <= 64 << 20, "soak: %s kept %d MiB after the load" % (
+            n, mib(after[n] - idle[n])))
+    R.note("soak: 3 readers x 150 heavy reads in %.1f s" % load)
+
+
 def start():
     r = subprocess.run([ZIPG, "local", "start", "--store", STORE, "--memtable-mb", "0"],
                        capture_output=True, timeout=180)
@@ -246,6 +323,8 @@ def main():
     phase("after compaction", model, aggs)
     write_some(model, aggs, 5000, "more writes")
     phase("after more writes (base, log shard and memtable)", model, aggs)
+    R.section("soak: heavy concurrent reads of the hot node, memory bounded and returned")
+    soak(aggs)
     R.section("restart: the shard servers replay their delta index")
     subprocess.run([ZIPG, "local", "stop", "--store", STORE], capture_output=True, timeout=120)
     aggs = start()

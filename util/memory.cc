@@ -2,6 +2,8 @@
 
 #include "util/memory.h"
 
+#include <malloc.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -141,9 +143,46 @@ uint64_t CurrentRss() {
   return status ? FindField(*status, "VmRSS", 1024).value_or(0) : 0;
 }
 
+ResidentMemory CurrentResident() {
+  ResidentMemory m;
+  const auto status = ReadSmallFile("/proc/self/status");
+  if (!status) return m;
+  m.total = FindField(*status, "VmRSS", 1024).value_or(0);
+  m.anon = FindField(*status, "RssAnon", 1024).value_or(0);
+  m.file = FindField(*status, "RssFile", 1024).value_or(0);
+  return m;
+}
+
+std::string MemoryJson(uint64_t accounted_bytes) {
+  const ResidentMemory m = CurrentResident();
+  return "{\"rss_bytes\":" + std::to_string(m.total) + ",\"anon_bytes\":" + std::to_string(m.anon) +
+         ",\"file_bytes\":" + std::to_string(m.file) +
+         ",\"accounted_bytes\":" + std::to_string(accounted_bytes) + "}";
+}
+
 uint64_t PeakRss() {
   const auto status = ReadSmallFile("/proc/self/status");
   return status ? FindField(*status, "VmHWM", 1024).value_or(0) : 0;
+}
+
+void TuneAllocatorForServers() {
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  ::mallopt(M_ARENA_MAX, 4);
+}
+
+MemoryTrimmer::MemoryTrimmer(std::chrono::milliseconds period)
+    : thread_([this, period] {
+        std::unique_lock lock(mu_);
+        while (!cv_.wait_for(lock, period, [this] { return stop_; })) ::malloc_trim(0);
+      }) {}
+
+MemoryTrimmer::~MemoryTrimmer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
 bool ResetPeakRss() {

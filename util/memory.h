@@ -8,9 +8,13 @@
 // Thread-safety: functions are reentrant.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "util/status.h"
 
@@ -30,9 +34,39 @@ StatusOr<AvailableMemory> DetectAvailableMemory(const std::string& proc = "/proc
 // This process's resident set now and its peak so far (VmRSS / VmHWM), in bytes; 0 if unknown.
 uint64_t CurrentRss();
 uint64_t PeakRss();
+// The resident set now, split into anonymous memory (heap, stacks: what requests allocate) and
+// file pages (mapped store files: the page cache, which the kernel can take back).
+struct ResidentMemory {
+  uint64_t total = 0, anon = 0, file = 0;
+};
+ResidentMemory CurrentResident();
+// The status documents' "memory" object: rss_bytes, anon_bytes, file_bytes, accounted_bytes.
+std::string MemoryJson(uint64_t accounted_bytes);
 // Lowers the peak to the current resident set (/proc/self/clear_refs), so that PeakRss measures
 // from now on; false if the kernel refused.
 bool ResetPeakRss();
+
+// Allocator settings for the long-running servers, called once at start: blocks of 1 MiB and more
+// are mapped and unmapped directly (glibc's default raises that threshold as large blocks are
+// freed, after which they come from the heap and their memory stays with the process), and at
+// most 4 malloc arenas (a thread-per-connection server would otherwise keep one per thread).
+void TuneAllocatorForServers();
+
+// Hands free heap memory back to the system every `period` (malloc_trim), on its own thread,
+// for as long as it lives: memory a burst of requests used returns once they are done.
+class MemoryTrimmer {
+ public:
+  explicit MemoryTrimmer(std::chrono::milliseconds period);
+  ~MemoryTrimmer();
+  MemoryTrimmer(const MemoryTrimmer&) = delete;
+  MemoryTrimmer& operator=(const MemoryTrimmer&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 // "1073741824", "512M", "4G", "1.5GiB", "300MB", "64k": a byte count with an optional binary unit
 // (K, M, G, T; an optional "i" and "B" are accepted: every unit is a power of 1024).

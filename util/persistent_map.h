@@ -48,6 +48,9 @@ class PersistentMap {
 
   size_t size() const { return Size(root_); }
   bool empty() const { return root_ == nullptr; }
+  // Bytes one entry takes in memory (its node as malloc hands it out: 8 bytes of header, 16-byte
+  // granules), for accounting.
+  static constexpr size_t EntryBytes() { return (sizeof(Node) + 8 + 15) / 16 * 16; }
 
   // A map with `key` mapped to `value` (replacing any earlier value).
   [[nodiscard]] PersistentMap Insert(const Key& key, Value value) const {
