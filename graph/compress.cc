@@ -237,7 +237,15 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   auto plan = PlanBuilds(partitioner.footprints(), options.node_file, options.edge_file, budget,
                          max_parallel);
   if (!plan.ok()) {
-    ZIPG_ASSIGN_OR_RETURN(const uint32_t fit, ShardsThatFit(partitioner, options, budget));
+    // A count suggested to the user keeps a tenth of what the builds may use to spare: the memory
+    // available to the next run differs a little (page cache, other processes), and a suggestion
+    // that fits only to the last MiB would fail there.
+    const uint64_t target =
+        options.shards != 0 ? budget - (budget - kProcessBaseline) / 10 : budget;
+    ZIPG_ASSIGN_OR_RETURN(uint32_t fit, ShardsThatFit(partitioner, options, target));
+    if (fit > kMaxShards && target != budget) {
+      ZIPG_ASSIGN_OR_RETURN(fit, ShardsThatFit(partitioner, options, budget));
+    }
     if (options.shards != 0 || fit > kMaxShards) {
       return Status(plan.status().code(),
                     plan.status().message() +

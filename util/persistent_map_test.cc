@@ -48,7 +48,9 @@ void ExpectSame(const Map& m, const std::map<int64_t, int64_t>& ref, std::mt1993
     const Counted* found = m.Find(k);
     auto it = ref.find(k);
     ASSERT_EQ(found != nullptr, it != ref.end()) << k;
-    if (found) ASSERT_EQ(found->v, it->second);
+    if (found) {
+      ASSERT_EQ(found->v, it->second);
+    }
     ASSERT_EQ(m.Rank(k), static_cast<size_t>(std::distance(ref.begin(), ref.lower_bound(k))));
   }
   // Visit any window, including ones past the end, and one that stops early.
