@@ -1,6 +1,6 @@
 """Shared pieces of the end-to-end tests that run a real local cluster (cluster_test.py,
 writes_test.py): failure counting and progress lines (Report), the test directory with a private
-copy of the binary (private_binary), and process bookkeeping (Procs): which servers are ours,
+copy of the binary (private_binary), whether a binary is sanitized, and process bookkeeping (Procs): which servers are ours,
 whether they are alive, and stopping every one of them whatever happens (atexit, SIGTERM, SIGHUP),
 then removing the test directory.
 """
@@ -53,6 +53,13 @@ def private_binary(binary, prefix):
     copy = os.path.join(tmp, "zipg")
     shutil.copy2(os.path.abspath(binary), copy)
     return tmp, copy
+
+
+def sanitized(binary):
+    """Whether `binary` was built with AddressSanitizer. Its allocator keeps freed memory in a
+    quarantine and never trims, so memory bounds that hold for the real allocator do not apply."""
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
 
 
 def cmdline(pid):

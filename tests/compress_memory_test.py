@@ -28,7 +28,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_procs import Report  # noqa: E402
+from cluster_procs import Report, sanitized  # noqa: E402
 
 ZIPG = sys.argv[1]
 R = Report(30)
@@ -40,11 +40,6 @@ UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 def parse_bytes(text):
     value, unit = text.split()
     return int(float(value) * UNITS[unit])
-
-
-def sanitized(binary):
-    with open(binary, "rb") as f:
-        return b"__asan_init" in f.read()
 
 
 def run(args, cgroup=None, timeout=600):

@@ -14,7 +14,8 @@ against a model the test builds itself from the data it writes:
 3. Soak: three clients read the hot node hard for a while (large ranges, 1000-edge windows, all
    million neighbors); every server's anonymous memory (heap and stacks, not the mapped store
    pages) stays within 512 MiB of what it held idle, and is back within 64 MiB of it 20 s after
-   the load (docs/writes.md, "Memory").
+   the load (docs/writes.md, "Memory"). An AddressSanitizer build runs the soak without the
+   memory bounds: its allocator quarantines what is freed and never gives it back.
 
 Usage: hot_node_test.py PATH/TO/zipg"""
 import bisect
@@ -26,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_procs import Procs, Report, private_binary  # noqa: E402
+from cluster_procs import Procs, Report, private_binary, sanitized  # noqa: E402
 
 HOT, TYPE, DEGREE = 7, 3, 1_000_000
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -279,13 +280,20 @@ def soak(aggregators):
     load = time.monotonic() - t
     deadline = time.monotonic() + 20
     after = {n: anon_bytes(p) for n, p in pids.items()}
-    while time.monotonic() < deadline and any(after[n] > idle[n] + (64 << 20) for n in pids):
+    bounded = not sanitized(ZIPG)
+    while bounded and time.monotonic() < deadline and any(
+            after[n] > idle[n] + (64 << 20) for n in pids):
         time.sleep(0.5)
         after = {n: anon_bytes(p) for n, p in pids.items()}
     mib = lambda b: b >> 20  # noqa: E731
+    if not bounded:
+        R.note("soak: AddressSanitizer build: its allocator quarantines freed memory and never "
+               "trims, so the memory bounds are not checked (the reads and their answers are)")
     for n in sorted(pids):
         R.note("soak: %-13s heap idle %4d MiB, peak %4d MiB, after %4d MiB" % (
             n, mib(idle[n]), mib(peak[n]), mib(after[n])))
+        if not bounded:
+            continue
         check(peak[n] - idle[n] <= 512 << 20, "soak: %s grew by %d MiB" % (n, mib(peak[n] - idle[n])))
         check(after[n] - idle[n] <= 64 << 20, "soak: %s kept %d MiB after the load" % (
             n, mib(after[n] - idle[n])))
