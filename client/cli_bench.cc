@@ -59,8 +59,8 @@ const char kUsage[] =
     "  --json            also print the report as one JSON line\n"
     "  zipg bench (--connect ... | --store DIR) --mix hot [--node 0] [--type 5] [--queries 200]\n"
     "             [--writes 20000] [--write-batch 100] [--no-compact]\n"
-    "      every read of one high-degree node, compressed, after writes to it and after their\n"
-    "      compaction: p50 / p99 per operation and phase\n"
+    "      every read of one high-degree node, compressed, after writes to it, after their\n"
+    "      compaction and after writes to the compacted edges: p50 / p99 per operation and phase\n"
     "  zipg bench (--connect ... | --store DIR) --mix load [--links 1000000] [--write-batch 100]\n"
     "             [--connections 1]\n"
     "      a LinkBench-style bulk load through write batches: links/s, batch latency, CPU per link\n";

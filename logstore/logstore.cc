@@ -177,19 +177,31 @@ Status LogStore::Recover() {
       ZIPG_RETURN_IF_ERROR(sink_->Send(s, std::move(chunk), 60000).status());
     }
   }
+  ZIPG_RETURN_IF_ERROR(FlushDeletes());  // what the replay found again, for the file's next reader
   if (frozen_) wake_ = true;  // finish the interrupted compaction
   return Status::OK();
 }
 
-StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation) {
+StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation,
+                                    const std::vector<std::pair<int64_t, bool>>* stored) {
   const Update u = record.ToUpdate(0);
   bool found = false;
   for (auto& ls : log_shards_) {
     auto entry = ls.deletes->Lookup(u.node);
-    ZIPG_ASSIGN_OR_RETURN(bool live,
-                          shard::FoundLive(*ls.PartFor(u.node), entry ? &*entry : nullptr, u));
+    const std::pair<int64_t, bool>* hint = nullptr;
+    if (stored) {
+      for (const auto& h : *stored) {
+        if (h.first == ls.generation) hint = &h;
+      }
+    }
+    bool live;
+    if (hint) {
+      live = hint->second && !(entry && entry->EdgeDead(u.type, u.dst));
+    } else {
+      ZIPG_ASSIGN_OR_RETURN(live, shard::FoundLive(*ls.PartFor(u.node), entry ? &*entry : nullptr, u));
+    }
     if (!live) continue;
-    ZIPG_RETURN_IF_ERROR(ls.deletes->Record({u}, {true}));
+    ls.deletes->Apply(u);  // persisted with the group's (FlushDeletes)
     found = true;
   }
   if (frozen_ && frozen_->generation != generation) {
@@ -202,6 +214,12 @@ StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation)
   if (memtable_->Remove(u)) found = true;
   if (record.is_put()) memtable_->Put(record);
   return found;
+}
+
+Status LogStore::FlushDeletes() {
+  std::shared_lock data(data_mu_);  // readers go on; log shards are only added under it
+  for (auto& ls : log_shards_) ZIPG_RETURN_IF_ERROR(ls.deletes->Flush());
+  return Status::OK();
 }
 
 // Holds a stripe shared or exclusively for the life of one write (see LogStore::Stripe).
@@ -299,7 +317,10 @@ void LogStore::LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self) {
   order_cv_.notify_all();
   lock.unlock();
 
-  if (logged.ok()) AwaitGroup(&fanout);
+  if (logged.ok()) {
+    LookupStored(group, &fanout);
+    AwaitGroup(&fanout);
+  }
   const auto t2 = std::chrono::steady_clock::now();
 
   lock.lock();
@@ -357,6 +378,30 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   return Status::OK();
 }
 
+void LogStore::LookupStored(const std::vector<Commit*>& group, GroupFanout* fanout) {
+  fanout->stored.assign(group.size(), {});
+  // The parts to ask, taken under the lock; log shards stay put while they are read (ShardsIn).
+  std::vector<std::vector<std::pair<int64_t, const shard::Shard*>>> parts(group.size());
+  {
+    std::shared_lock data(data_mu_);
+    if (log_shards_.empty()) return;
+    for (size_t i = 0; i < group.size(); ++i) {
+      const LogRecord& r = *group[i]->record;
+      if (r.op != UpdateOp::kPutEdge && r.op != UpdateOp::kDeleteEdge) continue;
+      for (const auto& ls : log_shards_) parts[i].emplace_back(ls.generation, ls.PartFor(r.node));
+    }
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    const LogRecord& r = *group[i]->record;
+    for (const auto& [generation, part] : parts[i]) {
+      auto got = part->AssocGet(r.node, r.type, {r.dst}, std::numeric_limits<int64_t>::min(),
+                                std::numeric_limits<int64_t>::max());
+      // On an error ApplyLocal looks again, and reports it.
+      if (got.ok()) fanout->stored[i].emplace_back(generation, !got->empty());
+    }
+  }
+}
+
 void LogStore::AwaitGroup(GroupFanout* fanout) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.update_timeout_ms);
@@ -386,7 +431,8 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
     std::unique_lock data(data_mu_);
     for (size_t i = 0; i < group.size(); ++i) {
       Commit* c = group[i];
-      StatusOr<bool> found = ApplyLocal(*c->record, generation);
+      StatusOr<bool> found =
+          ApplyLocal(*c->record, generation, fanout.stored.empty() ? nullptr : &fanout.stored[i]);
       if (!found.ok()) {
         c->status = found.status();
       } else if (!fanout.status[i].ok()) {
@@ -396,6 +442,11 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
       }
     }
     full = options_.memtable_bytes > 0 && !frozen_ && memtable_->bytes() >= options_.memtable_bytes;
+  }
+  // The group's deletes on log shards, one record per shard touched, before any write of it is
+  // acknowledged. Had this failed, the writes are still logged: their outcome is unknown.
+  if (Status flushed = FlushDeletes(); !flushed.ok()) {
+    for (Commit* c : group) c->status = flushed;
   }
   writes_ += group.size();
   if (full) {
@@ -719,8 +770,11 @@ Status LogStore::BuildFrozen(json* summary) {
       for (const auto& [node, entry] : frozen_->overlay) {
         if (entry.edges_dead) moved.push_back({UpdateOp::kDeleteNode, node, 0, 0, 0});
         if (entry.props_dead) moved.push_back({UpdateOp::kPutNode, node, 0, 0, 0});
-        for (const auto& [type, dst] : entry.dead_edges) {
-          moved.push_back({UpdateOp::kDeleteEdge, node, type, dst, 0});
+        for (const auto& [type, dsts] : entry.dead_edges) {
+          dsts.Visit(0, dsts.size(), [&](int64_t dst, const shard::Unit&) {
+            moved.push_back({UpdateOp::kDeleteEdge, node, type, dst, 0});
+            return true;
+          });
         }
       }
       if (!moved.empty()) {

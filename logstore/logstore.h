@@ -168,16 +168,27 @@ class LogStore final : public GraphWriteApi {
     std::vector<std::optional<StatusOr<shard::UpdateSender::Reply>>> replies;  // per base shard
     std::vector<Status> status;                // per write: its base shard's answer
     std::vector<bool> found;                   // per write: the base held a live version
+    // Per write of an edge: (generation, whether that log shard stores the key) per log shard.
+    // A log shard never changes, so this is looked up while the base shards work, without the
+    // exclusive data lock; ApplyLocal adds the deletes made since.
+    std::vector<std::vector<std::pair<int64_t, bool>>> stored;
   };
   // Appends the group to `wal` and posts its updates (commit_mu_ not held; one group at a time).
   Status LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
                   GroupFanout* fanout);
+  // Fills fanout->stored for the group's edge writes (the data lock held only to list the parts).
+  void LookupStored(const std::vector<Commit*>& group, GroupFanout* fanout);
   // Waits for the base shards' answers to the group's batches (until the update timeout).
   void AwaitGroup(GroupFanout* fanout);
   // Applies the group locally and sets each write's outcome (groups in log order).
   void ApplyGroup(const std::vector<Commit*>& group, int64_t generation, const GroupFanout& fanout);
-  // Applies a logged record to the LogStore's own fragments (data lock held exclusively).
-  StatusOr<bool> ApplyLocal(const LogRecord& record, int64_t generation);
+  // Applies a logged record to the LogStore's own fragments (data lock held exclusively). Deletes
+  // on log shards are applied in memory; FlushDeletes persists them. `stored`, if given, says
+  // which log shards store the edge key (GroupFanout::stored); others are looked up here.
+  StatusOr<bool> ApplyLocal(const LogRecord& record, int64_t generation,
+                            const std::vector<std::pair<int64_t, bool>>* stored = nullptr);
+  // Persists the deletes ApplyLocal queued on each log shard (data lock not held).
+  Status FlushDeletes();
   // Calls `visit` with each memtable of `generations` (live, frozen) and the node's deletes there,
   // under the data lock; returns the log shards of `generations` to read after it, and counts the
   // read in fragment_reads.

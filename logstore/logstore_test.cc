@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <latch>
 #include <limits>
 #include <map>
@@ -281,6 +282,98 @@ TEST(LogStoreTest, FragmentEdgesAgreeWithTheWholeFragment) {
       }
     }
   }
+}
+
+// Writes that delete edges of a log shard (upserts and deletes of its keys, in write batches): the
+// outcomes and the fragments agree with a model; each commit group persists its deletes on the log
+// shard as one record of the deletion file, holding exactly the keys that were live there; a node
+// whose log-shard edges are all deleted has none live (obj_delete finds nothing); a restart reads
+// the same and, finding every key already dead, appends nothing.
+TEST(LogStoreTest, LogShardDeletesAgreeWithAModelAndAreOneRecordPerGroup) {
+  ScratchDir dir("logstore_test");
+  ASSERT_TRUE(dir.ok());
+  auto h = std::make_unique<Harness>(dir.path());
+  using Key = std::pair<int64_t, int64_t>;  // (type, dst)
+  std::map<int64_t, std::map<Key, Edge>> model;
+  std::map<int64_t, std::set<Key>> in_shard;  // keys with a live version in the log shard
+  auto add = [&](const Edge& e) {
+    auto replaced = h->store().AssocAdd(e);
+    ASSERT_TRUE(replaced.ok()) << replaced.status().ToString();
+    model[e.src][{e.type, e.dst}] = e;
+  };
+  for (int64_t dst = 0; dst < 400; ++dst) add({5, 0, dst, dst % 50, {{"d", std::to_string(dst)}}});
+  for (int64_t dst = 0; dst < 100; ++dst) add({5, 1, dst, dst, {}});
+  for (int64_t dst = 0; dst < 3; ++dst) add({6, 0, dst, 7, {}});
+  ASSERT_TRUE(h->store().Compact().ok());
+  WaitForCompaction(h->store(), 1);
+  for (const auto& [src, edges] : model) {
+    for (const auto& [key, e] : edges) in_shard[src].insert(key);
+  }
+  const std::string deletes = dir.path() + "/shard-1.deletes";
+  ASSERT_TRUE(std::filesystem::exists(deletes));
+
+  std::mt19937_64 rng(23);
+  for (int round = 0; round < 6; ++round) {
+    std::vector<LogRecord> batch;
+    std::vector<bool> want;
+    uint64_t live_here = 0;  // writes whose key had a live version in the log shard
+    for (int i = 0; i < 150; ++i) {
+      LogRecord r;
+      r.node = 5;
+      r.type = static_cast<int64_t>(rng() % 2);
+      r.dst = static_cast<int64_t>(rng() % 450);
+      if (round == 0 && i < 3) r = LogRecord{UpdateOp::kDeleteEdge, 6, 0, i, 0, {}};
+      const Key key{r.type, r.dst};
+      auto& edges = model[r.node];
+      want.push_back(edges.count(key) > 0);
+      if (in_shard[r.node].erase(key) > 0) ++live_here;
+      if (r.node == 5 && rng() % 3 != 0) {
+        r.op = UpdateOp::kPutEdge;
+        r.timestamp = static_cast<int64_t>(rng() % 60);
+        r.properties = {{"r", std::to_string(round)}};
+        edges[key] = Edge{r.node, r.type, r.dst, r.timestamp, r.properties};
+      } else {
+        r.op = UpdateOp::kDeleteEdge;
+        edges.erase(key);
+      }
+      batch.push_back(r);
+    }
+    const uint64_t size_before = std::filesystem::file_size(deletes);
+    std::vector<StatusOr<bool>> got = h->store().CommitUnconditional(batch);
+    ASSERT_EQ(got.size(), batch.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
+      EXPECT_EQ(*got[i], want[i]) << "round " << round << " write " << i;
+    }
+    // One record: framing, the count, 41 bytes and a found flag per update.
+    const uint64_t record = live_here == 0 ? 0 : kWalHeaderSize + 4 + live_here * (41 + 1);
+    EXPECT_EQ(std::filesystem::file_size(deletes) - size_before, record) << "round " << round;
+  }
+  auto expect_model = [&](LogStore& store) {
+    const auto snapshot = Snapshot(store, {5, 6});
+    for (int64_t src : {5, 6}) {
+      std::vector<Edge> want;
+      for (const auto& [key, e] : model[src]) want.push_back(e);
+      std::sort(want.begin(), want.end(), ByTypeNewestFirst);
+      EXPECT_EQ(snapshot.at(src), want) << "node " << src;
+    }
+  };
+  expect_model(h->store());
+  ASSERT_TRUE(model[6].empty());
+  const uint64_t size = std::filesystem::file_size(deletes);
+  h.reset();
+  h = std::make_unique<Harness>(dir.path());
+  expect_model(h->store());
+  EXPECT_EQ(std::filesystem::file_size(deletes), size) << "the replay found every key dead already";
+  // Node 6's three log-shard edges are dead (the count of live ones is 0); node 5 has live ones.
+  auto gone = h->store().ObjDelete(6);
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_FALSE(*gone);
+  auto deleted = h->store().ObjDelete(5);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_TRUE(*deleted);
+  model[5].clear();
+  expect_model(h->store());
 }
 
 // A compaction whose generation cannot be built as one partition within the memory budget builds

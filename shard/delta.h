@@ -52,8 +52,6 @@ struct EdgeKeyHash {
     return std::hash<int64_t>()(k.timestamp) * 0x9E3779B97F4A7C15ull ^ std::hash<int64_t>()(k.dst);
   }
 };
-struct Unit {};
-
 // One type's writes at one node.
 struct TypeDelta {
   PersistentMap<uint64_t, Unit> dead;  // TimeOrders of the base record's deleted edges

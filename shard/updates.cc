@@ -100,7 +100,10 @@ void UpdateIndex::ApplyTo(const Update& u, bool found, NodeUpdates* entry) {
       break;
     case UpdateOp::kPutEdge:
     case UpdateOp::kDeleteEdge:
-      if (found) entry->dead_edges.insert({u.type, u.dst});
+      if (found) {
+        auto& dsts = entry->dead_edges[u.type];
+        dsts = dsts.Insert(u.dst, Unit{});
+      }
       break;
   }
 }
@@ -122,28 +125,43 @@ Status UpdateIndex::Replay(std::string_view record) {
   std::vector<Update> batch;
   std::vector<uint8_t> found;
   ZIPG_RETURN_IF_ERROR(DecodeUpdates(record, &batch, &found));
-  for (size_t i = 0; i < batch.size(); ++i) {
-    auto& slot = nodes_[batch[i].node];
-    if (!slot) slot = std::make_shared<NodeUpdates>();
-    ApplyTo(batch[i], found[i] != 0, slot.get());
-  }
+  for (size_t i = 0; i < batch.size(); ++i) ApplyLocked(batch[i], found[i] != 0);
   return Status::OK();
+}
+
+void UpdateIndex::ApplyLocked(const Update& u, bool found) {
+  auto& slot = nodes_[u.node];
+  if (!slot) {
+    slot = std::make_shared<NodeUpdates>();
+  } else if (slot.use_count() > 1) {
+    slot = std::make_shared<NodeUpdates>(*slot);  // a reader holds the old one: copy on write
+  }
+  ApplyTo(u, found, slot.get());
 }
 
 Status UpdateIndex::Record(const std::vector<Update>& batch, const std::vector<bool>& found) {
   std::vector<uint8_t> flags(found.begin(), found.end());
   ZIPG_RETURN_IF_ERROR(file_->Append(EncodeUpdates(batch, &flags)));
   std::unique_lock lock(mu_);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    auto& slot = nodes_[batch[i].node];
-    if (!slot) {
-      slot = std::make_shared<NodeUpdates>();
-    } else if (slot.use_count() > 1) {
-      slot = std::make_shared<NodeUpdates>(*slot);  // a reader holds the old one: copy on write
-    }
-    ApplyTo(batch[i], found[i], slot.get());
-  }
+  for (size_t i = 0; i < batch.size(); ++i) ApplyLocked(batch[i], found[i]);
   return Status::OK();
+}
+
+void UpdateIndex::Apply(const Update& u) {
+  std::unique_lock lock(mu_);
+  ApplyLocked(u, true);
+  pending_.push_back(u);
+}
+
+Status UpdateIndex::Flush() {
+  std::vector<Update> batch;
+  {
+    std::unique_lock lock(mu_);
+    batch.swap(pending_);
+  }
+  if (batch.empty()) return Status::OK();
+  const std::vector<uint8_t> flags(batch.size(), 1);
+  return file_->Append(EncodeUpdates(batch, &flags));
 }
 
 std::shared_ptr<const NodeUpdates> UpdateIndex::Lookup(int64_t node) const {
@@ -159,8 +177,15 @@ bool UpdateIndex::Touched(int64_t node) const {
 }
 
 namespace {
-// A hash node with its bucket and the entry, plus a tree node (48 bytes) per dead key.
-uint64_t EntryBytes(const NodeUpdates& e) { return 80 + sizeof(NodeUpdates) + 48 * e.dead_edges.size(); }
+// A hash node with its bucket and the entry, per type a tree node with its set, per dead key a
+// set entry (a version's own; versions share most of them).
+uint64_t EntryBytes(const NodeUpdates& e) {
+  uint64_t bytes = 80 + sizeof(NodeUpdates);
+  for (const auto& [type, dsts] : e.dead_edges) {
+    bytes += 48 + sizeof(dsts) + dsts.size() * PersistentMap<int64_t, Unit>::EntryBytes();
+  }
+  return bytes;
+}
 }  // namespace
 
 uint64_t NodeUpdatesBytes(const std::unordered_map<int64_t, NodeUpdates>& entries) {
@@ -184,13 +209,9 @@ size_t UpdateIndex::size() const {
 StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const NodeUpdates* entry) {
   if (entry && entry->edges_dead) return int64_t{0};
   ZIPG_ASSIGN_OR_RETURN(int64_t n, data.AssocCount(id, type));
-  if (entry == nullptr || n == 0) return n;
-  const std::vector<int64_t> dead = entry->DeadDsts(type);
-  if (dead.empty()) return n;
-  ZIPG_ASSIGN_OR_RETURN(auto stored, data.AssocGet(id, type, dead,
-                                                   std::numeric_limits<int64_t>::min(),
-                                                   std::numeric_limits<int64_t>::max()));
-  return n - static_cast<int64_t>(stored.size());
+  if (entry == nullptr) return n;
+  // Each dead key was live here when it was recorded, so it is stored here once.
+  return std::max<int64_t>(0, n - static_cast<int64_t>(entry->DeadCount(type)));
 }
 
 }  // namespace zipg::shard

@@ -10,12 +10,11 @@
 #pragma once
 
 #include <cstdint>
-#include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -23,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/persistent_map.h"
 #include "util/status.h"
 
 namespace zipg::logstore {
@@ -55,22 +55,26 @@ std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<
 Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
                      std::vector<uint8_t>* flags);
 
+// An empty value: a PersistentMap<K, Unit> is a persistent set.
+struct Unit {};
+
 struct NodeUpdates {
-  bool props_dead = false;                        // the properties stored here are deleted
-  bool edges_dead = false;                        // every edge stored here is deleted
-  std::set<std::pair<int64_t, int64_t>> dead_edges;  // (type, dst) deleted here
+  bool props_dead = false;  // the properties stored here are deleted
+  bool edges_dead = false;  // every edge stored here is deleted
+  // Per type, the dsts of the edges stored here that are deleted. Only keys that were live here
+  // are recorded (Record's `found`), so each is stored here once. Persistent sets: a copy of the
+  // entry (copy on write, while a reader holds the old one) costs O(types), not O(deletes).
+  std::map<int64_t, PersistentMap<int64_t, Unit>> dead_edges;
 
   bool EdgeDead(int64_t type, int64_t dst) const {
-    return edges_dead || dead_edges.count({type, dst}) > 0;
+    if (edges_dead) return true;
+    auto it = dead_edges.find(type);
+    return it != dead_edges.end() && it->second.Find(dst) != nullptr;
   }
-  // The dsts of `type` in dead_edges, ascending.
-  std::vector<int64_t> DeadDsts(int64_t type) const {
-    std::vector<int64_t> out;
-    for (auto it = dead_edges.lower_bound({type, std::numeric_limits<int64_t>::min()});
-         it != dead_edges.end() && it->first == type; ++it) {
-      out.push_back(it->second);
-    }
-    return out;
+  // How many of the type's stored edges are deleted (edges_dead aside).
+  size_t DeadCount(int64_t type) const {
+    auto it = dead_edges.find(type);
+    return it == dead_edges.end() ? 0 : it->second.size();
   }
 };
 
@@ -83,6 +87,14 @@ class UpdateIndex {
   // Persists and applies a batch whose outcomes the caller decided: found[i] = whether this
   // fragment held a live version of what update i targets.
   Status Record(const std::vector<Update>& batch, const std::vector<bool>& found);
+
+  // Applies one update that found a live version here, in memory only, and queues it for Flush.
+  // The LogStore applies a commit group's writes one at a time (each must see those before it)
+  // and persists them with one Flush before it acknowledges any: until then they are durable only
+  // in its WAL, whose replay applies them again.
+  void Apply(const Update& u);
+  // Persists what Apply queued, as one record (nothing if nothing is queued).
+  Status Flush();
 
   // The node's entry (an immutable snapshot: later batches copy on write); null if the node was
   // never touched by a write.
@@ -100,9 +112,12 @@ class UpdateIndex {
  private:
   UpdateIndex() = default;
   Status Replay(std::string_view record);
+  // Applies u to its node's entry, copying the entry first if a reader holds it. mu_ held.
+  void ApplyLocked(const Update& u, bool found);
 
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<NodeUpdates>> nodes_;
+  std::vector<Update> pending_;  // applied by Apply, not yet persisted
   std::unique_ptr<logstore::Wal> file_;
 };
 
@@ -115,7 +130,7 @@ uint64_t NodeUpdatesBytes(const std::unordered_map<int64_t, NodeUpdates>& entrie
 StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Update& u);
 
 // How many edges of (id, type) in `data` are live, given the node's deletes there (may be null):
-// the stored count minus the deleted keys actually stored (a dead key may have no version here).
+// the stored count minus the dead keys (each of which is stored here: see NodeUpdates).
 StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const NodeUpdates* entry);
 
 }  // namespace zipg::shard
