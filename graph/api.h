@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/types.h"
+#include "model/types.h"
 #include "util/status.h"
 
 namespace zipg {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/types.h"
+#include "model/types.h"
 
 namespace zipg {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/types.h"
+#include "model/types.h"
 #include "layout/compressed_file.h"
 #include "layout/node_file.h"
 #include "util/status.h"

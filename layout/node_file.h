@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/types.h"
+#include "model/types.h"
 #include "layout/compressed_file.h"
 #include "layout/record_coding.h"
 #include "util/status.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "graph/types.h"
+#include "model/types.h"
 #include "shard/updates.h"
 #include "util/status.h"
 

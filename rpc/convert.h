@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "graph/api.h"
-#include "graph/types.h"
+#include "model/types.h"
 #include "util/status.h"
 #include "zipg_rpc/zipg_types.h"
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "graph/types.h"
+#include "model/types.h"
 #include "layout/edge_file.h"
 #include "layout/node_file.h"
 
