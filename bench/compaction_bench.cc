@@ -24,9 +24,9 @@
 
 #include "client/cli.h"
 #include "datagen/random.h"
-#include "util/status.h"
 #include "logstore/logstore.h"
 #include "shard/update_channel.h"
+#include "util/status.h"
 
 namespace {
 
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   fs::remove_all(dir, ec);
 
   auto receiver = shard::UpdateReceiver::Start(
-      "127.0.0.1", 0, [](uint32_t, const std::vector<shard::Update>& updates) {
+      "127.0.0.1", 0, [](uint32_t, const std::vector<engine::Update>& updates) {
         return StatusOr<std::vector<bool>>(std::vector<bool>(updates.size(), false));
       });
   if (!receiver.ok()) Die(receiver.status().ToString());
@@ -107,8 +107,11 @@ int main(int argc, char** argv) {
       for (uint64_t i = 0; !full.load(std::memory_order_relaxed); ++i) {
         std::string payload(128, 'a');
         for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
-        Edge e{static_cast<int64_t>(zipf.Next(rng)), static_cast<int64_t>(rng.Uniform(5)),
-               static_cast<int64_t>(rng.Uniform(nodes)), ++clock, {{"data", payload}}};
+        Edge e{static_cast<int64_t>(zipf.Next(rng)),
+               static_cast<int64_t>(rng.Uniform(5)),
+               static_cast<int64_t>(rng.Uniform(nodes)),
+               ++clock,
+               {{"data", payload}}};
         Status s = ls.AssocAdd(e).status();
         if (!s.ok()) Die("assoc_add: " + s.ToString());
         ++written;
@@ -125,8 +128,8 @@ int main(int argc, char** argv) {
   const uint64_t wal_bytes = fs::file_size(wal);
   const double rss_before = ProcMiB("VmRSS");
   std::printf("log: %llu records, %.1f MiB in %.1f s (%.0f records/s, no fsync), RSS %.0f MiB\n",
-              static_cast<unsigned long long>(written.load()), wal_bytes / 1048576.0,
-              fill_seconds, written.load() / fill_seconds, rss_before);
+              static_cast<unsigned long long>(written.load()), wal_bytes / 1048576.0, fill_seconds,
+              written.load() / fill_seconds, rss_before);
   std::printf("commit: %s, update batches %s\n", ls.StatusJson()["commit"].dump().c_str(),
               ls.StatusJson()["update_batches"].dump().c_str());
   // The memtable's accounting against what the process really grew by (docs/writes.md,
@@ -157,11 +160,12 @@ int main(int argc, char** argv) {
   for (const auto& entry : fs::recursive_directory_iterator(dir + "/shard-1")) {
     if (entry.is_regular_file()) shard_bytes += entry.file_size();
   }
-  std::printf("compaction: %.1f s (build %.1f s), %.1f MiB/s of log; log shard %.1f MiB on disk "
-              "(%.2fx the log); peak RSS %.0f MiB (%.1fx the log)\n",
-              seconds, done.value("build_seconds", 0.0), wal_bytes / 1048576.0 / seconds,
-              shard_bytes / 1048576.0, static_cast<double>(shard_bytes) / wal_bytes,
-              ru.ru_maxrss / 1024.0, ru.ru_maxrss * 1024.0 / wal_bytes);
+  std::printf(
+      "compaction: %.1f s (build %.1f s), %.1f MiB/s of log; log shard %.1f MiB on disk "
+      "(%.2fx the log); peak RSS %.0f MiB (%.1fx the log)\n",
+      seconds, done.value("build_seconds", 0.0), wal_bytes / 1048576.0 / seconds,
+      shard_bytes / 1048576.0, static_cast<double>(shard_bytes) / wal_bytes, ru.ru_maxrss / 1024.0,
+      ru.ru_maxrss * 1024.0 / wal_bytes);
   std::printf("summary: %s\n", done.dump().c_str());
 
   // Read the sampled edges back through the log shard. An edge key written twice holds only its
@@ -175,9 +179,9 @@ int main(int argc, char** argv) {
       if (x.type != e.type || x.dst != e.dst) continue;
       // The same version, or one written later to the same key (by this thread: a larger clock;
       // by another thread: any clock, as the threads race).
-      ok = x.timestamp == e.timestamp ? x.properties == e.properties
-                                      : (x.timestamp >> 40) != (e.timestamp >> 40) ||
-                                            x.timestamp > e.timestamp;
+      ok = x.timestamp == e.timestamp
+               ? x.properties == e.properties
+               : (x.timestamp >> 40) != (e.timestamp >> 40) || x.timestamp > e.timestamp;
     }
     ++checked;
     if (!ok) ++bad;

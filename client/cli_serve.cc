@@ -10,18 +10,18 @@
 #include <chrono>
 #include <iostream>
 #include <mutex>
-#include <thread>
 #include <sstream>
+#include <thread>
 
 #include "aggregator/aggregator.h"
 #include "client/cli.h"
-#include "util/memory.h"
 #include "cluster/membership.h"
-#include "rpc/server.h"
 #include "logstore/logstore.h"
 #include "logstore/server.h"
+#include "rpc/server.h"
 #include "shard/server.h"
 #include "shard/update_channel.h"
+#include "util/memory.h"
 
 namespace zipg::cli {
 namespace {
@@ -94,8 +94,7 @@ int RunServe(int argc, char** argv) {
   }
   Status known = args->CheckKnown({"store", "shards", "etcd", "host", "port", "cluster", "name",
                                    "lease-ttl", "call-timeout-ms", "no-verify", "update-port",
-                                   "memtable-mb", "compaction-memory", "no-sync",
-                                   "write-batches"});
+                                   "memtable-mb", "compaction-memory", "no-sync", "write-batches"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -163,14 +162,14 @@ int RunServe(int argc, char** argv) {
     }
     auto receiver = shard::UpdateReceiver::Start(
         server_options.host, static_cast<int>(*update_port),
-        [g = shard_graph.get()](uint32_t s, const std::vector<shard::Update>& batch) {
+        [g = shard_graph.get()](uint32_t s, const std::vector<engine::Update>& batch) {
           return g->ApplyUpdates(s, batch);
         });
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
     info.update_endpoint = update_receiver->endpoint();
-    auto handler = std::make_shared<shard::ShardHandler>(
-        shard_graph.get(), [&]() -> StatusOr<std::string> {
+    auto handler =
+        std::make_shared<shard::ShardHandler>(shard_graph.get(), [&]() -> StatusOr<std::string> {
           nlohmann::json j = info.ToJson();
           j["calls"] = calls->load();
           j["touched_nodes"] = shard_graph->UpdateStats();
@@ -192,8 +191,9 @@ int RunServe(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (map->num_shards == 0 || !map->Unserved().empty()) {
-      return Fail(Status::Unavailable("the shard map is incomplete after 60 s; start the shard "
-                                      "servers first"));
+      return Fail(
+          Status::Unavailable("the shard map is incomplete after 60 s; start the shard "
+                              "servers first"));
     }
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
     sender = std::make_unique<shard::UpdateSender>(
@@ -210,7 +210,8 @@ int RunServe(int argc, char** argv) {
     log_options.memtable_bytes = *memtable_mb << 20;
     if (auto limit = args->Get("compaction-memory")) {
       auto bytes = ParseByteSize(*limit);
-      if (!bytes.ok()) return UsageError("--compaction-memory: " + bytes.status().message(), kUsage);
+      if (!bytes.ok())
+        return UsageError("--compaction-memory: " + bytes.status().message(), kUsage);
       log_options.compaction_memory_bytes = *bytes;
     }
     log_options.sync = !args->Has("no-sync");

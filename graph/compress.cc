@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/shard.h"
 #include "graph/manifest.h"
 #include "graph/memory_plan.h"
 #include "graph/partition.h"
@@ -23,7 +24,6 @@
 #include "layout/edge_file.h"
 #include "layout/node_file.h"
 #include "layout/record_coding.h"
-#include "shard/shard.h"
 #include "util/memory.h"
 
 namespace zipg::graph {
@@ -147,8 +147,7 @@ uint32_t FirstShardCount(const GraphSource& source, const CompressOptions& optio
     const std::vector<ShardFootprint> guess(
         shards, EstimateFootprint(source.node_bytes, source.edge_bytes, shards));
     if (PlanBuilds(guess, options.node_file, options.edge_file, budget, 1).ok()) break;
-    shards = std::min(kMaxShards,
-                      ShardsToFit(guess, options.node_file, options.edge_file, budget));
+    shards = std::min(kMaxShards, ShardsToFit(guess, options.node_file, options.edge_file, budget));
   }
   return shards;
 }
@@ -247,12 +246,12 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
       ZIPG_ASSIGN_OR_RETURN(fit, ShardsThatFit(partitioner, options, budget));
     }
     if (options.shards != 0 || fit > kMaxShards) {
-      return Status(plan.status().code(),
-                    plan.status().message() +
-                        (fit <= kMaxShards ? "; --shards " + std::to_string(fit) + " would fit"
-                                           : "; no shard count up to " +
-                                                 std::to_string(kMaxShards) +
-                                                 " fits (one node's edges may be too many)"));
+      return Status(
+          plan.status().code(),
+          plan.status().message() + (fit <= kMaxShards
+                                         ? "; --shards " + std::to_string(fit) + " would fit"
+                                         : "; no shard count up to " + std::to_string(kMaxShards) +
+                                               " fits (one node's edges may be too many)"));
     }
     note(std::to_string(partitioner.shards()) + " shards would not fit the budget: partitioning " +
          "into " + std::to_string(fit));
@@ -334,7 +333,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   std::map<std::string, uint64_t> breakdown;
   for (uint32_t s = 0; s < num_shards; ++s) {
     const std::string dir = tmp + "/" + ShardDirName(s);
-    for (const char* name : shard::kShardFiles) {
+    for (const char* name : engine::kShardFiles) {
       ManifestFile file;
       file.path = ShardDirName(s) + "/" + name;
       file.bytes = fs::file_size(dir + "/" + name, ec);
@@ -424,8 +423,7 @@ Status CompressFiles(const CompressInputs& inputs, const std::string& out_dir,
 Status CompressGraph(InputGraph graph, const std::string& out_dir, const CompressOptions& options,
                      const CompressProgress& progress, CompressReport* report) {
   GraphSource source;
-  source.feed = [&graph](InputSink* sink,
-                         const CompressProgress& progress) -> StatusOr<uint64_t> {
+  source.feed = [&graph](InputSink* sink, const CompressProgress& progress) -> StatusOr<uint64_t> {
     const uint64_t rows = graph.nodes.size() + graph.edges.size();
     if (progress) progress("partition", 0, rows);
     ZIPG_RETURN_IF_ERROR(sink->NodeHeader(graph.node_property_names));

@@ -33,7 +33,7 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
   std::vector<std::string> expected, listed;
   std::set<std::string> opened;  // the files of the shards opened here
   for (uint32_t i = 0; i < store.manifest.shards; ++i) {
-    for (const char* name : shard::kShardFiles) {
+    for (const char* name : engine::kShardFiles) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
       if (wanted[i]) opened.insert(expected.back());
     }
@@ -70,7 +70,7 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
       continue;
     }
     ZIPG_ASSIGN_OR_RETURN(auto shard,
-                          shard::Shard::Open(dir + "/" + graph::ShardDirName(i), open_options));
+                          engine::Shard::Open(dir + "/" + graph::ShardDirName(i), open_options));
     store.shards.push_back(std::move(shard));
   }
   return store;

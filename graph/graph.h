@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "graph/router.h"
+#include "engine/shard.h"
 #include "graph/manifest.h"
-#include "shard/shard.h"
+#include "graph/router.h"
 
 namespace zipg {
 
@@ -24,7 +24,7 @@ struct GraphOpenOptions {
 // A store's manifest and shards, checked as Graph::Open describes.
 struct OpenedStore {
   graph::Manifest manifest;
-  std::vector<std::unique_ptr<shard::Shard>> shards;  // null for shards not opened
+  std::vector<std::unique_ptr<engine::Shard>> shards;  // null for shards not opened
 };
 // Opens the shards listed in `only` (every shard if null); only their files are checked.
 StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& options,
@@ -36,16 +36,18 @@ class Graph final : public ShardRouter {
                                                const GraphOpenOptions& options = {});
 
   const graph::Manifest& manifest() const { return manifest_; }
-  const shard::Shard& shard(uint32_t i) const { return *shards_[i]; }
+  const engine::Shard& shard(uint32_t i) const { return *shards_[i]; }
 
  protected:
-  StatusOr<const shard::ShardReader*> LocalShard(uint32_t index) override { return shards_[index].get(); }
+  StatusOr<const engine::ShardReader*> LocalShard(uint32_t index) override {
+    return shards_[index].get();
+  }
 
  private:
   Graph() = default;
 
   graph::Manifest manifest_;
-  std::vector<std::unique_ptr<shard::Shard>> shards_;
+  std::vector<std::unique_ptr<engine::Shard>> shards_;
 };
 
 }  // namespace zipg

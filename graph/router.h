@@ -14,8 +14,8 @@
 #include <map>
 #include <vector>
 
+#include "engine/shard.h"
 #include "graph/api.h"
-#include "shard/shard.h"
 
 namespace zipg {
 
@@ -50,7 +50,7 @@ class ShardRouter : public GraphApi {
   void set_num_shards(uint32_t n) { num_shards_ = n; }
 
   // Shard `index` if it is open in this process; UNAVAILABLE otherwise.
-  virtual StatusOr<const shard::ShardReader*> LocalShard(uint32_t index) = 0;
+  virtual StatusOr<const engine::ShardReader*> LocalShard(uint32_t index) = 0;
   // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
   virtual StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties);
   // The ids of `groups` (shard -> ids it owns) whose node matches every pair (any order).
@@ -59,7 +59,7 @@ class ShardRouter : public GraphApi {
       const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties);
 
  private:
-  StatusOr<const shard::ShardReader*> Owner(int64_t id);
+  StatusOr<const engine::ShardReader*> Owner(int64_t id);
   uint32_t num_shards_ = 0;
 };
 

@@ -1,12 +1,13 @@
 #include "logstore/logstore.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <limits>
 
 #include "graph/compress.h"
@@ -17,10 +18,10 @@
 namespace zipg::logstore {
 
 namespace fs = std::filesystem;
+using engine::NodeUpdates;
+using engine::Update;
+using engine::UpdateOp;
 using nlohmann::json;
-using shard::NodeUpdates;
-using shard::Update;
-using shard::UpdateOp;
 
 namespace {
 constexpr char kStateName[] = "STATE";
@@ -134,7 +135,7 @@ Status LogStore::Recover() {
     GraphOpenOptions open_options;
     ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(g), open_options, nullptr));
     ls.parts = std::move(opened.shards);
-    ZIPG_ASSIGN_OR_RETURN(ls.deletes, shard::UpdateIndex::Open(ShardDir(g) + ".deletes"));
+    ZIPG_ASSIGN_OR_RETURN(ls.deletes, engine::UpdateIndex::Open(ShardDir(g) + ".deletes"));
     log_shards_.push_back(std::move(ls));
   }
   // Replay the logs in order; a frozen generation (two logs) is frozen again after its replay.
@@ -178,7 +179,7 @@ Status LogStore::Recover() {
     }
   }
   ZIPG_RETURN_IF_ERROR(FlushDeletes());  // what the replay found again, for the file's next reader
-  if (frozen_) wake_ = true;  // finish the interrupted compaction
+  if (frozen_) wake_ = true;             // finish the interrupted compaction
   return Status::OK();
 }
 
@@ -198,7 +199,8 @@ StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation,
     if (hint) {
       live = hint->second && !(entry && entry->EdgeDead(u.type, u.dst));
     } else {
-      ZIPG_ASSIGN_OR_RETURN(live, shard::FoundLive(*ls.PartFor(u.node), entry ? &*entry : nullptr, u));
+      ZIPG_ASSIGN_OR_RETURN(live,
+                            engine::FoundLive(*ls.PartFor(u.node), entry ? &*entry : nullptr, u));
     }
     if (!live) continue;
     ls.deletes->Apply(u);  // persisted with the group's (FlushDeletes)
@@ -207,7 +209,7 @@ StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation,
   if (frozen_ && frozen_->generation != generation) {
     auto it = frozen_->overlay.find(u.node);
     if (frozen_->table->FoundLive(u, it == frozen_->overlay.end() ? nullptr : &it->second)) {
-      shard::UpdateIndex::ApplyTo(u, true, &frozen_->overlay[u.node]);
+      engine::UpdateIndex::ApplyTo(u, true, &frozen_->overlay[u.node]);
       found = true;
     }
   }
@@ -381,7 +383,7 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
 void LogStore::LookupStored(const std::vector<Commit*>& group, GroupFanout* fanout) {
   fanout->stored.assign(group.size(), {});
   // The parts to ask, taken under the lock; log shards stay put while they are read (ShardsIn).
-  std::vector<std::vector<std::pair<int64_t, const shard::Shard*>>> parts(group.size());
+  std::vector<std::vector<std::pair<int64_t, const engine::Shard*>>> parts(group.size());
   {
     std::shared_lock data(data_mu_);
     if (log_shards_.empty()) return;
@@ -408,9 +410,9 @@ void LogStore::AwaitGroup(GroupFanout* fanout) {
   for (uint32_t s = 0; s < fanout->replies.size(); ++s) {
     auto& reply = fanout->replies[s];
     if (!reply) continue;
-    StatusOr<std::vector<bool>> found =
-        reply->ok() ? shard::UpdateSender::Await(&**reply, s, deadline)
-                    : StatusOr<std::vector<bool>>(reply->status());
+    StatusOr<std::vector<bool>> found = reply->ok()
+                                            ? shard::UpdateSender::Await(&**reply, s, deadline)
+                                            : StatusOr<std::vector<bool>>(reply->status());
     const auto& members = fanout->members[s];
     for (size_t k = 0; k < members.size(); ++k) {
       if (found.ok()) {
@@ -490,15 +492,15 @@ StatusOr<bool> LogStore::AssocAdd(const Edge& e) {
 Status LogStore::AssocUpdate(const Edge& e) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeKey(e.src, e.type, e.dst));
   StripeLock stripe(StripeOf(e.src), /*exclusive=*/true);
-  ZIPG_ASSIGN_OR_RETURN(auto live, reader_->AssocGet(e.src, e.type, {e.dst},
-                                                     std::numeric_limits<int64_t>::min(),
-                                                     std::numeric_limits<int64_t>::max()));
+  ZIPG_ASSIGN_OR_RETURN(
+      auto live, reader_->AssocGet(e.src, e.type, {e.dst}, std::numeric_limits<int64_t>::min(),
+                                   std::numeric_limits<int64_t>::max()));
   if (live.empty()) {
     return Status::NotFound("edge (" + std::to_string(e.src) + ", " + std::to_string(e.type) +
                             ", " + std::to_string(e.dst) + ") does not exist");
   }
-  LogRecord r{UpdateOp::kPutEdge, e.src, e.type, e.dst, e.timestamp,
-              NormalizeProperties(e.properties)};
+  LogRecord r{
+      UpdateOp::kPutEdge, e.src, e.type, e.dst, e.timestamp, NormalizeProperties(e.properties)};
   return Write(r).status();
 }
 
@@ -581,16 +583,16 @@ std::vector<StatusOr<bool>> LogStore::CommitUnconditional(const std::vector<LogR
   return out;
 }
 
-const shard::Shard* LogStore::LogShard::PartFor(int64_t id) const {
+const engine::Shard* LogStore::LogShard::PartFor(int64_t id) const {
   return parts[ShardOf(id, static_cast<uint32_t>(parts.size()))].get();
 }
 
-std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore::ShardsIn(
+std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> LogStore::ShardsIn(
     const std::vector<int64_t>* generations, std::optional<int64_t> id) const {
   // Log shards are never closed while the LogStore lives, so their pointers stay valid after the
   // data lock is released: the slow compressed reads then do not hold it (a writer waiting for
   // the lock would otherwise starve behind a stream of readers).
-  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> out;
+  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> out;
   for (const auto& ls : log_shards_) {
     if (generations && !Contains(*generations, ls.generation)) continue;
     if (id) {
@@ -602,9 +604,9 @@ std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore:
   return out;
 }
 
-std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> LogStore::ReadFragments(
+std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> LogStore::ReadFragments(
     int64_t id, const std::vector<int64_t>& generations, const MemtableVisitor& visit) {
-  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
+  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> shards;
   {
     std::shared_lock data(data_mu_);
     shards = ShardsIn(&generations, id);
@@ -637,7 +639,8 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
     }
     if (edges && !(entry && entry->edges_dead)) {
       ZIPG_ASSIGN_OR_RETURN(
-          auto list, log_shard->AllEdges(id, any_type ? std::nullopt : std::optional<int64_t>(type)));
+          auto list,
+          log_shard->AllEdges(id, any_type ? std::nullopt : std::optional<int64_t>(type)));
       for (auto& e : list) {
         if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
       }
@@ -660,9 +663,9 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
   for (const auto& [log_shard, deletes] : shards) {
     auto entry = deletes->Lookup(id);
     if (entry && entry->edges_dead) continue;
-    ZIPG_ASSIGN_OR_RETURN(auto list, log_shard->AssocGet(id, type, wanted,
-                                                         std::numeric_limits<int64_t>::min(),
-                                                         std::numeric_limits<int64_t>::max()));
+    ZIPG_ASSIGN_OR_RETURN(auto list,
+                          log_shard->AssocGet(id, type, wanted, std::numeric_limits<int64_t>::min(),
+                                              std::numeric_limits<int64_t>::max()));
     for (auto& e : list) {
       if (!(entry && entry->EdgeDead(e.type, e.dst))) out.push_back(std::move(e));
     }
@@ -674,7 +677,7 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
   Properties filter = properties;
   std::sort(filter.begin(), filter.end());
   std::vector<int64_t> ids;
-  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> shards;
+  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> shards;
   {
     std::shared_lock data(data_mu_);
     memtable_->NodeIds(filter, nullptr, &ids);
@@ -759,7 +762,7 @@ Status LogStore::BuildFrozen(json* summary) {
     built.parts = std::move(opened.shards);
     std::error_code ec;
     fs::remove(ShardDir(g) + ".deletes", ec);
-    ZIPG_ASSIGN_OR_RETURN(built.deletes, shard::UpdateIndex::Open(ShardDir(g) + ".deletes"));
+    ZIPG_ASSIGN_OR_RETURN(built.deletes, engine::UpdateIndex::Open(ShardDir(g) + ".deletes"));
   }
   const double build_seconds = Seconds(start);
   {
@@ -771,7 +774,7 @@ Status LogStore::BuildFrozen(json* summary) {
         if (entry.edges_dead) moved.push_back({UpdateOp::kDeleteNode, node, 0, 0, 0});
         if (entry.props_dead) moved.push_back({UpdateOp::kPutNode, node, 0, 0, 0});
         for (const auto& [type, dsts] : entry.dead_edges) {
-          dsts.Visit(0, dsts.size(), [&](int64_t dst, const shard::Unit&) {
+          dsts.Visit(0, dsts.size(), [&](int64_t dst, const engine::Unit&) {
             moved.push_back({UpdateOp::kDeleteEdge, node, type, dst, 0});
             return true;
           });
@@ -862,7 +865,8 @@ void LogStore::CompactionLoop() {
     wake_ = false;
     lock.unlock();
     auto result = CompactNow();
-    if (!result.ok()) std::cerr << "LogStore: compaction failed: " << result.status().ToString() << "\n";
+    if (!result.ok())
+      std::cerr << "LogStore: compaction failed: " << result.status().ToString() << "\n";
     lock.lock();
   }
 }
@@ -870,7 +874,7 @@ void LogStore::CompactionLoop() {
 uint64_t LogStore::AccountedBytes() const {
   std::shared_lock data(data_mu_);
   uint64_t bytes = memtable_->bytes();
-  if (frozen_) bytes += frozen_->table->bytes() + shard::NodeUpdatesBytes(frozen_->overlay);
+  if (frozen_) bytes += frozen_->table->bytes() + engine::NodeUpdatesBytes(frozen_->overlay);
   for (const auto& ls : log_shards_) bytes += ls.deletes->bytes();
   return bytes;
 }

@@ -18,24 +18,24 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/shard.h"
+#include "engine/updates.h"
 #include "graph/api.h"
 #include "graph/edge_list.h"
 #include "logstore/memtable.h"
 #include "logstore/record.h"
 #include "logstore/wal.h"
-#include "shard/shard.h"
 #include "shard/update_channel.h"
-#include "shard/updates.h"
 
 namespace zipg::logstore {
 
@@ -59,9 +59,9 @@ class LogStore final : public GraphWriteApi {
   // `sink` and starts the compaction thread. `reader` answers the conditional writes' checks (the
   // cluster's read path); `publish` is called with the log shard generations after each
   // compaction. All three must outlive the LogStore.
-  static StatusOr<std::unique_ptr<LogStore>> Open(const LogStoreOptions& options, GraphApi* reader,
-                                                  shard::UpdateSender* sink,
-                                                  std::function<void(std::vector<int64_t>)> publish);
+  static StatusOr<std::unique_ptr<LogStore>> Open(
+      const LogStoreOptions& options, GraphApi* reader, shard::UpdateSender* sink,
+      std::function<void(std::vector<int64_t>)> publish);
   ~LogStore() override;
 
   Status ObjAdd(int64_t id, const Properties& properties) override;
@@ -101,14 +101,14 @@ class LogStore final : public GraphWriteApi {
  private:
   struct LogShard {
     int64_t generation = 0;
-    std::vector<std::unique_ptr<shard::Shard>> parts;  // hash partitions, one or more
-    std::unique_ptr<shard::UpdateIndex> deletes;       // of all parts
-    const shard::Shard* PartFor(int64_t id) const;
+    std::vector<std::unique_ptr<engine::Shard>> parts;  // hash partitions, one or more
+    std::unique_ptr<engine::UpdateIndex> deletes;       // of all parts
+    const engine::Shard* PartFor(int64_t id) const;
   };
   struct Frozen {
     int64_t generation = 0;
     std::shared_ptr<const Memtable> table;
-    std::unordered_map<int64_t, shard::NodeUpdates> overlay;  // deletes since the freeze
+    std::unordered_map<int64_t, engine::NodeUpdates> overlay;  // deletes since the freeze
   };
 
   explicit LogStore(const LogStoreOptions& options) : options_(options) {}
@@ -122,8 +122,9 @@ class LogStore final : public GraphWriteApi {
   // conditional ones (obj_add, obj_update, assoc_update) from their check until they are
   // applied: a check sees every earlier acknowledged write to its node, and no write slips
   // between a check and the write it decides. (A write that timed out at its base shard is
-  // applied here but may not be visible through the shard until its lane delivers it.) Waiting conditional writes hold back new shared holders, so a hot
-  // node's stream of assoc_adds cannot starve them.
+  // applied here but may not be visible through the shard until its lane delivers it.) Waiting
+  // conditional writes hold back new shared holders, so a hot node's stream of assoc_adds cannot
+  // starve them.
   struct Stripe {
     std::mutex mu;
     std::condition_variable cv;
@@ -166,8 +167,8 @@ class LogStore final : public GraphWriteApi {
   struct GroupFanout {
     std::vector<std::vector<size_t>> members;  // per base shard: indexes into the group
     std::vector<std::optional<StatusOr<shard::UpdateSender::Reply>>> replies;  // per base shard
-    std::vector<Status> status;                // per write: its base shard's answer
-    std::vector<bool> found;                   // per write: the base held a live version
+    std::vector<Status> status;  // per write: its base shard's answer
+    std::vector<bool> found;     // per write: the base held a live version
     // Per write of an edge: (generation, whether that log shard stores the key) per log shard.
     // A log shard never changes, so this is looked up while the base shards work, without the
     // exclusive data lock; ApplyLocal adds the deletes made since.
@@ -192,12 +193,12 @@ class LogStore final : public GraphWriteApi {
   // Calls `visit` with each memtable of `generations` (live, frozen) and the node's deletes there,
   // under the data lock; returns the log shards of `generations` to read after it, and counts the
   // read in fragment_reads.
-  using MemtableVisitor = std::function<void(const Memtable&, const shard::NodeUpdates*)>;
-  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> ReadFragments(
+  using MemtableVisitor = std::function<void(const Memtable&, const engine::NodeUpdates*)>;
+  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> ReadFragments(
       int64_t id, const std::vector<int64_t>& generations, const MemtableVisitor& visit);
   // The log shards (of `generations`, or all if null) as stable pointers (data lock held): for
   // node `id` the part holding it, or with no id every part.
-  std::vector<std::pair<const shard::Shard*, const shard::UpdateIndex*>> ShardsIn(
+  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> ShardsIn(
       const std::vector<int64_t>* generations, std::optional<int64_t> id) const;
 
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.

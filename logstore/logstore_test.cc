@@ -29,7 +29,7 @@
 namespace zipg::logstore {
 namespace {
 
-using shard::UpdateOp;
+using engine::UpdateOp;
 
 // A LogStore on `dir` whose one base shard accepts every update and holds nothing. `reader`
 // answers the conditional writes' checks (none: they must not be used).
@@ -38,7 +38,7 @@ class Harness {
   explicit Harness(const std::string& dir, GraphApi* reader = nullptr,
                    uint64_t compaction_memory_bytes = 0) {
     auto receiver = shard::UpdateReceiver::Start(
-        "127.0.0.1", 0, [this](uint32_t, const std::vector<shard::Update>& updates) {
+        "127.0.0.1", 0, [this](uint32_t, const std::vector<engine::Update>& updates) {
           received_ += updates.size();
           return StatusOr<std::vector<bool>>(std::vector<bool>(updates.size(), false));
         });
@@ -129,7 +129,10 @@ TEST(LogStoreTest, RacingWritersLeaveTheStateRecoveryRebuilds) {
             if (!h.store().AssocDelete(src, type, dst).ok()) ++failures;
           } else {
             // Equal timestamps across writers on purpose: ties order by dst, versions by props.
-            Edge e{src, type, dst, static_cast<int64_t>(rng() % 4),
+            Edge e{src,
+                   type,
+                   dst,
+                   static_cast<int64_t>(rng() % 4),
                    {{"writer", std::to_string(t)}, {"op", std::to_string(i)}}};
             if (!h.store().AssocAdd(e).ok()) ++failures;
           }
@@ -244,8 +247,11 @@ TEST(LogStoreTest, FragmentEdgesAgreeWithTheWholeFragment) {
   const std::vector<int64_t> srcs = {3, 4};
   auto write_some = [&](int n) {
     for (int i = 0; i < n; ++i) {
-      Edge e{srcs[rng() % 2], static_cast<int64_t>(rng() % 2), static_cast<int64_t>(rng() % 60),
-             static_cast<int64_t>(rng() % 20), {{"i", std::to_string(rng() % 1000)}}};
+      Edge e{srcs[rng() % 2],
+             static_cast<int64_t>(rng() % 2),
+             static_cast<int64_t>(rng() % 60),
+             static_cast<int64_t>(rng() % 20),
+             {{"i", std::to_string(rng() % 1000)}}};
       ASSERT_TRUE(store.AssocAdd(e).ok());
     }
   };
@@ -253,8 +259,9 @@ TEST(LogStoreTest, FragmentEdgesAgreeWithTheWholeFragment) {
   ASSERT_TRUE(store.Compact().ok());
   WaitForCompaction(store, 1);
   for (int i = 0; i < 40; ++i) {  // deletes of keys now in the log shard
-    ASSERT_TRUE(store.AssocDelete(srcs[rng() % 2], static_cast<int64_t>(rng() % 2),
-                                  static_cast<int64_t>(rng() % 60))
+    ASSERT_TRUE(store
+                    .AssocDelete(srcs[rng() % 2], static_cast<int64_t>(rng() % 2),
+                                 static_cast<int64_t>(rng() % 60))
                     .ok());
   }
   write_some(150);
@@ -392,8 +399,10 @@ TEST(LogStoreTest, CompactionUnderAMemoryBudgetBuildsSeveralPartitions) {
     LogStore& store = h.store();
     std::mt19937_64 rng(11);
     for (int i = 0; i < 3000; ++i) {
-      Edge e{srcs[rng() % srcs.size()], static_cast<int64_t>(rng() % 3),
-             static_cast<int64_t>(rng() % 1000), static_cast<int64_t>(rng() % 100000),
+      Edge e{srcs[rng() % srcs.size()],
+             static_cast<int64_t>(rng() % 3),
+             static_cast<int64_t>(rng() % 1000),
+             static_cast<int64_t>(rng() % 100000),
              {{"data", std::string(200, static_cast<char>('a' + rng() % 26))}}};
       ASSERT_TRUE(store.AssocAdd(e).ok());
     }
@@ -450,19 +459,15 @@ class FragmentReader final : public GraphApi {
     return Unused();
   }
   StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t, int64_t) override { return Unused(); }
-  StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t, int64_t, int64_t,
-                                                     int64_t) override {
+  StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t, int64_t, int64_t, int64_t) override {
     return Unused();
   }
-  StatusOr<std::optional<Edge>> GetEdgeData(int64_t, int64_t, int64_t) override {
-    return Unused();
-  }
+  StatusOr<std::optional<Edge>> GetEdgeData(int64_t, int64_t, int64_t) override { return Unused(); }
   StatusOr<std::vector<Edge>> AssocRange(int64_t, int64_t, int64_t, int64_t) override {
     return Unused();
   }
   StatusOr<int64_t> AssocCount(int64_t, int64_t) override { return Unused(); }
-  StatusOr<std::vector<Edge>> AssocTimeRange(int64_t, int64_t, int64_t, int64_t,
-                                             int64_t) override {
+  StatusOr<std::vector<Edge>> AssocTimeRange(int64_t, int64_t, int64_t, int64_t, int64_t) override {
     return Unused();
   }
 
@@ -546,7 +551,8 @@ TEST(LogStoreTest, AWriteBatchAnswersAsTheSingleCallsWould) {
   for (const LogRecord& r : ops) {
     switch (r.op) {
       case UpdateOp::kPutEdge:
-        want.push_back(single->store().AssocAdd({r.node, r.type, r.dst, r.timestamp, r.properties}));
+        want.push_back(
+            single->store().AssocAdd({r.node, r.type, r.dst, r.timestamp, r.properties}));
         break;
       case UpdateOp::kDeleteEdge:
         want.push_back(single->store().AssocDelete(r.node, r.type, r.dst));
@@ -622,8 +628,9 @@ TEST(LogStoreTest, BatchesRaceWithSingleAndConditionalWrites) {
             std::vector<LogRecord> batch;
             for (size_t k = 1 + rng() % 6; k > 0; --k) {
               const int x = static_cast<int>(rng() % 10);
-              const UpdateOp op = x < 7 ? UpdateOp::kPutEdge
-                                        : x < 9 ? UpdateOp::kDeleteEdge : UpdateOp::kDeleteNode;
+              const UpdateOp op = x < 7   ? UpdateOp::kPutEdge
+                                  : x < 9 ? UpdateOp::kDeleteEdge
+                                          : UpdateOp::kDeleteNode;
               batch.push_back({op, node(), type, static_cast<int64_t>(rng() % 4),
                                op == UpdateOp::kPutEdge ? static_cast<int64_t>(i) : 0,
                                op == UpdateOp::kPutEdge
@@ -640,7 +647,8 @@ TEST(LogStoreTest, BatchesRaceWithSingleAndConditionalWrites) {
           } else if (t < 6) {  // single unconditional writes
             Status s = rng() % 3 == 0
                            ? h.store().AssocDelete(node(), type, dst).status()
-                           : h.store().AssocAdd({node(), type, dst, i, {{"s", std::to_string(i)}}})
+                           : h.store()
+                                 .AssocAdd({node(), type, dst, i, {{"s", std::to_string(i)}}})
                                  .status();
             s.ok() ? ++ok_writes : ++unexpected;
           } else {  // conditional writes: each may be refused by its check, nothing else

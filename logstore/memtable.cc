@@ -5,7 +5,7 @@
 
 namespace zipg::logstore {
 
-using shard::UpdateOp;
+using engine::UpdateOp;
 
 namespace {
 
@@ -32,8 +32,9 @@ const uint64_t Memtable::kEdgeOverhead =
     Chunk(kTreeNodeHeader + sizeof(Edge)) +
     Chunk(sizeof(void*) + sizeof(std::pair<const int64_t, int64_t>)) + kBucket;
 
-std::set<Edge, Memtable::ByNewestFirst>::const_iterator Memtable::EdgeSet::Find(
-    int64_t src, int64_t type, int64_t dst) const {
+std::set<Edge, Memtable::ByNewestFirst>::const_iterator Memtable::EdgeSet::Find(int64_t src,
+                                                                                int64_t type,
+                                                                                int64_t dst) const {
   auto t = timestamp_of.find(dst);
   if (t == timestamp_of.end()) return ordered.end();
   return ordered.find(Edge{src, type, dst, t->second, {}});
@@ -45,7 +46,7 @@ uint64_t Memtable::Size(const Properties& p) {
   return n;
 }
 
-bool Memtable::FoundLive(const shard::Update& u, const shard::NodeUpdates* dead) const {
+bool Memtable::FoundLive(const engine::Update& u, const engine::NodeUpdates* dead) const {
   auto it = nodes_.find(u.node);
   if (it == nodes_.end()) return false;
   const Entry& entry = it->second;
@@ -70,7 +71,7 @@ bool Memtable::FoundLive(const shard::Update& u, const shard::NodeUpdates* dead)
   return false;
 }
 
-bool Memtable::Remove(const shard::Update& u) {
+bool Memtable::Remove(const engine::Update& u) {
   auto it = nodes_.find(u.node);
   if (it == nodes_.end()) return false;
   Entry& entry = it->second;
@@ -135,7 +136,7 @@ void Memtable::Put(const LogRecord& r) {
   ++edges_;
 }
 
-void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::NodeUpdates* dead,
+void Memtable::Collect(int64_t id, bool any_type, int64_t type, const engine::NodeUpdates* dead,
                        NodeData* out) const {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
@@ -151,7 +152,7 @@ void Memtable::Collect(int64_t id, bool any_type, int64_t type, const shard::Nod
 }
 
 void Memtable::CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>& dsts,
-                           const shard::NodeUpdates* dead, std::vector<Edge>* out) const {
+                           const engine::NodeUpdates* dead, std::vector<Edge>* out) const {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   auto list = it->second.edges.find(type);
@@ -165,7 +166,7 @@ void Memtable::CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>&
 }
 
 void Memtable::NodeIds(const Properties& filter,
-                       const std::unordered_map<int64_t, shard::NodeUpdates>* dead,
+                       const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
                        std::vector<int64_t>* out) const {
   for (const auto& [id, entry] : nodes_) {
     if (!entry.props || !MatchesAll(*entry.props, filter)) continue;

@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/updates.h"
 #include "graph/edge_list.h"
 #include "graph/input.h"
 #include "logstore/record.h"
-#include "shard/updates.h"
 
 namespace zipg::logstore {
 
@@ -24,22 +24,22 @@ class Memtable {
  public:
   // Whether a version of what `u` targets is live here (and not deleted by `dead`, may be null):
   // the node's properties (put/delete node; delete node also counts edges) or the edge key.
-  bool FoundLive(const shard::Update& u, const shard::NodeUpdates* dead) const;
+  bool FoundLive(const engine::Update& u, const engine::NodeUpdates* dead) const;
   // Removes the live version of what `u` targets; true if there was one.
-  bool Remove(const shard::Update& u);
+  bool Remove(const engine::Update& u);
   // Stores a put record's data (the caller removed the old version first).
   void Put(const LogRecord& record);
 
   // Adds the node's live data (minus `dead`) to `out`: properties, and edges of every type
   // (any_type), of `type`, or none (type < 0).
-  void Collect(int64_t id, bool any_type, int64_t type, const shard::NodeUpdates* dead,
+  void Collect(int64_t id, bool any_type, int64_t type, const engine::NodeUpdates* dead,
                NodeData* out) const;
   // Adds the live edges of (id, type) to `dsts` (minus `dead`) to `out`.
   void CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>& dsts,
-                   const shard::NodeUpdates* dead, std::vector<Edge>* out) const;
+                   const engine::NodeUpdates* dead, std::vector<Edge>* out) const;
   // Appends the ids of nodes whose live properties match every pair of `filter` (sorted by name).
   void NodeIds(const Properties& filter,
-               const std::unordered_map<int64_t, shard::NodeUpdates>* dead,
+               const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
                std::vector<int64_t>* out) const;
 
   // Hands the table's live rows to the compress pipeline (graph/compress.h): the headers (the
@@ -64,7 +64,7 @@ class Memtable {
     std::unordered_map<int64_t, int64_t> timestamp_of;  // by dst
     // The live edge to `dst`, or ordered.end().
     std::set<Edge, ByNewestFirst>::const_iterator Find(int64_t src, int64_t type,
-                                                      int64_t dst) const;
+                                                       int64_t dst) const;
   };
   struct Entry {
     std::optional<Properties> props;

@@ -39,7 +39,7 @@ Status DecodeRecord(std::string_view in, LogRecord* r) {
   if (in.size() < 1 + 4 * 8 + 4) return bad();
   const uint8_t op = static_cast<uint8_t>(in[0]);
   if (op < 1 || op > 4) return bad();
-  r->op = static_cast<shard::UpdateOp>(op);
+  r->op = static_cast<engine::UpdateOp>(op);
   r->node = static_cast<int64_t>(DecodeFixed64(in.data() + 1));
   r->type = static_cast<int64_t>(DecodeFixed64(in.data() + 9));
   r->dst = static_cast<int64_t>(DecodeFixed64(in.data() + 17));

@@ -11,14 +11,14 @@
 #include <string>
 #include <string_view>
 
+#include "engine/updates.h"
 #include "model/types.h"
-#include "shard/updates.h"
 #include "util/status.h"
 
 namespace zipg::logstore {
 
 struct LogRecord {
-  shard::UpdateOp op = shard::UpdateOp::kPutNode;
+  engine::UpdateOp op = engine::UpdateOp::kPutNode;
   int64_t node = 0;  // the node, or the edge's src
   int64_t type = 0;
   int64_t dst = 0;
@@ -26,15 +26,19 @@ struct LogRecord {
   Properties properties;  // normalized (graph/edge_list.h)
 
   bool is_put() const {
-    return op == shard::UpdateOp::kPutNode || op == shard::UpdateOp::kPutEdge;
+    return op == engine::UpdateOp::kPutNode || op == engine::UpdateOp::kPutEdge;
   }
   bool is_edge() const {
-    return op == shard::UpdateOp::kPutEdge || op == shard::UpdateOp::kDeleteEdge;
+    return op == engine::UpdateOp::kPutEdge || op == engine::UpdateOp::kDeleteEdge;
   }
   // The update a fragment receives for this record; `generation` names where the new data lives.
-  shard::Update ToUpdate(int64_t generation) const {
-    return shard::Update{op, node, type, dst, is_put() ? generation : 0,
-                         op == shard::UpdateOp::kPutEdge ? timestamp : 0};
+  engine::Update ToUpdate(int64_t generation) const {
+    return engine::Update{op,
+                          node,
+                          type,
+                          dst,
+                          is_put() ? generation : 0,
+                          op == engine::UpdateOp::kPutEdge ? timestamp : 0};
   }
 };
 

@@ -36,13 +36,14 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
       // The previous format kept deleted keys without the LogStore edges' timestamps, which
       // this one needs to order them (docs/writes.md, "The shard side").
       return Status::InvalidArgument(
-          base + ".log was written by an older zipg; its writes cannot be read by this version. "
-                 "Rebuild the store with zipg compress and start with an empty " +
+          base +
+          ".log was written by an older zipg; its writes cannot be read by this version. "
+          "Rebuild the store with zipg compress and start with an empty " +
           updates_dir);
     }
-    ZIPG_ASSIGN_OR_RETURN(auto index, DeltaIndex::Open(base + ".delta"));
-    g->merged_[s] = std::make_unique<MergedShard>(g->store_.shards[s].get(), std::move(index),
-                                                  g->log_.get());
+    ZIPG_ASSIGN_OR_RETURN(auto index, engine::DeltaIndex::Open(base + ".delta"));
+    g->merged_[s] = std::make_unique<engine::MergedShard>(g->store_.shards[s].get(),
+                                                          std::move(index), g->log_.get());
   }
   return g;
 }
@@ -69,7 +70,7 @@ StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
 }
 
 StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,
-                                                      const std::vector<Update>& batch) {
+                                                      const std::vector<engine::Update>& batch) {
   if (shard >= merged_.size() || !merged_[shard]) {
     return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   }
@@ -88,7 +89,7 @@ nlohmann::json ServerGraph::UpdateStats() const {
   return j;
 }
 
-StatusOr<const shard::ShardReader*> ServerGraph::LocalShard(uint32_t index) {
+StatusOr<const engine::ShardReader*> ServerGraph::LocalShard(uint32_t index) {
   if (index < merged_.size() && merged_[index]) return merged_[index].get();
   return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
 }
@@ -101,7 +102,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32
   std::vector<int64_t> ids;
   for (int32_t s : shards) {
     if (s < 0) return Status::InvalidArgument("negative shard number");
-    ZIPG_ASSIGN_OR_RETURN(const shard::ShardReader* shard, LocalShard(static_cast<uint32_t>(s)));
+    ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, LocalShard(static_cast<uint32_t>(s)));
     ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
     ids.insert(ids.end(), part.begin(), part.end());
   }

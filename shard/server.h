@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "cluster/membership.h"
+#include "engine/merged.h"
 #include "graph/graph.h"
 #include "graph/router.h"
-#include "shard/merged.h"
-#include "shard/update_channel.h"
 #include "rpc/connection_pool.h"
 #include "rpc/graph_handler.h"
 #include "rpc/remote_graph.h"
+#include "shard/update_channel.h"
 #include "util/thread_pool.h"
 #include "zipg_rpc/ShardService.h"
 
@@ -44,7 +44,8 @@ class ServerGraph final : public ShardRouter {
   const std::vector<uint32_t>& hosted() const { return hosted_; }
 
   // Applies a batch of update pointers / deletions from the LogStore to hosted shard `shard`.
-  StatusOr<std::vector<bool>> ApplyUpdates(uint32_t shard, const std::vector<Update>& batch);
+  StatusOr<std::vector<bool>> ApplyUpdates(uint32_t shard,
+                                           const std::vector<engine::Update>& batch);
   // Nodes touched by writes, per hosted shard.
   nlohmann::json UpdateStats() const;
   // Bytes the hosted shards' delta indexes hold in memory.
@@ -55,7 +56,7 @@ class ServerGraph final : public ShardRouter {
                                               const Properties& properties);
 
  protected:
-  StatusOr<const shard::ShardReader*> LocalShard(uint32_t index) override;
+  StatusOr<const engine::ShardReader*> LocalShard(uint32_t index) override;
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
   StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups,
@@ -65,7 +66,7 @@ class ServerGraph final : public ShardRouter {
   ServerGraph() : fanout_(8) {}
 
   // Reads a written node's data from the LogStore (through the cluster view).
-  class LogStoreSource final : public FragmentSource {
+  class LogStoreSource final : public engine::FragmentSource {
    public:
     LogStoreSource(const cluster::ClusterView* view, rpc::PoolSet* pools)
         : view_(view), pools_(pools) {}
@@ -84,7 +85,7 @@ class ServerGraph final : public ShardRouter {
 
   OpenedStore store_;
   std::unique_ptr<LogStoreSource> log_;
-  std::vector<std::unique_ptr<MergedShard>> merged_;  // null for shards not hosted
+  std::vector<std::unique_ptr<engine::MergedShard>> merged_;  // null for shards not hosted
   std::vector<uint32_t> hosted_;
   const cluster::ClusterView* view_ = nullptr;
   rpc::PoolSet* pools_ = nullptr;

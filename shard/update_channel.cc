@@ -46,14 +46,15 @@ UpdateSender::~UpdateSender() {
   }
 }
 
-StatusOr<std::vector<bool>> UpdateSender::Send(uint32_t shard, std::vector<Update> updates,
+StatusOr<std::vector<bool>> UpdateSender::Send(uint32_t shard, std::vector<engine::Update> updates,
                                                int timeout_ms) {
   ZIPG_ASSIGN_OR_RETURN(Reply reply, Post(shard, std::move(updates)));
   return Await(&reply, shard,
                std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
 }
 
-StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard, std::vector<Update> updates) {
+StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard,
+                                                 std::vector<engine::Update> updates) {
   if (shard >= lanes_.size()) return Status::Internal("update for unknown shard");
   auto pending = std::make_shared<Pending>();
   pending->updates = std::move(updates);
@@ -94,13 +95,13 @@ void UpdateSender::Run(uint32_t shard) {
         lane.queue.pop_front();
       }
     }
-    std::vector<Update> updates;
+    std::vector<engine::Update> updates;
     for (const auto& p : batch) updates.insert(updates.end(), p->updates.begin(), p->updates.end());
     std::string request;
     PutFixed64(&request, sender_id_);
     PutFixed64(&request, ++batch_id);
     PutFixed32(&request, shard);
-    request += EncodeUpdates(updates, nullptr);
+    request += engine::EncodeUpdates(updates, nullptr);
 
     Status failure;
     std::vector<bool> found;
@@ -215,10 +216,10 @@ void UpdateReceiver::Run() {
       } else {
         PutFixed64(&reply, sender);
         PutFixed64(&reply, batch);
-        std::vector<Update> updates;
-        Status s = DecodeUpdates(std::string_view(p + kRequestHeader,
-                                                  request.size() - kRequestHeader),
-                                 &updates, nullptr);
+        std::vector<engine::Update> updates;
+        Status s = engine::DecodeUpdates(
+            std::string_view(p + kRequestHeader, request.size() - kRequestHeader), &updates,
+            nullptr);
         StatusOr<std::vector<bool>> found = s.ok() ? apply_(shard, updates) : s;
         if (found.ok()) {
           reply.push_back(1);

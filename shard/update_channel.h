@@ -26,13 +26,13 @@
 #include <thread>
 #include <vector>
 
-#include "shard/updates.h"
+#include "engine/updates.h"
 #include "util/status.h"
 
 namespace zmq {
 class context_t;
 class socket_t;
-}
+}  // namespace zmq
 
 namespace zipg::shard {
 
@@ -49,14 +49,15 @@ class UpdateSender {
   // Delivers the updates (all for base shard `shard`) and waits up to timeout_ms for the
   // server's answer: whether the base held a live version of what each targets. On timeout,
   // UNAVAILABLE; the lane keeps retrying in the background.
-  StatusOr<std::vector<bool>> Send(uint32_t shard, std::vector<Update> updates, int timeout_ms);
+  StatusOr<std::vector<bool>> Send(uint32_t shard, std::vector<engine::Update> updates,
+                                   int timeout_ms);
 
   // Send in two steps, so that one caller can have batches for several shards in flight: Post
   // queues the updates on the shard's lane, Await waits for that lane's answer until `deadline`
   // (UNAVAILABLE after it; the lane keeps retrying). Updates posted to one shard are applied
   // there in the order of the Post calls.
   using Reply = std::future<std::pair<Status, std::vector<bool>>>;
-  StatusOr<Reply> Post(uint32_t shard, std::vector<Update> updates);
+  StatusOr<Reply> Post(uint32_t shard, std::vector<engine::Update> updates);
   static StatusOr<std::vector<bool>> Await(Reply* reply, uint32_t shard,
                                            std::chrono::steady_clock::time_point deadline);
 
@@ -64,7 +65,7 @@ class UpdateSender {
 
  private:
   struct Pending {
-    std::vector<Update> updates;
+    std::vector<engine::Update> updates;
     std::promise<std::pair<Status, std::vector<bool>>> done;
   };
   struct Lane {
@@ -86,8 +87,8 @@ class UpdateSender {
 
 class UpdateReceiver {
  public:
-  using Apply =
-      std::function<StatusOr<std::vector<bool>>(uint32_t shard, const std::vector<Update>&)>;
+  using Apply = std::function<StatusOr<std::vector<bool>>(uint32_t shard,
+                                                          const std::vector<engine::Update>&)>;
   // Binds tcp://host:port (port 0: any free port) and starts applying batches.
   static StatusOr<std::unique_ptr<UpdateReceiver>> Start(const std::string& host, int port,
                                                          Apply apply);

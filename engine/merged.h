@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/delta.h"
+#include "engine/shard.h"
 #include "graph/edge_list.h"
-#include "shard/delta.h"
-#include "shard/shard.h"
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 // Where a shard server gets a written node's data from the LogStore.
 class FragmentSource {
@@ -74,4 +74,4 @@ class MergedShard final : public ShardReader {
   FragmentSource* log_;
 };
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine

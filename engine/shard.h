@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "model/types.h"
 #include "layout/edge_file.h"
 #include "layout/node_file.h"
+#include "model/types.h"
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 // The files of a shard directory, as listed in the store manifest.
 inline constexpr const char* kShardFiles[] = {"edges.meta", "edges.zcf", "nodes.idx", "nodes.zcf"};
@@ -67,18 +67,20 @@ class Shard final : public ShardReader {
   StatusOr<std::vector<Edge>> AllEdges(int64_t id, std::optional<int64_t> type) const;
 
   // Node reads, for nodes this shard owns.
-  StatusOr<std::optional<Properties>> GetNodeProperty(int64_t id,
-                                                      const std::vector<std::string>* names) const override;
+  StatusOr<std::optional<Properties>> GetNodeProperty(
+      int64_t id, const std::vector<std::string>* names) const override;
   StatusOr<bool> NodeMatches(int64_t id, const Properties& filter) const override;
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) const override;
 
   // Edge reads, for sources this shard owns. Arguments are validated by the caller.
   // Sorted distinct destinations of id's edges of `type` (or all types), unfiltered.
-  StatusOr<std::vector<int64_t>> NeighborIds(int64_t id, std::optional<int64_t> type) const override;
+  StatusOr<std::vector<int64_t>> NeighborIds(int64_t id,
+                                             std::optional<int64_t> type) const override;
   StatusOr<int64_t> AssocCount(int64_t id, int64_t type) const override;
   StatusOr<std::pair<int64_t, int64_t>> EdgeRange(int64_t id, int64_t type, int64_t lo,
                                                   int64_t hi) const override;
-  StatusOr<std::optional<Edge>> EdgeData(int64_t id, int64_t type, int64_t time_order) const override;
+  StatusOr<std::optional<Edge>> EdgeData(int64_t id, int64_t type,
+                                         int64_t time_order) const override;
   StatusOr<std::vector<Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
                                          int64_t limit) const override;
   StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
@@ -95,4 +97,4 @@ class Shard final : public ShardReader {
   std::unique_ptr<layout::EdgeFile> edges_;
 };
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine

@@ -1,15 +1,15 @@
 // DeltaIndex (shard/delta.h).
 
-#include "shard/delta.h"
+#include "engine/delta.h"
 
 #include <algorithm>
 #include <limits>
 
+#include "engine/shard.h"
 #include "logstore/wal.h"
-#include "shard/shard.h"
 #include "util/coding.h"
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 namespace {
 
@@ -37,8 +37,7 @@ uint64_t DeltaIndex::Footprint(const NodeDelta& node) {
   // The hash entry and the NodeDelta, then per type its tree node and its three maps' entries.
   uint64_t bytes = 64 + sizeof(NodeDelta);
   for (const auto& [type, t] : node.types) {
-    bytes += 48 + sizeof(TypeDelta) +
-             t.dead.size() * decltype(t.dead)::EntryBytes() +
+    bytes += 48 + sizeof(TypeDelta) + t.dead.size() * decltype(t.dead)::EntryBytes() +
              t.log.size() * decltype(t.log)::EntryBytes() +
              t.log_dst.size() * decltype(t.log_dst)::EntryBytes();
   }
@@ -191,4 +190,4 @@ size_t DeltaIndex::size() const {
   return nodes_.size();
 }
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine

@@ -1,13 +1,13 @@
 // Reads of written nodes (shard/merged.h; the algorithms are in docs/writes.md, "Reads of a
 // written node").
 
-#include "shard/merged.h"
+#include "engine/merged.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 namespace {
 
@@ -143,7 +143,8 @@ class MergedShard::TypeView {
       size_t b = a + 1;
       while (b < positions.size() && positions[b] == positions[b - 1] + 1) ++b;
       ZIPG_ASSIGN_OR_RETURN(auto run, edges().Edges(*record_, positions[a], positions[b - 1] + 1));
-      for (size_t k = 0; k < run.size(); ++k) base_edges.emplace(positions[a] + k, std::move(run[k]));
+      for (size_t k = 0; k < run.size(); ++k)
+        base_edges.emplace(positions[a] + k, std::move(run[k]));
       a = b;
     }
     std::map<int64_t, Edge> log_edges;  // by dst
@@ -153,15 +154,15 @@ class MergedShard::TypeView {
       }
       std::sort(generations.begin(), generations.end());
       generations.erase(std::unique(generations.begin(), generations.end()), generations.end());
-      ZIPG_ASSIGN_OR_RETURN(auto found,
-                            shard_->log_->FragmentEdges(id_, type_, generations, dsts));
+      ZIPG_ASSIGN_OR_RETURN(auto found, shard_->log_->FragmentEdges(id_, type_, generations, dsts));
       for (auto& e : found) log_edges.emplace(e.dst, std::move(e));
     }
     std::vector<Edge> out;
     for (const auto& pick : picks) {
       if (pick.base) {
         auto it = base_edges.find(base[pick.index].second);
-        if (it == base_edges.end()) return Status::Corruption("edge text: record shorter than its count");
+        if (it == base_edges.end())
+          return Status::Corruption("edge text: record shorter than its count");
         out.push_back(std::move(it->second));
         continue;
       }
@@ -402,4 +403,4 @@ StatusOr<std::vector<Edge>> MergedShard::AssocTimeRange(int64_t id, int64_t type
                     log_to, static_cast<uint64_t>(limit));
 }
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine

@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shard/updates.h"
+#include "engine/updates.h"
 #include "util/persistent_map.h"
 #include "util/status.h"
 
@@ -32,7 +32,7 @@ namespace zipg::logstore {
 class Wal;
 }
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 class Shard;
 
@@ -60,8 +60,8 @@ struct TypeDelta {
 };
 
 struct NodeDelta {
-  bool props_dead = false;  // the base's properties of the node are deleted
-  bool edges_dead = false;  // every base edge of the node is deleted
+  bool props_dead = false;       // the base's properties of the node are deleted
+  bool edges_dead = false;       // every base edge of the node is deleted
   int64_t props_generation = 0;  // the LogStore generation holding its live properties (0: none)
   std::map<int64_t, TypeDelta> types;
 
@@ -110,4 +110,4 @@ class DeltaIndex {
   std::unique_ptr<logstore::Wal> file_;
 };
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine

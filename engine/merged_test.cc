@@ -5,7 +5,7 @@
 // LogStore would send them; after every round each read operation, with random arguments and
 // the edge cases, must equal the model's answer, and so must a DeltaIndex reopened from its file.
 
-#include "shard/merged.h"
+#include "engine/merged.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@
 #include "graph/graph.h"
 #include "util/scratch_dir.h"
 
-namespace zipg::shard {
+namespace zipg::engine {
 namespace {
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
@@ -36,8 +36,8 @@ class FakeLogStore final : public FragmentSource {
       int64_t id, const std::vector<int64_t>& generations) override {
     ++calls;
     auto it = props.find(id);
-    if (it == props.end() || std::find(generations.begin(), generations.end(), it->second.first) ==
-                                 generations.end()) {
+    if (it == props.end() ||
+        std::find(generations.begin(), generations.end(), it->second.first) == generations.end()) {
       return std::optional<Properties>();
     }
     return std::optional<Properties>(it->second.second);
@@ -50,7 +50,8 @@ class FakeLogStore final : public FragmentSource {
     for (int64_t d : dsts) {
       auto it = edges.find({id, type, d});
       if (it == edges.end()) continue;
-      if (std::find(generations.begin(), generations.end(), it->second.first) == generations.end()) {
+      if (std::find(generations.begin(), generations.end(), it->second.first) ==
+          generations.end()) {
         continue;
       }
       out.push_back(it->second.second);
@@ -58,7 +59,7 @@ class FakeLogStore final : public FragmentSource {
     return out;
   }
 
-  std::map<Key, std::pair<int64_t, Edge>> edges;                 // -> generation, edge
+  std::map<Key, std::pair<int64_t, Edge>> edges;            // -> generation, edge
   std::map<int64_t, std::pair<int64_t, Properties>> props;  // -> generation, properties
   int calls = 0;
 };
@@ -152,7 +153,8 @@ void CheckNode(const MergedShard& g, const Model& model, int64_t src, int64_t ty
     const int64_t lo = stamps[rng() % stamps.size()], hi = stamps[rng() % stamps.size()];
     auto range = g.EdgeRange(src, type, lo, hi);
     ASSERT_TRUE(range.ok());
-    ASSERT_EQ(*range, ListEdgeRange(list, lo, hi)) << what << " get_edge_range " << lo << ".." << hi;
+    ASSERT_EQ(*range, ListEdgeRange(list, lo, hi))
+        << what << " get_edge_range " << lo << ".." << hi;
     for (int64_t limit : {int64_t{1}, int64_t{4}, kMax}) {
       auto got = g.AssocTimeRange(src, type, lo, hi, limit);
       ASSERT_TRUE(got.ok());
@@ -193,7 +195,7 @@ void CheckAll(const MergedShard& g, const Model& model, std::mt19937_64& rng,
     ASSERT_TRUE(props.ok());
     auto it = model.props.find(src);
     ASSERT_EQ(*props, it == model.props.end() ? std::optional<Properties>()
-                                             : std::optional<Properties>(it->second))
+                                              : std::optional<Properties>(it->second))
         << what << " obj_get " << src;
   }
 }
@@ -310,9 +312,10 @@ TEST(MergedShardTest, ReadsOfTheHotNodeFetchOnlyTheirAnswerFromTheLogStore) {
   EXPECT_EQ(top->size(), 10u);
   EXPECT_EQ(log.calls, 0) << "count and a base-only range need no LogStore call";
   const EdgeList list = f.model.List(kHot, 1);
-  const int64_t first_new = std::find_if(list.begin(), list.end(), [](const Edge& e) {
-                              return e.dst >= 2000000 && e.dst < 2000500;
-                            }) - list.begin();
+  const int64_t first_new =
+      std::find_if(list.begin(), list.end(),
+                   [](const Edge& e) { return e.dst >= 2000000 && e.dst < 2000500; }) -
+      list.begin();
   ASSERT_GT(first_new, 2500);
   auto tail = g.AssocRange(kHot, 1, first_new - 3, 10);  // 3 base edges, 7 new ones
   ASSERT_TRUE(tail.ok());
@@ -321,4 +324,4 @@ TEST(MergedShardTest, ReadsOfTheHotNodeFetchOnlyTheirAnswerFromTheLogStore) {
 }
 
 }  // namespace
-}  // namespace zipg::shard
+}  // namespace zipg::engine

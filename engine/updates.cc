@@ -1,13 +1,13 @@
-#include "shard/updates.h"
+#include "engine/updates.h"
 
 #include <algorithm>
 #include <mutex>
 
+#include "engine/shard.h"
 #include "logstore/wal.h"
-#include "shard/shard.h"
 #include "util/coding.h"
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 namespace {
 constexpr size_t kUpdateBytesV1 = 1 + 4 * 8;
@@ -81,9 +81,9 @@ StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Upda
     case UpdateOp::kPutEdge:
     case UpdateOp::kDeleteEdge: {
       if (entry && entry->EdgeDead(u.type, u.dst)) return false;
-      ZIPG_ASSIGN_OR_RETURN(auto found, data.AssocGet(u.node, u.type, {u.dst},
-                                                      std::numeric_limits<int64_t>::min(),
-                                                      std::numeric_limits<int64_t>::max()));
+      ZIPG_ASSIGN_OR_RETURN(
+          auto found, data.AssocGet(u.node, u.type, {u.dst}, std::numeric_limits<int64_t>::min(),
+                                    std::numeric_limits<int64_t>::max()));
       return !found.empty();
     }
   }
@@ -214,4 +214,4 @@ StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const N
   return std::max<int64_t>(0, n - static_cast<int64_t>(entry->DeadCount(type)));
 }
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine

@@ -29,7 +29,7 @@ namespace zipg::logstore {
 class Wal;
 }
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 class Shard;
 
@@ -133,4 +133,4 @@ StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Upda
 // the stored count minus the dead keys (each of which is stored here: see NodeUpdates).
 StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const NodeUpdates* entry);
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine

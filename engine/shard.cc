@@ -1,10 +1,10 @@
 // Shard-local reads over a NodeFile and an EdgeFile.
 
-#include "shard/shard.h"
+#include "engine/shard.h"
 
 #include <algorithm>
 
-namespace zipg::shard {
+namespace zipg::engine {
 
 StatusOr<std::unique_ptr<Shard>> Shard::Open(const std::string& dir,
                                              const layout::OpenOptions& options) {
@@ -27,8 +27,8 @@ StatusOr<std::vector<int64_t>> Shard::GetNodeIds(const Properties& properties) c
   return nodes_->FindIds(properties);
 }
 
-StatusOr<std::vector<layout::EdgeFile::Record>> Shard::Records(
-    int64_t id, std::optional<int64_t> type) const {
+StatusOr<std::vector<layout::EdgeFile::Record>> Shard::Records(int64_t id,
+                                                               std::optional<int64_t> type) const {
   if (!type) return edges_->FindAll(id);
   std::vector<layout::EdgeFile::Record> records;
   ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, *type));
@@ -135,4 +135,4 @@ StatusOr<std::vector<Edge>> Shard::AssocTimeRange(int64_t id, int64_t type, int6
   return edges_->Edges(*record, range.first, end);
 }
 
-}  // namespace zipg::shard
+}  // namespace zipg::engine
