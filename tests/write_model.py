@@ -1,0 +1,298 @@
+"""Shared pieces of the end-to-end tests that write through a real cluster (writes_test.py,
+replicas_test.py): a raw Thrift status() call, the partition function (xxh3 of the id, as
+graph/partition.h), a client session (`zipg query --connect A --batch -`), and the model of the
+contract with writes (WriteModel, on graph_model.Model) with random write requests.
+"""
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+from collections import defaultdict
+
+from graph_model import (CODES, COMMON, EDGE_PROPS, NODE_PROPS, Model, same,  # noqa: F401
+                         value)
+
+# Raw Thrift status() (framed, strict binary protocol): a cheap poll that counts as one call.
+def tstr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack(">i", len(b)) + b
+
+
+def tframe(payload):
+    return struct.pack(">I", len(payload)) + payload
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def raw_status(endpoint, timeout=5.0):
+    """status() of one server over a raw socket: the JSON document, or None."""
+    host, port = endpoint.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as s:
+            s.settimeout(timeout)
+            s.sendall(tframe(struct.pack(">I", 0x80010001) + tstr("status") + struct.pack(">i", 77) +
+                             b"\x00"))
+            head = recv_exact(s, 4)
+            if head is None:
+                return None
+            p = recv_exact(s, struct.unpack(">I", head)[0])
+    except OSError:
+        return None
+    if p is None or (struct.unpack(">I", p[:4])[0] & 0xFF) != 2:
+        return None
+    ln = struct.unpack(">i", p[4:8])[0]
+    body = p[12 + ln:]
+    if body[:3] != b"\x0b\x00\x00":
+        return None
+    n = struct.unpack(">i", body[3:7])[0]
+    return json.loads(body[7:7 + n])
+
+
+# ------------------------------------------------------------------------------------------------
+# graph/partition.h: ShardOf(id) = XXH3_64bits(8 little-endian bytes of id) % shards. For an
+# 8-byte input XXH3 is XXH3_len_4to8_64b with the default secret (xxhash.h).
+_SECRET_8_24 = bytes([0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c,
+                      0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb])
+M64 = (1 << 64) - 1
+
+
+def xxh3_8(data):
+    def rotl(x, r):
+        return ((x << r) | (x >> (64 - r))) & M64
+    input1 = int.from_bytes(data[0:4], "little")
+    input2 = int.from_bytes(data[4:8], "little")
+    bitflip = int.from_bytes(_SECRET_8_24[0:8], "little") ^ int.from_bytes(_SECRET_8_24[8:16], "little")
+    keyed = ((input2 + (input1 << 32)) & M64) ^ bitflip
+    h = keyed ^ rotl(keyed, 49) ^ rotl(keyed, 24)
+    h = (h * 0x9FB21C651E98DF25) & M64
+    h ^= (h >> 35) + 8
+    h = (h * 0x9FB21C651E98DF25) & M64
+    return h ^ (h >> 28)
+
+
+def shard_of(i, shards=4):
+    return xxh3_8((i & M64).to_bytes(8, "little")) % shards
+
+
+# ------------------------------------------------------------------------------------------------
+# One long-lived `zipg query --connect A --batch -` per client: a JSON line in, a JSON line out.
+class Session:
+    """`zipg` binary, test directory (for its stderr file), the list of open sessions to add
+    itself to (closed before the servers stop), then the aggregator and a label."""
+
+    def __init__(self, zipg, tmp, sessions, endpoint, label, seed=0, extra=()):
+        self.endpoint, self.label = endpoint, label
+        self.rnd = random.Random(seed)
+        self.err = open(os.path.join(tmp, f"session-{label}.err"), "ab")
+        self.p = subprocess.Popen([zipg, "query", "--connect", endpoint, *extra, "--batch", "-"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
+        self.calls = 0
+        sessions.append(self)
+
+    def call(self, req):
+        line = json.dumps(req, ensure_ascii=self.rnd.random() < 0.5).encode("utf-8") + b"\n"
+        self.p.stdin.write(line)
+        self.p.stdin.flush()
+        out = self.p.stdout.readline()
+        self.calls += 1
+        if not out:
+            raise RuntimeError(f"session {self.label} ({self.endpoint}) ended; exit "
+                               f"{self.p.poll()}")
+        try:
+            return json.loads(out)
+        except ValueError:
+            return {"unparsable": out[:300].decode("utf-8", "replace")}
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.close()
+                self.p.wait(timeout=10)
+            except Exception:  # noqa: BLE001
+                self.p.kill()
+        self.err.close()
+
+
+def acceptable(got, want):
+    if not isinstance(got, dict):
+        return False
+    if "error" in got:
+        e = got["error"]
+        if not (isinstance(e, dict) and e.get("code") in CODES and e.get("message")):
+            return False
+    return same(got, want)
+
+
+def short(x, n=400):
+    s = json.dumps(x, ensure_ascii=True) if not isinstance(x, str) else x
+    return s if len(s) <= n else s[:n] + "..."
+
+
+# ------------------------------------------------------------------------------------------------
+# The model with writes. graph_model.Model answers the reads from `nodes`, rec() and neighbors().
+def normalize(props):
+    """docs/writes.md / NormalizeProperties: a written empty value is stored as absent."""
+    return {k: v for k, v in props.items() if v != ""}
+
+
+class WriteModel(Model):
+    def __init__(self, nodes, records):
+        self.nodes = nodes                      # id -> {name: value}
+        self.edges = {}                         # (src, type) -> {dst: edge}
+        self.types = defaultdict(set)           # src -> types with at least one edge
+        for (s, t), lst in records.items():
+            self.edges[(s, t)] = {e["dst"]: e for e in lst}
+            self.types[s].add(t)
+        self.cache = {}
+        self.keys_ever = set(self.edges)        # every (src, type) that ever had an edge
+        self.ids_ever = set(nodes) | {s for s, _ in self.edges}
+        self.gen = 1                            # the LogStore's live generation
+        self.shard_gens = []                    # generations compacted into log shards
+        self.origin = {}                        # ("n", id) / ("e", s, t, d) -> generation; 0 = base
+        self.ptrs = defaultdict(set)            # node -> generations holding data written for it
+        self.touched = set()                    # nodes whose base shard got an update
+        self.named = set()                      # nodes named by any write request
+        self.exact = True                       # generations of all writes known
+        self.history = []                       # property lists written (for stale filters)
+
+    def rec(self, i, t):
+        r = self.cache.get((i, t))
+        if r is None:
+            r = sorted(self.edges.get((i, t), {}).values(), key=lambda e: (-e["timestamp"], e["dst"]))
+            self.cache[(i, t)] = r
+        return r
+
+    def neighbors(self, i, t=None):
+        out = set()
+        for typ in ([t] if t is not None else self.types.get(i, ())):
+            out.update(self.edges.get((i, typ), {}))
+        return sorted(out)
+
+    def edge(self, s, t, d):
+        return self.edges.get((s, t), {}).get(d)
+
+    def _put_node(self, i, props):
+        self.nodes[i] = normalize(props)
+        if self.nodes[i]:
+            self.history.append(self.nodes[i])
+        self.origin[("n", i)] = self.gen
+        self.ptrs[i].add(self.gen)
+        self.touched.add(i)
+        self.ids_ever.add(i)
+
+    def _put_edge(self, s, t, d, ts, props):
+        self.edges.setdefault((s, t), {})[d] = {"src": s, "type": t, "dst": d, "timestamp": ts,
+                                               "properties": normalize(props)}
+        self.types[s].add(t)
+        self.cache.pop((s, t), None)
+        self.keys_ever.add((s, t))
+        self.ids_ever.add(s)
+        self.origin[("e", s, t, d)] = self.gen
+        self.ptrs[s].add(self.gen)
+        self.touched.add(s)
+
+    def _del_edge(self, s, t, d):
+        m = self.edges.get((s, t))
+        if not m or d not in m:
+            return False
+        del m[d]
+        self.origin.pop(("e", s, t, d), None)
+        self.cache.pop((s, t), None)
+        if not m:
+            del self.edges[(s, t)]
+            self.types[s].discard(t)
+        return True
+
+    def write(self, req):
+        """Applies a write request; returns the expected answer ({"ok": ..} or {"error": CODE})."""
+        op = req["op"]
+        if op.startswith("obj_"):
+            i = req["id"]
+            self.named.add(i)
+            if i < 0:
+                return {"error": "INVALID_ARGUMENT"}
+            if op == "obj_add":
+                if i in self.nodes:
+                    return {"error": "ALREADY_EXISTS"}
+                self._put_node(i, req["properties"])
+                return {"ok": None}
+            if op == "obj_update":
+                if i not in self.nodes:
+                    return {"error": "NOT_FOUND"}
+                self._put_node(i, req["properties"])
+                return {"ok": None}
+            assert op == "obj_delete", op
+            self.touched.add(i)
+            found = i in self.nodes or bool(self.types.get(i))
+            self.nodes.pop(i, None)
+            self.origin.pop(("n", i), None)
+            for t in list(self.types.get(i, ())):
+                for d in list(self.edges.get((i, t), {})):
+                    self._del_edge(i, t, d)
+            return {"ok": {"deleted": found}}
+        s, t, d = req["src"], req["type"], req["dst"]
+        self.named.add(s)
+        if s < 0 or t < 0 or d < 0:
+            return {"error": "INVALID_ARGUMENT"}
+        if op == "assoc_add":
+            replaced = self.edge(s, t, d) is not None
+            self._put_edge(s, t, d, req["timestamp"], req["properties"])
+            return {"ok": {"replaced": replaced}}
+        if op == "assoc_update":
+            if self.edge(s, t, d) is None:
+                return {"error": "NOT_FOUND"}
+            self._put_edge(s, t, d, req["timestamp"], req["properties"])
+            return {"ok": None}
+        assert op == "assoc_delete", op
+        self.touched.add(s)
+        return {"ok": {"deleted": self._del_edge(s, t, d)}}
+
+    def live_in(self, g):
+        """(nodes with live properties, live edges) written in generation g."""
+        n = sum(1 for k, v in self.origin.items() if v == g and k[0] == "n")
+        e = sum(1 for k, v in self.origin.items() if v == g and k[0] == "e")
+        return n, e
+
+    def origins_of(self, i):
+        """The generations (0 = base shard) holding node i's live data."""
+        out = set()
+        if i in self.nodes:
+            out.add(self.origin.get(("n", i), 0))
+        for t in self.types.get(i, ()):
+            for d in self.edges.get((i, t), {}):
+                out.add(self.origin.get(("e", i, t, d), 0))
+        return out
+
+
+WRITE_OPS = {"obj_add", "obj_update", "obj_delete", "assoc_add", "assoc_update", "assoc_delete"}
+PROP_NAMES = NODE_PROPS + ["fresh", "x y"]
+EDGE_NAMES = EDGE_PROPS + ["extra"]
+
+
+def wvalue(r):
+    x = r.random()
+    if x < 0.15:
+        return ""  # stored as absent
+    if x < 0.5:
+        return r.choice(COMMON)
+    return value(r)
+
+
+def node_props(r):
+    return {n: wvalue(r) for n in r.sample(PROP_NAMES, r.randint(0, 4))}
+
+
+def edge_props(r):
+    return {n: wvalue(r) for n in r.sample(EDGE_NAMES, r.randint(0, 3))}
+
+
