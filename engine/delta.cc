@@ -14,9 +14,11 @@ namespace zipg::engine {
 namespace {
 
 // A batch record: u8 version | u32 n | n x (u8 op | i64 node | i64 type | i64 dst |
-// i64 generation | i64 timestamp | u8 found | u64 time_order + 1, 0 for none).
-constexpr uint8_t kRecordVersion = 2;
-constexpr size_t kEntryBytes = 1 + 5 * 8 + 1 + 8;
+// i64 generation | i64 timestamp | u8 found | u64 time_order + 1, 0 for none | u64 id).
+// Version 2 had no id (replayed with id 0).
+constexpr uint8_t kRecordVersion = 3;
+constexpr size_t kEntryBytesV2 = 1 + 5 * 8 + 1 + 8;
+constexpr size_t kEntryBytes = kEntryBytesV2 + 8;
 
 }  // namespace
 
@@ -120,8 +122,17 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
   found.reserve(batch.size());
   std::string record;
   record.push_back(static_cast<char>(kRecordVersion));
-  PutFixed32(&record, static_cast<uint32_t>(batch.size()));
+  const size_t count_at = record.size();
+  PutFixed32(&record, 0);
+  uint32_t applied = 0;
+  uint64_t last = last_id_.load();
   for (const Update& u : batch) {
+    if (u.id != 0 && u.id <= last) {  // applied already (a resend, or the feed and a push)
+      found.push_back(false);
+      continue;
+    }
+    if (u.id != 0) last = u.id;
+    ++applied;
     auto [it, fresh] = next.try_emplace(u.node);
     if (fresh) {
       if (auto old = Lookup(u.node)) it->second = *old;
@@ -137,8 +148,12 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
     PutFixed64(&record, static_cast<uint64_t>(u.timestamp));
     record.push_back(r.found ? 1 : 0);
     PutFixed64(&record, r.time_order ? *r.time_order + 1 : 0);
+    PutFixed64(&record, u.id);
   }
+  if (applied == 0) return found;
+  EncodeFixed32(record.data() + count_at, applied);
   ZIPG_RETURN_IF_ERROR(file_->Append(record));
+  last_id_ = last;
   std::unique_lock lock(mu_);
   for (auto& [id, delta] : next) {
     auto& slot = nodes_[id];
@@ -152,11 +167,14 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
 
 Status DeltaIndex::Replay(std::string_view data) {
   const Status bad = Status::Corruption("malformed update delta record");
-  if (data.size() < 5 || static_cast<uint8_t>(data[0]) != kRecordVersion) return bad;
+  if (data.size() < 5) return bad;
+  const uint8_t version = static_cast<uint8_t>(data[0]);
+  if (version != 2 && version != kRecordVersion) return bad;
+  const size_t entry = version == 2 ? kEntryBytesV2 : kEntryBytes;
   const uint64_t n = DecodeFixed32(data.data() + 1);
-  if (data.size() != 5 + n * kEntryBytes) return bad;
+  if (data.size() != 5 + n * entry) return bad;
   const char* p = data.data() + 5;
-  for (uint64_t i = 0; i < n; ++i, p += kEntryBytes) {
+  for (uint64_t i = 0; i < n; ++i, p += entry) {
     Resolved r;
     const uint8_t op = static_cast<uint8_t>(p[0]);
     if (op < 1 || op > 4) return bad;
@@ -169,6 +187,10 @@ Status DeltaIndex::Replay(std::string_view data) {
     r.found = p[41] != 0;
     const uint64_t at = DecodeFixed64(p + 42);
     if (at != 0) r.time_order = at - 1;
+    if (version != 2) {
+      r.update.id = DecodeFixed64(p + 50);
+      if (r.update.id > last_id_.load()) last_id_ = r.update.id;
+    }
     auto& slot = nodes_[r.update.node];
     NodeDelta delta = slot ? *slot : NodeDelta();
     Transition(r, &delta);

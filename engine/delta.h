@@ -80,9 +80,11 @@ class DeltaIndex {
 
   // Applies a batch from the LogStore to the base shard `base`, persists it and returns, per
   // update, whether the base held a live version of what it targets (node properties, any edge
-  // of the node for DeleteNode, the edge key). Idempotent per batch is the caller's business
-  // (the update channel answers a repeated batch from its reply cache).
+  // of the node for DeleteNode, the edge key). An update whose id is not above last_id() was
+  // applied before and is skipped (found: false); unnumbered updates (id 0) always apply.
   StatusOr<std::vector<bool>> Apply(const Shard& base, const std::vector<Update>& batch);
+  // The highest update id applied (and persisted); 0 if none.
+  uint64_t last_id() const { return last_id_.load(); }
 
   // The node's current delta, or null if no write touched it.
   std::shared_ptr<const NodeDelta> Lookup(int64_t node) const;
@@ -107,6 +109,7 @@ class DeltaIndex {
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<const NodeDelta>> nodes_;
   std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> last_id_{0};
   std::unique_ptr<logstore::Wal> file_;
 };
 

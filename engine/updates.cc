@@ -13,12 +13,14 @@ namespace {
 constexpr size_t kUpdateBytesV1 = 1 + 4 * 8;
 constexpr size_t kUpdateBytes = 1 + 5 * 8;
 constexpr uint32_t kVersion2 = 0x80000000u;
+constexpr uint32_t kWithIds = 0x40000000u;  // each update carries its u64 id
 }  // namespace
 
-std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<uint8_t>* flags) {
+std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<uint8_t>* flags,
+                          bool with_ids) {
   std::string out;
-  out.reserve(4 + updates.size() * (kUpdateBytes + 1));
-  PutFixed32(&out, static_cast<uint32_t>(updates.size()) | kVersion2);
+  out.reserve(4 + updates.size() * (kUpdateBytes + 9));
+  PutFixed32(&out, static_cast<uint32_t>(updates.size()) | kVersion2 | (with_ids ? kWithIds : 0));
   for (const Update& u : updates) {
     out.push_back(static_cast<char>(u.op));
     PutFixed64(&out, static_cast<uint64_t>(u.node));
@@ -26,6 +28,7 @@ std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<
     PutFixed64(&out, static_cast<uint64_t>(u.dst));
     PutFixed64(&out, static_cast<uint64_t>(u.generation));
     PutFixed64(&out, static_cast<uint64_t>(u.timestamp));
+    if (with_ids) PutFixed64(&out, u.id);
   }
   if (flags) out.append(reinterpret_cast<const char*>(flags->data()), flags->size());
   return out;
@@ -36,8 +39,9 @@ Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
   if (data.size() < 4) return Status::Corruption("update batch shorter than its header");
   const uint32_t head = DecodeFixed32(data.data());
   const bool v2 = (head & kVersion2) != 0;
-  const uint64_t n = head & ~kVersion2;
-  const size_t size = v2 ? kUpdateBytes : kUpdateBytesV1;
+  const bool with_ids = v2 && (head & kWithIds) != 0;
+  const uint64_t n = head & ~(kVersion2 | kWithIds);
+  const size_t size = v2 ? kUpdateBytes + (with_ids ? 8 : 0) : kUpdateBytesV1;
   const uint64_t need = 4 + n * size + (flags ? n : 0);
   if (data.size() != need) {
     return Status::Corruption("update batch of " + std::to_string(data.size()) +
@@ -55,6 +59,7 @@ Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
     u.dst = static_cast<int64_t>(DecodeFixed64(p + 17));
     u.generation = static_cast<int64_t>(DecodeFixed64(p + 25));
     if (v2) u.timestamp = static_cast<int64_t>(DecodeFixed64(p + 33));
+    if (with_ids) u.id = DecodeFixed64(p + 41);
     updates->push_back(u);
   }
   if (flags) flags->assign(p, p + n);

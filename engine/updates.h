@@ -43,14 +43,18 @@ struct Update {
   int64_t dst = 0;         // edge ops
   int64_t generation = 0;  // put ops: the generation now holding the data (0: none)
   int64_t timestamp = 0;   // PutEdge: the new edge's timestamp
+  // Its place in the LogStore's log, generation << 32 | record index + 1 (docs/replication.md);
+  // 0: unnumbered.
+  uint64_t id = 0;
   bool operator==(const Update&) const = default;
 };
 
-// Wire/disk form of a batch (little endian): u32 count | 0x80000000, then per update u8 op |
-// i64 node | i64 type | i64 dst | i64 generation | i64 timestamp. `flags`, if given, adds one
-// byte per update after the batch. The first version had no timestamps and no high bit; it is
-// still decoded (timestamps 0).
-std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<uint8_t>* flags);
+// Wire/disk form of a batch (little endian): u32 count | 0x80000000 (| 0x40000000 with ids),
+// then per update u8 op | i64 node | i64 type | i64 dst | i64 generation | i64 timestamp
+// (| u64 id). `flags`, if given, adds one byte per update after the batch. The first version had
+// no timestamps and no high bit; it is still decoded (timestamps 0). Without ids, ids decode as 0.
+std::string EncodeUpdates(const std::vector<Update>& updates, const std::vector<uint8_t>* flags,
+                          bool with_ids = false);
 // INVALID_ARGUMENT / corruption if malformed.
 Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
                      std::vector<uint8_t>* flags);
