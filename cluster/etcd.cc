@@ -258,7 +258,7 @@ namespace {
 // Options shared by unary requests and watches. `headers` and `body` must outlive the transfer.
 void SetCommonOptions(CURL* handle, const std::string& url, const std::string& body,
                       curl_slist* headers, std::string* reply, char* error_buffer,
-                      std::chrono::milliseconds connect_timeout) {
+                      std::chrono::milliseconds connect_timeout, const EtcdTls& tls) {
   auto write = +[](char* data, size_t size, size_t count, void* out) -> size_t {
     static_cast<std::string*>(out)->append(data, size * count);
     return size * count;
@@ -276,6 +276,10 @@ void SetCommonOptions(CURL* handle, const std::string& url, const std::string& b
   curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // required with timeouts in threaded programs
   curl_easy_setopt(handle, CURLOPT_PROXY, "");     // etcd is never reached through http_proxy
   curl_easy_setopt(handle, CURLOPT_TCP_KEEPALIVE, 1L);
+  // https endpoints: the cluster's CA, and this member's certificate for mutual TLS.
+  curl_easy_setopt(handle, CURLOPT_CAINFO, tls.ca.empty() ? nullptr : tls.ca.c_str());
+  curl_easy_setopt(handle, CURLOPT_SSLCERT, tls.cert.empty() ? nullptr : tls.cert.c_str());
+  curl_easy_setopt(handle, CURLOPT_SSLKEY, tls.key.empty() ? nullptr : tls.key.c_str());
 }
 
 // Content-Type, and no "Expect: 100-continue" (which would stall bodies over 1 KB).
@@ -335,18 +339,54 @@ StatusOr<Json> UnwrapStreamMessage(const std::string& where, std::string_view li
 
 // --- EtcdClient ---
 
-EtcdClient::EtcdClient(std::string endpoint, std::chrono::milliseconds timeout)
-    : endpoint_(std::move(endpoint)),
-      timeout_(std::max(timeout, std::chrono::milliseconds(1))),
+EtcdClient::EtcdClient(std::string endpoints, std::chrono::milliseconds timeout)
+    : timeout_(std::max(timeout, std::chrono::milliseconds(1))),
       pool_(std::make_unique<HandlePool>()) {
-  if (endpoint_.find("://") == std::string::npos) endpoint_ = "http://" + endpoint_;
-  while (!endpoint_.empty() && endpoint_.back() == '/') endpoint_.pop_back();
+  size_t start = 0;
+  while (start <= endpoints.size()) {
+    size_t end = endpoints.find(',', start);
+    if (end == std::string::npos) end = endpoints.size();
+    std::string e = endpoints.substr(start, end - start);
+    if (!e.empty()) {
+      if (e.find("://") == std::string::npos) e = "http://" + e;
+      while (!e.empty() && e.back() == '/') e.pop_back();
+      endpoints_.push_back(e);
+    }
+    start = end + 1;
+  }
+  if (endpoints_.empty()) endpoints_.push_back("http://127.0.0.1:2379");
 }
+
+std::string EtcdClient::endpoints() const {
+  std::string out;
+  for (const auto& e : endpoints_) out += (out.empty() ? "" : ",") + e;
+  return out;
+}
+
+void EtcdClient::SetTls(EtcdTls tls) { tls_ = std::move(tls); }
 
 EtcdClient::~EtcdClient() = default;
 
 StatusOr<std::string> EtcdClient::Post(const char* op, const char* path, const std::string& body) {
-  const std::string where = Where(endpoint_, op);
+  // The current endpoint first; where it cannot answer (down, no leader), the next ones.
+  const size_t n = endpoints_.size();
+  const size_t first = current_.load();
+  StatusOr<std::string> reply = Status::Unavailable("no etcd endpoint");
+  for (size_t k = 0; k < n; ++k) {
+    const size_t at = (first + k) % n;
+    reply = PostTo(endpoints_[at], op, path, body);
+    if (reply.ok() || (reply.status().code() != StatusCode::kUnavailable &&
+                       reply.status().code() != StatusCode::kDeadlineExceeded)) {
+      if (k > 0) current_ = at;
+      return reply;
+    }
+  }
+  return reply;
+}
+
+StatusOr<std::string> EtcdClient::PostTo(const std::string& endpoint, const char* op,
+                                         const char* path, const std::string& body) {
+  const std::string where = Where(endpoint, op);
   ZIPG_RETURN_IF_ERROR(GlobalInit());
   HeaderList headers(JsonHeaders());
   CURL* handle = pool_->Take();
@@ -356,8 +396,8 @@ StatusOr<std::string> EtcdClient::Post(const char* op, const char* path, const s
   }
   std::string reply;
   char error_buffer[CURL_ERROR_SIZE] = "";
-  const std::string url = endpoint_ + path;
-  SetCommonOptions(handle, url, body, headers.get(), &reply, error_buffer, timeout_);
+  const std::string url = endpoint + path;
+  SetCommonOptions(handle, url, body, headers.get(), &reply, error_buffer, timeout_, tls_);
   curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
   CURLcode rc = curl_easy_perform(handle);
   long http_status = 0;
@@ -377,7 +417,7 @@ StatusOr<std::string> EtcdClient::Post(const char* op, const char* path, const s
 }
 
 StatusOr<int64_t> EtcdClient::LeaseGrant(int64_t ttl_seconds, int64_t* granted_ttl) {
-  const std::string where = Where(endpoint_, "LeaseGrant");
+  const std::string where = Where(endpoint(), "LeaseGrant");
   if (ttl_seconds <= 0) {
     return Status::InvalidArgument(where + ": TTL must be positive, got " +
                                    std::to_string(ttl_seconds));
@@ -394,7 +434,7 @@ StatusOr<int64_t> EtcdClient::LeaseGrant(int64_t ttl_seconds, int64_t* granted_t
 }
 
 Status EtcdClient::LeaseKeepAlive(int64_t lease) {
-  const std::string where = Where(endpoint_, "LeaseKeepAlive");
+  const std::string where = Where(endpoint(), "LeaseKeepAlive");
   // A streaming call: the reply is one {"result": ...} (or {"error": ...}) message, and an
   // unknown or expired lease is not an error but a result without a TTL.
   ZIPG_ASSIGN_OR_RETURN(std::string body, Post("LeaseKeepAlive", "/v3/lease/keepalive",
@@ -431,13 +471,13 @@ Status CheckKey(const std::string& where, const std::string& key) {
 }  // namespace
 
 Status EtcdClient::Put(const std::string& key, const std::string& value, int64_t lease) {
-  ZIPG_RETURN_IF_ERROR(CheckKey(Where(endpoint_, "Put"), key));
+  ZIPG_RETURN_IF_ERROR(CheckKey(Where(endpoint(), "Put"), key));
   return Post("Put", "/v3/kv/put", Dump(PutRequest(key, value, lease))).status();
 }
 
 StatusOr<bool> EtcdClient::PutIfAbsent(const std::string& key, const std::string& value,
                                        int64_t lease) {
-  const std::string where = Where(endpoint_, "PutIfAbsent");
+  const std::string where = Where(endpoint(), "PutIfAbsent");
   ZIPG_RETURN_IF_ERROR(CheckKey(where, key));
   Json request = {
       {"compare", Json::array({{{"key", Base64Encode(key)},
@@ -452,7 +492,7 @@ StatusOr<bool> EtcdClient::PutIfAbsent(const std::string& key, const std::string
 }
 
 StatusOr<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) {
-  const std::string where = Where(endpoint_, "Get");
+  const std::string where = Where(endpoint(), "Get");
   ZIPG_RETURN_IF_ERROR(CheckKey(where, key));
   ZIPG_ASSIGN_OR_RETURN(std::string body,
                         Post("Get", "/v3/kv/range", Dump({{"key", Base64Encode(key)}})));
@@ -468,7 +508,7 @@ StatusOr<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) {
 
 StatusOr<std::vector<KeyValue>> EtcdClient::GetPrefix(const std::string& prefix,
                                                       int64_t* revision) {
-  const std::string where = Where(endpoint_, "GetPrefix");
+  const std::string where = Where(endpoint(), "GetPrefix");
   ZIPG_ASSIGN_OR_RETURN(std::string body,
                         Post("GetPrefix", "/v3/kv/range", Dump(PrefixRange(prefix))));
   ZIPG_ASSIGN_OR_RETURN(Json reply, ParseObject(where, body));
@@ -490,7 +530,7 @@ StatusOr<std::vector<KeyValue>> EtcdClient::GetPrefix(const std::string& prefix,
 }
 
 Status EtcdClient::Delete(const std::string& key) {
-  ZIPG_RETURN_IF_ERROR(CheckKey(Where(endpoint_, "Delete"), key));
+  ZIPG_RETURN_IF_ERROR(CheckKey(Where(endpoint(), "Delete"), key));
   return Post("Delete", "/v3/kv/deleterange", Dump({{"key", Base64Encode(key)}})).status();
 }
 
@@ -571,7 +611,21 @@ Status DecodeWatchMessage(const std::string& where, std::string_view line,
 Status EtcdClient::Watch(const std::string& prefix, int64_t start_revision,
                          const std::function<bool(const std::vector<WatchEvent>&)>& on_events,
                          const std::atomic<bool>& cancel) {
-  const std::string where = Where(endpoint_, "Watch");
+  const size_t at = current_.load();
+  Status s = WatchAt(endpoints_[at % endpoints_.size()], prefix, start_revision, on_events, cancel);
+  if (s.code() == StatusCode::kUnavailable && endpoints_.size() > 1) {
+    // The caller retries: on the next endpoint, unless a unary call moved on already.
+    size_t expected = at;
+    current_.compare_exchange_strong(expected, (at + 1) % endpoints_.size());
+  }
+  return s;
+}
+
+Status EtcdClient::WatchAt(const std::string& endpoint, const std::string& prefix,
+                           int64_t start_revision,
+                           const std::function<bool(const std::vector<WatchEvent>&)>& on_events,
+                           const std::atomic<bool>& cancel) {
+  const std::string where = Where(endpoint, "Watch");
   if (start_revision < 0) {
     return Status::InvalidArgument(where + ": negative start revision " +
                                    std::to_string(start_revision));
@@ -580,7 +634,7 @@ Status EtcdClient::Watch(const std::string& prefix, int64_t start_revision,
   Json create = PrefixRange(prefix);
   if (start_revision > 0) create["start_revision"] = ToString(start_revision);
   const std::string body = Dump({{"create_request", create}});
-  const std::string url = endpoint_ + "/v3/watch";
+  const std::string url = endpoint + "/v3/watch";
 
   HeaderList headers(JsonHeaders());
   WatchTransfer transfer;
@@ -589,7 +643,8 @@ Status EtcdClient::Watch(const std::string& prefix, int64_t start_revision,
   }
   std::string buffer;  // received bytes not yet decoded; messages end with '\n'
   char error_buffer[CURL_ERROR_SIZE] = "";
-  SetCommonOptions(transfer.easy(), url, body, headers.get(), &buffer, error_buffer, timeout_);
+  SetCommonOptions(transfer.easy(), url, body, headers.get(), &buffer, error_buffer, timeout_,
+                   tls_);
   if (!transfer.Start()) return Status::Internal(where + ": curl_multi_add_handle failed");
 
   std::vector<WatchEvent> events;

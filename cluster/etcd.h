@@ -45,18 +45,34 @@ struct WatchEvent {
   KeyValue kv;
 };
 
+// Files for https endpoints: the CA that signed etcd's certificate, and this client's certificate
+// and key (etcd --client-cert-auth). Empty: the system's CA store, no client certificate.
+struct EtcdTls {
+  std::string ca;
+  std::string cert;
+  std::string key;
+};
+
 class EtcdClient {
  public:
-  // endpoint: "http://127.0.0.1:2379" or "127.0.0.1:2379". timeout bounds each unary request
-  // (connect included) and the connect phase of a Watch.
-  explicit EtcdClient(std::string endpoint,
+  // endpoints: one or more, comma-separated: "http://127.0.0.1:2379", "127.0.0.1:2379",
+  // "https://a:2379,https://b:2379". A unary call goes to the current endpoint and, if that one
+  // cannot answer (UNAVAILABLE, DEADLINE_EXCEEDED), to the next ones in turn; the one that
+  // answered becomes current. A watch that breaks moves to the next endpoint for the caller's
+  // retry. timeout bounds each unary request per endpoint (connect included) and the connect
+  // phase of a Watch.
+  explicit EtcdClient(std::string endpoints,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
 
-  // The normalized endpoint: scheme included, no trailing '/'.
-  const std::string& endpoint() const { return endpoint_; }
+  // The current endpoint, normalized: scheme included, no trailing '/'.
+  std::string endpoint() const { return endpoints_[current_.load() % endpoints_.size()]; }
+  // All of them, comma-separated.
+  std::string endpoints() const;
+  // Call before any request.
+  void SetTls(EtcdTls tls);
 
   // A new lease of ttl_seconds (> 0). etcd raises a TTL below its minimum (1.5 election timeouts
   // rounded up to whole seconds: 2 s with default settings) to that minimum; *granted_ttl (if
@@ -93,8 +109,15 @@ class EtcdClient {
   // POSTs a JSON body to a gateway path (op names the call in error messages). The body of a 200
   // reply, or the error mapped as described at the top of this file.
   StatusOr<std::string> Post(const char* op, const char* path, const std::string& body);
+  StatusOr<std::string> PostTo(const std::string& endpoint, const char* op, const char* path,
+                               const std::string& body);
+  Status WatchAt(const std::string& endpoint, const std::string& prefix, int64_t start_revision,
+                 const std::function<bool(const std::vector<WatchEvent>&)>& on_events,
+                 const std::atomic<bool>& cancel);
 
-  std::string endpoint_;
+  std::vector<std::string> endpoints_;
+  std::atomic<size_t> current_{0};
+  EtcdTls tls_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<HandlePool> pool_;
 };

@@ -91,6 +91,30 @@ std::string RandomBytes(std::mt19937_64& rng, size_t length) {
   return out;
 }
 
+// Starts etcd with `args` (argv[0] included), output to `log_path`; the pid, or -1.
+pid_t SpawnEtcd(std::vector<std::string> args, const std::string& log_path) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    ADD_FAILURE() << log_path << ": " << strerror(errno);
+    return -1;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec. Die with the test process, even if it crashes.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    execv(kEtcdBinary, argv.data());
+    _exit(127);
+  }
+  close(log_fd);
+  if (pid < 0) ADD_FAILURE() << "fork: " << strerror(errno);
+  return pid;
+}
+
 class EtcdTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -117,23 +141,9 @@ class EtcdTest : public ::testing::Test {
                                      "--initial-cluster=zipg-test=" + peer_url,
                                      "--heartbeat-interval=100",
                                      "--election-timeout=500"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     const std::string log_path = dir_ + "/etcd.log";
-    int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    ASSERT_GE(log_fd, 0) << strerror(errno);
-    pid_ = fork();
-    ASSERT_GE(pid_, 0) << strerror(errno);
-    if (pid_ == 0) {
-      // Only async-signal-safe calls until exec. Die with the test process, even if it crashes.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      dup2(log_fd, STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-      execv(kEtcdBinary, argv.data());
-      _exit(127);
-    }
-    close(log_fd);
+    pid_ = SpawnEtcd(args, log_path);
+    ASSERT_GT(pid_, 0);
     EtcdClient client(endpoint_, milliseconds(500));
     const auto start = Clock::now();
     while (true) {
@@ -721,6 +731,112 @@ TEST(EtcdOfflineTest, ReplyMapping) {
                   .code(),
               StatusCode::kUnavailable);
   }
+}
+
+// Three members on loopback; a client given all three keeps working, and a watch keeps
+// delivering, when the member it was using is killed (the cluster keeps its quorum).
+TEST(EtcdClusterTest, ClientsSurviveTheLossOfAMember) {
+  char dir_template[] = "/tmp/zipg_etcd_cluster_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  std::vector<std::string> client_urls, peer_urls;
+  for (int i = 0; i < 3; ++i) {
+    client_urls.push_back("http://127.0.0.1:" + std::to_string(FreePort()));
+    peer_urls.push_back("http://127.0.0.1:" + std::to_string(FreePort()));
+  }
+  std::string initial;
+  for (int i = 0; i < 3; ++i) {
+    initial += (i ? "," : "") + std::string("m") + std::to_string(i) + "=" + peer_urls[i];
+  }
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "m" + std::to_string(i);
+    pids.push_back(SpawnEtcd({kEtcdBinary, "--name=" + name, "--data-dir=" + dir + "/" + name,
+                              "--listen-client-urls=" + client_urls[i],
+                              "--advertise-client-urls=" + client_urls[i],
+                              "--listen-peer-urls=" + peer_urls[i],
+                              "--initial-advertise-peer-urls=" + peer_urls[i],
+                              "--initial-cluster=" + initial, "--initial-cluster-state=new",
+                              "--heartbeat-interval=100", "--election-timeout=500"},
+                             dir + "/" + name + ".log"));
+    ASSERT_GT(pids.back(), 0);
+  }
+  struct Cleanup {
+    std::vector<pid_t>* pids;
+    std::string dir;
+    ~Cleanup() {
+      for (pid_t p : *pids) {
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{&pids, dir};
+
+  EtcdClient etcd(client_urls[0] + "," + client_urls[1] + "," + client_urls[2], milliseconds(500));
+  EXPECT_EQ(etcd.endpoint(), client_urls[0]);
+  EXPECT_EQ(etcd.endpoints(), client_urls[0] + "," + client_urls[1] + "," + client_urls[2]);
+  const auto start = Clock::now();
+  while (!etcd.Put("/c/ready", "1").ok()) {
+    ASSERT_LT(MillisSince(start), 20000) << "the 3-member cluster did not form:\n"
+                                         << ReadLog(dir + "/m0.log");
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  // A watcher as ClusterView runs one: on a broken stream, retry from the next revision.
+  std::mutex mu;
+  std::map<std::string, std::string> seen;
+  std::atomic<bool> cancel{false};
+  int64_t revision = 0;
+  ASSERT_TRUE(etcd.GetPrefix("/c/", &revision).ok());
+  std::thread watcher([&] {
+    int64_t next = revision + 1;
+    while (!cancel.load()) {
+      Status s = etcd.Watch(
+          "/c/k", next,
+          [&](const std::vector<WatchEvent>& events) {
+            std::lock_guard lock(mu);
+            for (const auto& e : events) {
+              seen[e.kv.key] = e.kv.value;
+              next = e.kv.mod_revision + 1;
+            }
+            return true;
+          },
+          cancel);
+      if (!s.ok()) std::this_thread::sleep_for(milliseconds(50));
+    }
+  });
+  auto lease = etcd.LeaseGrant(3);
+  ASSERT_TRUE(lease.ok()) << lease.status().ToString();
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 200; ++i) {
+    if (i == 100) {  // the member every call has used so far
+      kill(pids[0], SIGKILL);
+      waitpid(pids[0], nullptr, 0);
+      pids.erase(pids.begin());
+    }
+    const std::string key = "/c/k" + std::to_string(i);
+    Status put = etcd.Put(key, "v" + std::to_string(i), i % 2 ? *lease : 0);
+    ASSERT_TRUE(put.ok()) << "put " << i << ": " << put.ToString();
+    want[key] = "v" + std::to_string(i);
+    if (i % 20 == 0) ASSERT_TRUE(etcd.LeaseKeepAlive(*lease).ok()) << i;
+  }
+  EXPECT_NE(etcd.endpoint(), client_urls[0]);
+  auto listed = etcd.GetPrefix("/c/k");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(AsMap(*listed), want);
+  const auto wait_start = Clock::now();
+  while (MillisSince(wait_start) < 10000) {
+    {
+      std::lock_guard lock(mu);
+      if (seen == want) break;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  cancel = true;
+  watcher.join();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen, want) << "the watch missed events across the member's loss";
 }
 
 }  // namespace
