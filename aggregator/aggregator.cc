@@ -23,12 +23,11 @@ ClusterGraph::ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools
           },
           WriteBatcher::Options{.max_in_flight = write_batches}) {}
 
-StatusOr<rpc::RemoteGraph> ClusterGraph::Owner(int64_t id) {
+StatusOr<uint32_t> ClusterGraph::ShardFor(int64_t id) const {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
   auto map = view_->Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
-  ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, map->Pick(ShardOf(id, map->num_shards)));
-  return rpc::RemoteGraph(pools_->Get(owner->endpoint));
+  return ShardOf(id, map->num_shards);
 }
 
 StatusOr<rpc::RemoteGraph> ClusterGraph::LogStore() {
@@ -61,8 +60,7 @@ StatusOr<bool> ClusterGraph::AssocDelete(int64_t src, int64_t type, int64_t dst)
   return Batched(rpc::WriteKind::ASSOC_DELETE, src, type, dst, 0, nullptr);
 }
 StatusOr<bool> ClusterGraph::Batched(rpc::WriteKind::type kind, int64_t id, int64_t type,
-                                     int64_t dst, int64_t timestamp,
-                                     const Properties* properties) {
+                                     int64_t dst, int64_t timestamp, const Properties* properties) {
   rpc::BatchedWrite w;
   w.kind = kind;
   w.id = id;
@@ -83,10 +81,13 @@ StatusOr<std::string> ClusterGraph::Compact() {
   return log.Compact();
 }
 
-// Every node-keyed operation: find the owner, forward the call whole.
-#define FORWARD(id, call)                                \
-  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph owner, Owner(id)); \
-  return owner.call
+// Every node-keyed operation: forward the call whole to a replica of the owning shard, and once
+// more to another replica if that one fails (docs/replication.md, "Reads").
+#define FORWARD(id, call)                                                      \
+  ZIPG_ASSIGN_OR_RETURN(uint32_t shard, ShardFor(id));                         \
+  return cluster::CallShard(*view_, shard, [&](const cluster::MemberInfo& m) { \
+    return rpc::RemoteGraph(pools_->Get(m.endpoint)).call;                     \
+  })
 
 StatusOr<std::optional<Properties>> ClusterGraph::GetNodeProperty(
     int64_t id, const std::vector<std::string>* names) {
@@ -148,8 +149,16 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
   }
   std::vector<rpc::IdsCall> calls;
   for (const auto& [name, work] : plan) {
-    calls.push_back([this, &work, &properties] {
-      return rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
+    calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
+      auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
+      if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
+      // That server failed: its shards once more, each on another replica.
+      std::map<uint32_t, std::vector<int32_t>> by_shard;
+      for (int32_t s : work.items) by_shard[static_cast<uint32_t>(s)].push_back(s);
+      return cluster::RetryOnOthers(
+          *view_, name, by_shard, [this, &properties](const cluster::ServerWork<int32_t>& w) {
+            return rpc::RemoteGraph(pools_->Get(w.endpoint)).LocalNodeIds(w.items, properties);
+          });
     });
   }
   // Nodes whose live properties were written since the load are the LogStore's to report.
@@ -164,7 +173,7 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
 }
 
 nlohmann::json ClusterGraph::StatusJson(const std::string& self_name,
-                                    const std::string& cluster) const {
+                                        const std::string& cluster) const {
   auto map = view_->Current();
   nlohmann::json servers = nlohmann::json::array();
   nlohmann::json store = nlohmann::json::object();
@@ -178,19 +187,18 @@ nlohmann::json ClusterGraph::StatusJson(const std::string& self_name,
   const auto unserved = map->Unserved();
   const bool healthy =
       map->problem.empty() && map->num_shards > 0 && unserved.empty() && map->logstore;
-  nlohmann::json j = {{"cluster", cluster},
-                      {"etcd", view_->etcd().endpoint()},
-                      {"aggregator", self_name},
-                      {"revision", map->revision},
-                      {"num_shards", map->num_shards},
-                      {"unserved_shards", unserved},
-                      {"logstore", map->logstore ? json(map->members[*map->logstore].name)
-                                                 : json(nullptr)},
-                      {"healthy", healthy},
-                      {"write_batches", {{"batches", batcher_.batches()},
-                                         {"writes", batcher_.writes()}}},
-                      {"servers", servers},
-                      {"store", store}};
+  nlohmann::json j = {
+      {"cluster", cluster},
+      {"etcd", view_->etcd().endpoint()},
+      {"aggregator", self_name},
+      {"revision", map->revision},
+      {"num_shards", map->num_shards},
+      {"unserved_shards", unserved},
+      {"logstore", map->logstore ? json(map->members[*map->logstore].name) : json(nullptr)},
+      {"healthy", healthy},
+      {"write_batches", {{"batches", batcher_.batches()}, {"writes", batcher_.writes()}}},
+      {"servers", servers},
+      {"store", store}};
   if (!map->problem.empty()) j["problem"] = map->problem;
   return j;
 }

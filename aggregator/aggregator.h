@@ -61,9 +61,9 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   nlohmann::json StatusJson(const std::string& self_name, const std::string& cluster) const;
 
  private:
-  // The stub for the server that owns `id`; INVALID_ARGUMENT for a negative id, UNAVAILABLE if
-  // no live server has its shard.
-  StatusOr<rpc::RemoteGraph> Owner(int64_t id);
+  // The shard that owns `id`; INVALID_ARGUMENT for a negative id, UNAVAILABLE if no shard server
+  // is registered.
+  StatusOr<uint32_t> ShardFor(int64_t id) const;
   StatusOr<rpc::RemoteGraph> LogStore();
   // An unconditional write, through the batcher.
   StatusOr<bool> Batched(rpc::WriteKind::type kind, int64_t id, int64_t type, int64_t dst,

@@ -76,12 +76,15 @@ int main(int argc, char** argv) {
   fs::remove_all(dir, ec);
 
   auto receiver = shard::UpdateReceiver::Start(
-      "127.0.0.1", 0, [](uint32_t, const std::vector<engine::Update>& updates) {
-        return StatusOr<std::vector<bool>>(std::vector<bool>(updates.size(), false));
+      "127.0.0.1", 0, [](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
+        return StatusOr<shard::PushAnswer>(
+            shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
       });
   if (!receiver.ok()) Die(receiver.status().ToString());
   const std::string endpoint = (*receiver)->endpoint();
-  shard::UpdateSender sender(1, [&](uint32_t) { return StatusOr<std::string>(endpoint); });
+  shard::UpdateSender sender(1, [&](uint32_t) {
+    return std::vector<shard::UpdateTarget>{{"base", endpoint}};
+  });
   logstore::LogStoreOptions options;
   options.dir = dir;
   options.memtable_bytes = 0;  // compact only when told

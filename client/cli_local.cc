@@ -28,6 +28,7 @@
 #include "client/client.h"
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
+#include "cluster/placement.h"
 #include "graph/manifest.h"
 #include "util/file.h"
 
@@ -48,7 +49,10 @@ const char kUsage[] =
     "      stop that cluster (aggregators, LogStore, shard servers, then etcd) and remove its run\n"
     "      state\n"
     "options of start:\n"
-    "  --servers N      shard-server processes (default 2, at most the store's shard count)\n"
+    "  --servers N      shard-server processes (default 2, or R with --replicas R; at most\n"
+    "                   shards x R)\n"
+    "  --replicas R     every shard served by R shard-server processes, no two copies on one\n"
+    "                   (default 1); each keeps its writes in STORE/updates/server-K\n"
     "  --aggregators N  aggregator processes (default: one per shard server)\n"
     "  --host H         address every server binds (default 127.0.0.1)\n"
     "  --port P         first aggregator port, the next ones follow (default 0: free ports)\n"
@@ -242,9 +246,15 @@ class Starter {
     if (ec) return Status::IOError(RunDir(store_) + ": " + ec.message());
     ZIPG_ASSIGN_OR_RETURN(self_, ExePath());
 
-    ZIPG_ASSIGN_OR_RETURN(uint64_t servers, args_.GetUint("servers", 2));
+    ZIPG_ASSIGN_OR_RETURN(uint64_t replicas, args_.GetUint("replicas", 1));
+    if (replicas < 1 || replicas > 16) return Status::InvalidArgument("--replicas must be 1..16");
+    ZIPG_ASSIGN_OR_RETURN(uint64_t servers, args_.GetUint("servers", std::max<uint64_t>(2, replicas)));
     if (servers < 1) return Status::InvalidArgument("--servers must be >= 1");
-    servers = std::min<uint64_t>(servers, manifest.shards);
+    // At most one copy of each shard per server, so no server is idle and none holds two copies.
+    servers = std::min<uint64_t>(servers, manifest.shards * replicas);
+    ZIPG_ASSIGN_OR_RETURN(auto placement,
+                          cluster::PlaceReplicas(manifest.shards, static_cast<uint32_t>(servers),
+                                                 static_cast<uint32_t>(replicas)));
     ZIPG_ASSIGN_OR_RETURN(uint64_t aggregators, args_.GetUint("aggregators", servers));
     if (aggregators < 1 || aggregators > 64) {
       return Status::InvalidArgument("--aggregators must be 1..64");
@@ -258,15 +268,17 @@ class Starter {
     const auto deadline = Clock::now() + std::chrono::seconds(wait);
 
     ZIPG_RETURN_IF_ERROR(StartEtcd(deadline));
-    // Shard server k serves shards k, k+servers, k+2*servers, ...
+    // Shard server k serves shards k, k+servers, k+2*servers, ... and, with replicas, the copies
+    // cluster::PlaceReplicas gives it; each replica keeps its applied writes in its own directory.
     for (uint64_t k = 0; k < servers; ++k) {
       std::string shards;
-      for (uint64_t s = k; s < manifest.shards; s += servers) {
-        shards += (shards.empty() ? "" : ",") + std::to_string(s);
-      }
+      for (uint32_t s : placement[k]) shards += (shards.empty() ? "" : ",") + std::to_string(s);
       const std::string name = "shard-" + std::to_string(k);
       std::vector<std::string> argv = {self_, "serve", "shard", "--store", store_, "--shards",
                                        shards};
+      if (replicas > 1) {
+        argv.insert(argv.end(), {"--updates-dir", store_ + "/updates/server-" + std::to_string(k)});
+      }
       if (args_.Has("no-verify")) argv.push_back("--no-verify");
       ZIPG_RETURN_IF_ERROR(SpawnServer(argv, name, 0));
     }
@@ -293,7 +305,8 @@ class Starter {
     ZIPG_RETURN_IF_ERROR(WaitHealthy(servers, aggregators, deadline));
     ZIPG_RETURN_IF_ERROR(WriteState());
     std::cout << "zipg local: cluster " << cluster_ << " is up: " << servers
-              << " shard servers, " << aggregators << " aggregators, " << manifest.shards
+              << " shard servers (" << replicas << (replicas == 1 ? " copy" : " copies")
+              << " of each shard), " << aggregators << " aggregators, " << manifest.shards
               << " shards, etcd " << etcd_endpoint_ << "; logs in " << RunDir(store_) << "\n";
     for (const auto& a : aggregator_endpoints_) std::cout << "aggregator " << a << "\n";
     return Status::OK();
@@ -494,7 +507,7 @@ int RunLocal(int argc, char** argv) {
   Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
                                    "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
                                    "memtable-mb", "compaction-memory", "no-sync",
-                                   "write-batches"});
+                                   "write-batches", "replicas"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

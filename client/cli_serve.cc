@@ -19,6 +19,7 @@
 #include "logstore/logstore.h"
 #include "logstore/server.h"
 #include "rpc/server.h"
+#include "shard/catch_up.h"
 #include "shard/server.h"
 #include "shard/update_channel.h"
 #include "util/memory.h"
@@ -43,6 +44,8 @@ const char kUsage[] =
     "  --call-timeout-ms MS  timeout of calls to other servers (default 10000)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
     "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
+    "  --updates-dir D shard: where its applied writes are kept (default STORE/updates); replicas\n"
+    "                  sharing one store directory need one each\n"
     "  --memtable-mb N logstore: compress the log into a new shard past N MiB (default 256;\n"
     "                  0: only on `zipg admin compact`)\n"
     "  --compaction-memory SIZE  logstore: memory a compaction may use to build its log shard\n"
@@ -92,9 +95,10 @@ int RunServe(int argc, char** argv) {
   if (role != "shard" && role != "aggregator" && role != "logstore") {
     return UsageError("unknown server role '" + role + "'", kUsage);
   }
-  Status known = args->CheckKnown({"store", "shards", "etcd", "host", "port", "cluster", "name",
-                                   "lease-ttl", "call-timeout-ms", "no-verify", "update-port",
-                                   "memtable-mb", "compaction-memory", "no-sync", "write-batches"});
+  Status known =
+      args->CheckKnown({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
+                        "call-timeout-ms", "no-verify", "update-port", "memtable-mb",
+                        "compaction-memory", "no-sync", "write-batches", "updates-dir"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -132,6 +136,7 @@ int RunServe(int argc, char** argv) {
 
   std::unique_ptr<shard::ServerGraph> shard_graph;
   std::unique_ptr<shard::UpdateReceiver> update_receiver;
+  std::unique_ptr<shard::CatchUp> catch_up;
   std::unique_ptr<aggregator::ClusterGraph> cluster_graph;
   std::unique_ptr<shard::UpdateSender> sender;
   std::unique_ptr<logstore::LogStore> log_store;
@@ -144,9 +149,15 @@ int RunServe(int argc, char** argv) {
     if (!shards.ok()) return UsageError(shards.status().message(), kUsage);
     GraphOpenOptions open_options;
     open_options.verify_checksums = !args->Has("no-verify");
-    auto g = shard::ServerGraph::Open(*store, *shards, open_options, view->get(), &pools);
+    auto g = shard::ServerGraph::Open(*store, *shards, open_options, view->get(), &pools,
+                                      args->Get("updates-dir").value_or(""));
     if (!g.ok()) return Fail(g.status());
     shard_graph = std::move(*g);
+    // Not serving until caught up (below, after registering); a refused push then wakes it.
+    shard_graph->StopServing();
+    shard_graph->OnBehind([&catch_up] {
+      if (catch_up) catch_up->Wake();
+    });
     info.num_shards = shard_graph->num_shards();
     info.shards = shard_graph->hosted();
     info.store = *store;
@@ -162,8 +173,9 @@ int RunServe(int argc, char** argv) {
     }
     auto receiver = shard::UpdateReceiver::Start(
         server_options.host, static_cast<int>(*update_port),
-        [g = shard_graph.get()](uint32_t s, const std::vector<engine::Update>& batch) {
-          return g->ApplyUpdates(s, batch);
+        [g = shard_graph.get()](uint32_t s, uint64_t prev,
+                                const std::vector<engine::Update>& batch) {
+          return g->ApplyPush(s, prev, batch);
         });
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
@@ -175,6 +187,14 @@ int RunServe(int argc, char** argv) {
           j["touched_nodes"] = shard_graph->UpdateStats();
           j["memory"] = nlohmann::json::parse(MemoryJson(shard_graph->AccountedBytes()));
           j["update_batches"] = update_receiver->batches();
+          j["serving"] = shard_graph->serving();
+          nlohmann::json last = nlohmann::json::object();
+          for (uint32_t s : shard_graph->hosted()) last[std::to_string(s)] = shard_graph->LastId(s);
+          j["last_update_ids"] = last;
+          j["refused_pushes"] = shard_graph->refused();
+          if (catch_up) {
+            j["catch_up"] = {{"reads", catch_up->reads()}, {"applied", catch_up->applied()}};
+          }
           return j.dump();
         });
     processor = std::make_shared<rpc::ShardServiceProcessor>(handler);
@@ -185,26 +205,37 @@ int RunServe(int argc, char** argv) {
     if (!memtable_mb.ok()) return UsageError(memtable_mb.status().message(), kUsage);
     // The shard map must be complete before the LogStore can fan out (and resend) updates.
     std::shared_ptr<const cluster::ShardMap> map;
+    // Replicas register before they serve: they catch up from this LogStore's feed first.
+    auto every_shard_registered = [](const cluster::ShardMap& m) {
+      if (m.num_shards == 0) return false;
+      for (const auto& r : m.replicas) {
+        if (r.empty()) return false;
+      }
+      return true;
+    };
     for (int i = 0; i < 600; ++i) {
       map = (*view)->Current();
-      if (map->num_shards > 0 && map->Unserved().empty()) break;
+      if (every_shard_registered(*map)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    if (map->num_shards == 0 || !map->Unserved().empty()) {
+    if (!every_shard_registered(*map)) {
       return Fail(
           Status::Unavailable("the shard map is incomplete after 60 s; start the shard "
                               "servers first"));
     }
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
-    sender = std::make_unique<shard::UpdateSender>(
-        map->num_shards, [v = view->get()](uint32_t s) -> StatusOr<std::string> {
-          auto current = v->Current();
-          ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* owner, current->Pick(s));
-          if (owner->update_endpoint.empty()) {
-            return Status::Unavailable(owner->name + " has no update endpoint");
-          }
-          return owner->update_endpoint;
-        });
+    sender = std::make_unique<shard::UpdateSender>(map->num_shards, [v = view->get()](uint32_t s) {
+      // Every registered replica, serving or catching up (docs/replication.md).
+      auto current = v->Current();
+      std::vector<shard::UpdateTarget> targets;
+      if (s < current->replicas.size() && current->problem.empty()) {
+        for (size_t i : current->replicas[s]) {
+          const auto& m = current->members[i];
+          if (!m.update_endpoint.empty()) targets.push_back({m.name, m.update_endpoint});
+        }
+      }
+      return targets;
+    });
     logstore::LogStoreOptions log_options;
     log_options.dir = *store + "/logstore";
     log_options.memtable_bytes = *memtable_mb << 20;
@@ -275,6 +306,7 @@ int RunServe(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   info.endpoint = rpc::Endpoint{server_options.host, (*server)->port()};
   info.name = args->Get("name").value_or(role + "-" + info.endpoint.ToString());
+  if (shard_graph) info.serving = false;  // until caught up with the LogStore's feed
   StatusOr<std::unique_ptr<cluster::Registration>> registration = [&] {
     std::lock_guard lock(info_mu);
     return cluster::Registration::Start(etcd, prefix, info, static_cast<int64_t>(*ttl));
@@ -288,6 +320,29 @@ int RunServe(int argc, char** argv) {
       (void)(*registration)->Update(info);
     }
   }
+  if (shard_graph) {
+    // Catch up with the LogStore's feed, then serve (docs/replication.md, "Catching up").
+    const std::string self = info.name;
+    catch_up = std::make_unique<shard::CatchUp>(
+        shard_graph.get(),
+        [&, self](uint32_t s, uint64_t after) -> StatusOr<shard::FeedChunk> {
+          auto current = (*view)->Current();
+          ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, current->LogStore());
+          ZIPG_ASSIGN_OR_RETURN(
+              rpc::UpdateFeedChunk got,
+              rpc::RemoteGraph(pools.Get(logstore->endpoint)).UpdatesSince(s, after, self));
+          shard::FeedChunk chunk;
+          chunk.included = got.included;
+          ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &chunk.updates, nullptr));
+          return chunk;
+        },
+        [&](bool serving) -> Status {
+          std::lock_guard lock(info_mu);
+          info.serving = serving;
+          if (!registration_slot || !*registration_slot) return Status::OK();
+          return (*registration_slot)->Update(info);
+        });
+  }
   std::cout << "zipg " << role << " " << info.name << " serving on " << info.endpoint.ToString()
             << " (cluster " << cluster_name << ", etcd " << etcd->endpoint() << ")" << std::endl;
 
@@ -299,6 +354,9 @@ int RunServe(int argc, char** argv) {
     registration_slot = nullptr;
     registration->reset();  // leave the shard map first, so routers stop sending us work
   }
+  if (shard_graph) shard_graph->StopServing();  // no more wake-ups
+  update_receiver.reset();
+  catch_up.reset();
   (*server)->Stop();
   log_store.reset();  // before the sender and the view it uses
   return serving_failed ? kExitFailure : kExitOk;

@@ -10,14 +10,14 @@ using nlohmann::json;
 std::string ClusterPrefix(const std::string& cluster) { return "/zipg/" + cluster + "/"; }
 
 json MemberInfo::ToJson() const {
-  json j = {{"name", name},   {"role", role}, {"endpoint", endpoint.ToString()},
-            {"pid", pid}};
+  json j = {{"name", name}, {"role", role}, {"endpoint", endpoint.ToString()}, {"pid", pid}};
   if (role == "shard") {
     j["num_shards"] = num_shards;
     j["shards"] = shards;
     j["store"] = store;
     j["store_info"] = store_info;
     j["update_endpoint"] = update_endpoint;
+    j["serving"] = serving;
   }
   if (role == "logstore") j["generations"] = generations;
   return j;
@@ -40,6 +40,7 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
       m.store = j.value("store", std::string());
       m.store_info = j.value("store_info", json::object());
       m.update_endpoint = j.value("update_endpoint", std::string());
+      m.serving = j.value("serving", true);
     }
     if (m.role == "logstore") {
       m.generations = j.value("generations", std::vector<int64_t>());
@@ -50,8 +51,7 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
   }
 }
 
-std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
-                                                int64_t revision) {
+std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members, int64_t revision) {
   auto map = std::make_shared<ShardMap>();
   std::sort(members.begin(), members.end(),
             [](const MemberInfo& a, const MemberInfo& b) { return a.name < b.name; });
@@ -68,6 +68,7 @@ std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
     }
   }
   map->owners.resize(map->num_shards);
+  map->replicas.resize(map->num_shards);
   for (size_t i = 0; i < map->members.size(); ++i) {
     if (map->members[i].role != "logstore") continue;
     if (map->logstore) {
@@ -80,7 +81,9 @@ std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
     const auto& m = map->members[i];
     if (m.role != "shard" || m.num_shards != map->num_shards) continue;
     for (uint32_t s : m.shards) {
-      if (s < map->num_shards) map->owners[s].push_back(i);
+      if (s >= map->num_shards) continue;
+      map->replicas[s].push_back(i);
+      if (m.serving) map->owners[s].push_back(i);
     }
   }
   return map;
@@ -94,15 +97,26 @@ std::vector<uint32_t> ShardMap::Unserved() const {
   return out;
 }
 
-StatusOr<const MemberInfo*> ShardMap::Pick(uint32_t shard) const {
+StatusOr<const MemberInfo*> ShardMap::Pick(uint32_t shard, const std::string& avoid) const {
   if (!problem.empty()) return Status::Unavailable("cluster misconfigured: " + problem);
   if (num_shards == 0) return Status::Unavailable("no shard server is registered");
   if (shard >= num_shards || owners[shard].empty()) {
     return Status::Unavailable("shard " + std::to_string(shard) + " has no live server");
   }
-  const auto& o = owners[shard];
+  std::vector<size_t> o;
+  for (size_t i : owners[shard]) {
+    if (members[i].name != avoid) o.push_back(i);
+  }
+  if (o.empty()) {
+    return Status::Unavailable("shard " + std::to_string(shard) +
+                               " has no other live server than " + avoid);
+  }
   const size_t i = o.size() == 1 ? 0 : turn_.fetch_add(1, std::memory_order_relaxed) % o.size();
   return &members[o[i]];
+}
+
+bool RetryElsewhere(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
 }
 
 StatusOr<const MemberInfo*> ShardMap::LogStore() const {
@@ -233,7 +247,8 @@ void ClusterView::WatchLoop() {
     if (cancel_) break;
     if (!s.ok()) std::cerr << "cluster view: watch: " << s.ToString() << "; retrying\n";
     // Re-read before watching again (covers a compacted start revision and etcd restarts).
-    for (int i = 0; i < 5 && !cancel_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 5 && !cancel_; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     Status r = Reload();
     if (!r.ok()) std::cerr << "cluster view: " << r.ToString() << "\n";
   }

@@ -15,8 +15,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,11 +33,13 @@ struct MemberInfo {
   std::string name;
   std::string role;  // "shard", "aggregator" or "logstore"
   rpc::Endpoint endpoint;
-  uint32_t num_shards = 0;       // shard servers: shards in the whole store
-  std::vector<uint32_t> shards;  // shard servers: the shards served here
-  std::string store;             // shard servers: the store directory
-  nlohmann::json store_info;     // shard servers: counts from the store manifest
-  std::string update_endpoint;   // shard servers: ZeroMQ endpoint for update pointers
+  uint32_t num_shards = 0;           // shard servers: shards in the whole store
+  std::vector<uint32_t> shards;      // shard servers: the shards served here
+  std::string store;                 // shard servers: the store directory
+  nlohmann::json store_info;         // shard servers: counts from the store manifest
+  std::string update_endpoint;       // shard servers: ZeroMQ endpoint for update pointers
+  bool serving = true;               // shard servers: caught up and answering reads
+                                     // (docs/replication.md)
   std::vector<int64_t> generations;  // LogStore: the published log shards
   int64_t pid = 0;
 
@@ -49,8 +51,10 @@ struct MemberInfo {
 struct ShardMap {
   std::vector<MemberInfo> members;  // every registered server, by name
   uint32_t num_shards = 0;          // 0 if no shard server is registered
-  // owners[s]: indexes into members of the shard servers serving shard s (several = replicas).
+  // owners[s]: indexes into members of the shard servers serving shard s (several = replicas);
+  // replicas[s]: every registered server of shard s, serving or catching up (updates go to all).
   std::vector<std::vector<size_t>> owners;
+  std::vector<std::vector<size_t>> replicas;
   std::optional<size_t> logstore;  // index into members of the LogStore, if registered
   std::string problem;  // non-empty if the shard servers disagree on the store (e.g. shard count)
   int64_t revision = 0;
@@ -60,12 +64,17 @@ struct ShardMap {
   StatusOr<const MemberInfo*> LogStore() const;
   // Shards with no live server.
   std::vector<uint32_t> Unserved() const;
-  // A server for shard s (replicas in turn), or UNAVAILABLE naming the shard.
-  StatusOr<const MemberInfo*> Pick(uint32_t shard) const;
+  // A serving server for shard s (replicas in turn), other than the member named `avoid`, or
+  // UNAVAILABLE naming the shard.
+  StatusOr<const MemberInfo*> Pick(uint32_t shard, const std::string& avoid = "") const;
 
  private:
   mutable std::atomic<uint64_t> turn_{0};
 };
+
+// Whether a failed call to one replica is retried on another (docs/replication.md, "Reads"):
+// UNAVAILABLE (refused, reset, not served there, catching up) or DEADLINE_EXCEEDED.
+bool RetryElsewhere(const Status& s);
 
 // Work for one server: where it listens and the items (shard numbers, node ids) it answers for.
 template <typename T>
@@ -137,5 +146,44 @@ class ClusterView {
   std::atomic<bool> cancel_{false};
   std::thread thread_;
 };
+
+// Runs call(member) on a serving replica of `shard`; if that fails with RetryElsewhere, once more
+// on another replica, picked from the view's map at that moment.
+template <typename Fn>
+auto CallShard(const ClusterView& view, uint32_t shard, Fn&& call)
+    -> decltype(call(std::declval<const MemberInfo&>())) {
+  auto map = view.Current();
+  auto first = map->Pick(shard);
+  if (!first.ok()) return first.status();
+  const std::string tried = (*first)->name;
+  auto result = call(**first);
+  if (result.ok() || !RetryElsewhere(result.status())) return result;
+  map = view.Current();
+  auto second = map->Pick(shard, tried);
+  if (!second.ok()) return result;
+  return call(**second);
+}
+
+// The retry of a fan-out call that failed on server `failed`: its items, by shard, go to other
+// replicas (grouped per server); every call's ids are concatenated.
+template <typename T, typename Fn>
+StatusOr<std::vector<int64_t>> RetryOnOthers(const ClusterView& view, const std::string& failed,
+                                             const std::map<uint32_t, std::vector<T>>& by_shard,
+                                             Fn&& call) {
+  auto map = view.Current();
+  WorkPlan<T> plan;
+  for (const auto& [shard, items] : by_shard) {
+    ZIPG_ASSIGN_OR_RETURN(const MemberInfo* m, map->Pick(shard, failed));
+    ServerWork<T>& work = plan[m->name];
+    work.endpoint = m->endpoint;
+    work.items.insert(work.items.end(), items.begin(), items.end());
+  }
+  std::vector<int64_t> out;
+  for (const auto& [name, work] : plan) {
+    ZIPG_ASSIGN_OR_RETURN(std::vector<int64_t> got, call(work));
+    out.insert(out.end(), got.begin(), got.end());
+  }
+  return out;
+}
 
 }  // namespace zipg::cluster

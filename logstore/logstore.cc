@@ -65,6 +65,10 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 std::string LogStore::WalPath(int64_t g) const {
   return options_.dir + "/wal-" + std::to_string(g) + ".log";
 }
+
+std::string LogStore::FeedPath(uint32_t shard) const {
+  return options_.dir + "/feed/shard-" + std::to_string(shard) + ".log";
+}
 std::string LogStore::ShardDir(int64_t g) const {
   return options_.dir + "/shard-" + std::to_string(g);
 }
@@ -138,8 +142,19 @@ Status LogStore::Recover() {
     ZIPG_ASSIGN_OR_RETURN(ls.deletes, engine::UpdateIndex::Open(ShardDir(g) + ".deletes"));
     log_shards_.push_back(std::move(ls));
   }
+  // The feeds keep what older generations sent; the live logs' updates are appended again below.
+  fs::create_directories(options_.dir + "/feed", ec);
+  if (ec) return Status::IOError("cannot create " + options_.dir + "/feed: " + ec.message());
+  feeds_.clear();
+  for (uint32_t s = 0; s < sink_->num_shards(); ++s) {
+    ZIPG_ASSIGN_OR_RETURN(auto feed, UpdateFeed::Open(FeedPath(s), UpdateId(logs.front(), 0)));
+    sink_->SetPrev(s, feed->last_id());
+    feeds_.push_back(std::move(feed));
+  }
   // Replay the logs in order; a frozen generation (two logs) is frozen again after its replay.
-  std::vector<std::vector<Update>> resend(sink_->num_shards());
+  // Per live log, per base shard: a feed record never spans generations, so the cut at open
+  // (by generation) keeps or drops whole records.
+  std::vector<std::vector<std::vector<Update>>> resend(logs.size());
   memtable_ = std::make_unique<Memtable>();
   for (size_t i = 0; i < logs.size(); ++i) {
     const int64_t g = logs[i];
@@ -147,17 +162,21 @@ Status LogStore::Recover() {
     uint64_t dropped = 0;
     WalOptions wal_options;
     wal_options.sync = options_.sync;
-    ZIPG_ASSIGN_OR_RETURN(
-        auto wal,
-        Wal::Open(
-            WalPath(g),
-            [&](std::string_view payload) -> Status {
-              LogRecord record;
-              ZIPG_RETURN_IF_ERROR(DecodeRecord(payload, &record));
-              resend[ShardOf(record.node, sink_->num_shards())].push_back(record.ToUpdate(g));
-              return ApplyLocal(record, g).status();
-            },
-            wal_options, &dropped));
+    uint64_t index = 0;
+    resend[i].resize(sink_->num_shards());
+    ZIPG_ASSIGN_OR_RETURN(auto wal,
+                          Wal::Open(
+                              WalPath(g),
+                              [&](std::string_view payload) -> Status {
+                                LogRecord record;
+                                ZIPG_RETURN_IF_ERROR(DecodeRecord(payload, &record));
+                                Update u = record.ToUpdate(g);
+                                u.id = UpdateId(g, index++);
+                                resend[i][ShardOf(record.node, sink_->num_shards())].push_back(u);
+                                return ApplyLocal(record, g).status();
+                              },
+                              wal_options, &dropped));
+    records_in_generation_ = index;
     if (dropped > 0) {
       std::cerr << "LogStore: dropped a torn tail of " << dropped << " bytes from " << WalPath(g)
                 << "\n";
@@ -171,11 +190,16 @@ Status LogStore::Recover() {
   }
   // Redo the fan-out of every logged write: a write logged before a crash may not have reached
   // its base shard. Updates are idempotent, so resending what did arrive changes nothing.
-  for (uint32_t s = 0; s < resend.size(); ++s) {
-    for (size_t at = 0; at < resend[s].size(); at += kResendChunk) {
-      const size_t end = std::min(resend[s].size(), at + kResendChunk);
-      std::vector<Update> chunk(resend[s].begin() + at, resend[s].begin() + end);
-      ZIPG_RETURN_IF_ERROR(sink_->Send(s, std::move(chunk), 60000).status());
+  for (const auto& log : resend) {
+    for (uint32_t s = 0; s < log.size(); ++s) {
+      for (size_t at = 0; at < log[s].size(); at += kResendChunk) {
+        const size_t end = std::min(log[s].size(), at + kResendChunk);
+        std::vector<Update> chunk(log[s].begin() + at, log[s].begin() + end);
+        ZIPG_RETURN_IF_ERROR(feeds_[s]->Append(chunk));
+        // Replicas that are behind say so and read the feed once this LogStore serves.
+        auto sent = sink_->Send(s, std::move(chunk), 60000);
+        if (!sent.ok() && sent.status().code() != StatusCode::kUnavailable) return sent.status();
+      }
     }
   }
   ZIPG_RETURN_IF_ERROR(FlushDeletes());  // what the replay found again, for the file's next reader
@@ -370,11 +394,21 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   for (size_t i = 0; i < group.size(); ++i) {
     fanout->members[ShardOf(group[i]->record->node, num_shards)].push_back(i);
   }
+  const uint64_t first = records_in_generation_;
+  records_in_generation_ += group.size();
   for (uint32_t s = 0; s < num_shards; ++s) {
     if (fanout->members[s].empty()) continue;
     std::vector<Update> updates;
     updates.reserve(fanout->members[s].size());
-    for (size_t i : fanout->members[s]) updates.push_back(group[i]->record->ToUpdate(generation));
+    for (size_t i : fanout->members[s]) {
+      updates.push_back(group[i]->record->ToUpdate(generation));
+      updates.back().id = UpdateId(generation, first + i);
+    }
+    // Into the feed before any replica can see it (docs/replication.md). Had this failed, the
+    // writes are logged and still posted and applied; their outcome is unknown.
+    if (Status fed = feeds_[s]->Append(updates); !fed.ok()) {
+      for (size_t i : fanout->members[s]) fanout->status[i] = fed;
+    }
     fanout->replies[s] = sink_->Post(s, std::move(updates));
   }
   return Status::OK();
@@ -417,7 +451,7 @@ void LogStore::AwaitGroup(GroupFanout* fanout) {
     for (size_t k = 0; k < members.size(); ++k) {
       if (found.ok()) {
         fanout->found[members[k]] = found->at(k);
-      } else {
+      } else if (fanout->status[members[k]].ok()) {
         fanout->status[members[k]] = found.status();
       }
     }
@@ -696,6 +730,20 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
   return ids;
 }
 
+StatusOr<LogStore::FeedChunk> LogStore::UpdatesSince(uint32_t shard, uint64_t after,
+                                                     const std::string& member) {
+  if (shard >= feeds_.size()) {
+    return Status::InvalidArgument("no shard " + std::to_string(shard) + " in this store");
+  }
+  FeedChunk chunk;
+  // In this order: a batch the read below misses was appended after the check, so it is
+  // pushed to the member (docs/replication.md, "Catching up").
+  chunk.included = sink_->IsTarget(shard, member);
+  chunk.head = feeds_[shard]->last_id();
+  ZIPG_ASSIGN_OR_RETURN(chunk.updates, feeds_[shard]->Since(after, kFeedChunkUpdates));
+  return chunk;
+}
+
 StatusOr<bool> LogStore::Freeze() {
   // Hold back new commit groups and wait for those in flight to be applied.
   {
@@ -725,6 +773,7 @@ StatusOr<bool> LogStore::Freeze() {
     memtable_ = std::make_unique<Memtable>();
     generation_ = g + 1;
   }
+  records_in_generation_ = 0;
   wal_ = std::move(next);
   return true;
 }
@@ -788,6 +837,8 @@ Status LogStore::BuildFrozen(json* summary) {
     }
     frozen_.reset();
   }
+  // wal-G stops being replayed: its updates must be durable in the feeds first.
+  for (auto& feed : feeds_) ZIPG_RETURN_IF_ERROR(feed->Sync());
   ZIPG_RETURN_IF_ERROR(WriteState(LogShards(), {generation_}));
   if (publish_) publish_(LogShards());
   std::error_code ec;
@@ -910,6 +961,10 @@ json LogStore::StatusJson() const {
                  {"apply_us", commit_apply_us_.load()}};
   j["compactions"] = compactions_.load();
   j["update_batches"] = sink_->batches();
+  j["behind_answers"] = sink_->behind_answers();
+  uint64_t feed_bytes = 0;
+  for (const auto& feed : feeds_) feed_bytes += feed->size();
+  j["feed_bytes"] = feed_bytes;
   std::lock_guard lock(stats_mu_);
   json reads = json::object();
   for (const auto& [g, n] : fragment_reads_) reads[std::to_string(g)] = n;

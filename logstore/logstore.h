@@ -6,7 +6,7 @@
 // serves itself; shard servers fetch a written node's data from it with Fragment().
 //
 // Directory (options.dir): STATE, wal-<G>.log, shard-<G>/ (a one-partition store),
-// shard-<G>.deletes.
+// shard-<G>.deletes, feed/shard-<s>.log (docs/replication.md).
 //
 // Thread-safety: every public method may be called concurrently.
 #pragma once
@@ -32,6 +32,7 @@
 #include "engine/updates.h"
 #include "graph/api.h"
 #include "graph/edge_list.h"
+#include "logstore/feed.h"
 #include "logstore/memtable.h"
 #include "logstore/record.h"
 #include "logstore/wal.h"
@@ -92,6 +93,16 @@ class LogStore final : public GraphWriteApi {
   // get_node_ids over the LogStore's fragments; sorted.
   StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
 
+  // A piece of base shard `shard`'s update feed after id `after`, for replica `member` catching
+  // up (docs/replication.md): `included` (checked first) says whether pushes go to it now.
+  struct FeedChunk {
+    std::vector<engine::Update> updates;
+    uint64_t head = 0;
+    bool included = false;
+  };
+  StatusOr<FeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member);
+  static constexpr size_t kFeedChunkUpdates = 1 << 16;
+
   std::vector<int64_t> LogShards() const;
   nlohmann::json StatusJson() const;
   // Bytes the LogStore's in-memory data holds: the live and frozen memtables, and the deletion
@@ -114,7 +125,12 @@ class LogStore final : public GraphWriteApi {
   explicit LogStore(const LogStoreOptions& options) : options_(options) {}
   Status Recover();
   std::string WalPath(int64_t generation) const;
+  std::string FeedPath(uint32_t shard) const;
   std::string ShardDir(int64_t generation) const;
+  // The id of record `index` (from 0) of wal-<generation> (docs/replication.md).
+  static uint64_t UpdateId(int64_t generation, uint64_t index) {
+    return static_cast<uint64_t>(generation) << 32 | (index + 1);
+  }
   Status WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs);
 
   // Per-node ordering of writes. A stripe is held shared by unconditional writes (assoc_add and
@@ -231,6 +247,11 @@ class LogStore final : public GraphWriteApi {
   // in flight.
   std::unique_ptr<Wal> wal_;
   int64_t generation_ = 1;
+  // Records in wal-<generation_> so far: the next record's id is generation_ << 32 | this + 1.
+  // Changed only by the group in stage 1 (and by Freeze, with no group in flight).
+  uint64_t records_in_generation_ = 0;
+  // Per base shard: every update sent to it (docs/replication.md, "The feed").
+  std::vector<std::unique_ptr<UpdateFeed>> feeds_;
 
   // Guards the fragments below.
   mutable std::shared_mutex data_mu_;

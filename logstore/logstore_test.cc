@@ -38,15 +38,17 @@ class Harness {
   explicit Harness(const std::string& dir, GraphApi* reader = nullptr,
                    uint64_t compaction_memory_bytes = 0) {
     auto receiver = shard::UpdateReceiver::Start(
-        "127.0.0.1", 0, [this](uint32_t, const std::vector<engine::Update>& updates) {
+        "127.0.0.1", 0, [this](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
           received_ += updates.size();
-          return StatusOr<std::vector<bool>>(std::vector<bool>(updates.size(), false));
+          return StatusOr<shard::PushAnswer>(
+              shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
         });
     EXPECT_TRUE(receiver.ok()) << receiver.status().ToString();
     receiver_ = std::move(*receiver);
     const std::string endpoint = receiver_->endpoint();
-    sender_ = std::make_unique<shard::UpdateSender>(
-        1, [endpoint](uint32_t) { return StatusOr<std::string>(endpoint); });
+    sender_ = std::make_unique<shard::UpdateSender>(1, [endpoint](uint32_t) {
+      return std::vector<shard::UpdateTarget>{{"base", endpoint}};
+    });
     LogStoreOptions options;
     options.dir = dir;
     options.memtable_bytes = 0;

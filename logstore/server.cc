@@ -4,8 +4,8 @@
 
 namespace zipg::logstore {
 
-void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_type,
-                               int64_t type, const std::vector<int64_t>& generations) {
+void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
+                               const std::vector<int64_t>& generations) {
   NodeData data = rpc::ValueOrThrow(store_->Fragment(id, any_type, type, generations));
   if (data.properties) _return.__set_properties(rpc::ToThrift(*data.properties));
   _return.edges = rpc::ToThrift(data.edges);
@@ -20,6 +20,16 @@ void LogStoreHandler::fragment_edges(std::vector<rpc::Edge>& _return, int64_t id
 void LogStoreHandler::log_node_ids(std::vector<int64_t>& _return,
                                    const std::map<std::string, std::string>& properties) {
   _return = rpc::ValueOrThrow(store_->NodeIds(rpc::FromThrift(properties)));
+}
+
+void LogStoreHandler::updates_since(rpc::UpdateFeedChunk& _return, int32_t shard, int64_t after,
+                                    const std::string& member) {
+  if (shard < 0 || after < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard or id"));
+  auto chunk = rpc::ValueOrThrow(
+      store_->UpdatesSince(static_cast<uint32_t>(shard), static_cast<uint64_t>(after), member));
+  _return.updates = engine::EncodeUpdates(chunk.updates, nullptr, /*with_ids=*/true);
+  _return.head = static_cast<int64_t>(chunk.head);
+  _return.included = chunk.included;
 }
 
 void LogStoreHandler::filter_nodes(std::vector<int64_t>&, const std::vector<int64_t>&,

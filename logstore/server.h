@@ -17,8 +17,7 @@ namespace zipg::logstore {
 
 class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHandler {
  public:
-  LogStoreHandler(GraphApi* reader, LogStore* store,
-                  std::function<StatusOr<std::string>()> status)
+  LogStoreHandler(GraphApi* reader, LogStore* store, std::function<StatusOr<std::string>()> status)
       : rpc::GraphHandler(reader, std::move(status), store), store_(store) {}
 
   void fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
@@ -28,6 +27,8 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
                       const std::vector<int64_t>& dsts) override;
   void log_node_ids(std::vector<int64_t>& _return,
                     const std::map<std::string, std::string>& properties) override;
+  void updates_since(rpc::UpdateFeedChunk& _return, int32_t shard, int64_t after,
+                     const std::string& member) override;
   void filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,

@@ -55,7 +55,8 @@ StatusOr<std::vector<int64_t>> RemoteGraph::GetNeighborIds(int64_t id, std::opti
 
 StatusOr<EdgeRecordInfo> RemoteGraph::GetEdgeRecord(int64_t id, int64_t type) {
   EdgeRecord r;
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.get_edge_record(r, id, type); }));
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.get_edge_record(r, id, type); }));
   return EdgeRecordInfo{r.src, r.type, r.count};
 }
 
@@ -108,9 +109,8 @@ StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocGet(int64_t id, int64_t type
   return FromThrift(r);
 }
 
-StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocTimeRange(int64_t id, int64_t type,
-                                                              int64_t low, int64_t high,
-                                                              int64_t limit) {
+StatusOr<std::vector<zipg::Edge>> RemoteGraph::AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                              int64_t high, int64_t limit) {
   std::vector<rpc::Edge> r;
   ZIPG_RETURN_IF_ERROR(pool_->Call(
       [&](LogStoreServiceClient& c) { c.assoc_time_range(r, id, type, low, high, limit); }));
@@ -128,7 +128,8 @@ StatusOr<std::vector<int64_t>> RemoteGraph::FilterNodes(const std::vector<int64_
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(ids.size(), &properties, nullptr));
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.filter_nodes(r, ids, props); }));
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.filter_nodes(r, ids, props); }));
   return r;
 }
 
@@ -137,7 +138,8 @@ StatusOr<std::vector<int64_t>> RemoteGraph::LocalNodeIds(const std::vector<int32
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.local_node_ids(r, shards, props); }));
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.local_node_ids(r, shards, props); }));
   return r;
 }
 
@@ -207,20 +209,28 @@ StatusOr<NodeData> RemoteGraph::Fragment(int64_t id, bool any_type, int64_t type
   return data;
 }
 
-StatusOr<std::vector<zipg::Edge>> RemoteGraph::FragmentEdges(int64_t id, int64_t type,
-                                                       const std::vector<int64_t>& generations,
-                                                       const std::vector<int64_t>& dsts) {
+StatusOr<std::vector<zipg::Edge>> RemoteGraph::FragmentEdges(
+    int64_t id, int64_t type, const std::vector<int64_t>& generations,
+    const std::vector<int64_t>& dsts) {
   std::vector<rpc::Edge> r;
   ZIPG_RETURN_IF_ERROR(pool_->Call(
       [&](LogStoreServiceClient& c) { c.fragment_edges(r, id, type, generations, dsts); }));
   return FromThrift(r);
 }
 
-
 StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& properties) {
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);
   ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.log_node_ids(r, props); }));
+  return r;
+}
+
+StatusOr<UpdateFeedChunk> RemoteGraph::UpdatesSince(uint32_t shard, uint64_t after,
+                                                    const std::string& member) {
+  UpdateFeedChunk r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.updates_since(r, static_cast<int32_t>(shard), static_cast<int64_t>(after), member);
+  }));
   return r;
 }
 
@@ -270,8 +280,8 @@ StatusOr<std::vector<StatusOr<bool>>> RemoteGraph::SendWriteBatch(
   ZIPG_RETURN_IF_ERROR(
       pool_->Call([&](LogStoreServiceClient& c) { c.write_batch(r, writes); }, false));
   if (r.size() != writes.size()) {
-    return Status::Internal("write_batch answered " + std::to_string(r.size()) +
-                            " outcomes for " + std::to_string(writes.size()) + " writes");
+    return Status::Internal("write_batch answered " + std::to_string(r.size()) + " outcomes for " +
+                            std::to_string(writes.size()) + " writes");
   }
   std::vector<StatusOr<bool>> out;
   out.reserve(r.size());

@@ -15,6 +15,7 @@
 #include "graph/api.h"
 #include "graph/edge_list.h"
 #include "rpc/connection_pool.h"
+#include "zipg_rpc/zipg_types.h"
 
 namespace zipg::rpc {
 
@@ -37,15 +38,17 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;
   StatusOr<std::pair<int64_t, int64_t>> GetEdgeRange(int64_t id, int64_t type, int64_t t_lo,
                                                      int64_t t_hi) override;
-  StatusOr<std::optional<zipg::Edge>> GetEdgeData(int64_t id, int64_t type, int64_t time_order) override;
+  StatusOr<std::optional<zipg::Edge>> GetEdgeData(int64_t id, int64_t type,
+                                                  int64_t time_order) override;
   StatusOr<std::optional<zipg::Node>> ObjGet(int64_t id) override;
   StatusOr<std::vector<zipg::Edge>> AssocRange(int64_t id, int64_t type, int64_t pos,
-                                         int64_t limit) override;
+                                               int64_t limit) override;
   StatusOr<int64_t> AssocCount(int64_t id, int64_t type) override;
-  StatusOr<std::vector<zipg::Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
-                                       int64_t low, int64_t high) override;
-  StatusOr<std::vector<zipg::Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
-                                             int64_t limit) override;
+  StatusOr<std::vector<zipg::Edge>> AssocGet(int64_t id, int64_t type,
+                                             const std::vector<int64_t>& ids, int64_t low,
+                                             int64_t high) override;
+  StatusOr<std::vector<zipg::Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low,
+                                                   int64_t high, int64_t limit) override;
 
   Status ObjAdd(int64_t id, const Properties& properties) override;
   Status ObjUpdate(int64_t id, const Properties& properties) override;
@@ -65,9 +68,11 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
                               const std::vector<int64_t>& generations);
   StatusOr<std::vector<zipg::Edge>> FragmentEdges(int64_t id, int64_t type,
-                                            const std::vector<int64_t>& generations,
-                                            const std::vector<int64_t>& dsts);
+                                                  const std::vector<int64_t>& generations,
+                                                  const std::vector<int64_t>& dsts);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
+  // The LogStore's update feed of a base shard after id `after`, for replica `member`.
+  StatusOr<UpdateFeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member);
   // One write_batch call: one outcome per write, in order (docs/writes.md, "Write batches"); a
   // transport failure fails the whole call.
   StatusOr<std::vector<StatusOr<bool>>> SendWriteBatch(const std::vector<BatchedWrite>& writes);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cluster/membership.h"
+#include "cluster/placement.h"
 #include "rpc/convert.h"
 #include "rpc/graph_handler.h"
 #include "rpc/remote_graph.h"
@@ -624,6 +625,56 @@ TEST(ShardMapTest, ReplicasAreTakenInTurn) {
   for (int i = 0; i < 10; ++i) seen[(*map->Pick(0))->name]++;
   EXPECT_EQ(seen["a"], 5);
   EXPECT_EQ(seen["bb"], 5);
+}
+
+TEST(ShardMapTest, OnlyServingReplicasTakeReadsAndAvoidPicksAnother) {
+  auto catching_up = Shard("c", {0, 1});
+  catching_up.serving = false;
+  auto map = cluster::ShardMap::Build({Shard("a", {0}), Shard("bb", {0, 2, 3}), catching_up}, 1);
+  EXPECT_EQ(map->replicas[0].size(), 3u);  // updates go to all three
+  EXPECT_EQ(map->owners[0].size(), 2u);    // reads to the two serving ones
+  EXPECT_EQ(map->Unserved(), std::vector<uint32_t>{1});  // only a catching-up replica
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NE((*map->Pick(0))->name, "c");
+    EXPECT_EQ((*map->Pick(0, "a"))->name, "bb");
+    EXPECT_EQ((*map->Pick(0, "bb"))->name, "a");
+  }
+  auto only = map->Pick(2, "bb");
+  EXPECT_EQ(only.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(only.status().message().find("no other live server"), std::string::npos);
+  // "serving" survives the etcd entry's JSON; entries without it (older servers) serve.
+  auto back = cluster::MemberInfo::FromJson(catching_up.ToJson().dump());
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->serving);
+  auto j = Shard("d", {0}).ToJson();
+  j.erase("serving");
+  EXPECT_TRUE(cluster::MemberInfo::FromJson(j.dump())->serving);
+}
+
+TEST(PlacementTest, ReplicasOfAShardAreOnDifferentServersAndLoadsAreEven) {
+  for (uint32_t shards : {1u, 4u, 7u, 16u}) {
+    for (uint32_t servers = 1; servers <= 6; ++servers) {
+      for (uint32_t r = 1; r <= 3; ++r) {
+        auto placed = cluster::PlaceReplicas(shards, servers, r);
+        if (r > servers) {
+          EXPECT_EQ(placed.status().code(), StatusCode::kInvalidArgument);
+          continue;
+        }
+        ASSERT_TRUE(placed.ok());
+        std::map<uint32_t, int> copies;
+        size_t lo = SIZE_MAX, hi = 0;
+        for (const auto& held : *placed) {
+          EXPECT_TRUE(std::adjacent_find(held.begin(), held.end()) == held.end())
+              << "two copies of a shard on one server";
+          for (uint32_t s : held) copies[s]++;
+          lo = std::min(lo, held.size());
+          hi = std::max(hi, held.size());
+        }
+        for (uint32_t s = 0; s < shards; ++s) EXPECT_EQ(copies[s], static_cast<int>(r));
+        EXPECT_LE(hi - lo, 1u) << shards << " shards, " << servers << " servers, R " << r;
+      }
+    }
+  }
 }
 
 TEST(ShardMapTest, DisagreeingShardCountsMakeEveryRouteUnavailable) {

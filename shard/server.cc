@@ -10,11 +10,9 @@
 
 namespace zipg::shard {
 
-StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
-                                                         const std::vector<uint32_t>& shards,
-                                                         const GraphOpenOptions& options,
-                                                         const cluster::ClusterView* view,
-                                                         rpc::PoolSet* pools) {
+StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
+    const std::string& dir, const std::vector<uint32_t>& shards, const GraphOpenOptions& options,
+    const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir_option) {
   if (shards.empty()) return Status::InvalidArgument("a shard server needs at least one shard");
   std::unique_ptr<ServerGraph> g(new ServerGraph());
   ZIPG_ASSIGN_OR_RETURN(g->store_, OpenStore(dir, options, &shards));
@@ -25,11 +23,13 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
   g->view_ = view;
   g->pools_ = pools;
   g->log_ = std::make_unique<LogStoreSource>(view, pools);
-  const std::string updates_dir = dir + "/updates";
+  const std::string updates_dir =
+      updates_dir_option.empty() ? dir + "/updates" : updates_dir_option;
   std::error_code ec;
   std::filesystem::create_directories(updates_dir, ec);
   if (ec) return Status::IOError("cannot create " + updates_dir + ": " + ec.message());
   g->merged_.resize(g->store_.shards.size());
+  g->apply_mu_.resize(g->store_.shards.size());
   for (uint32_t s : g->hosted_) {
     const std::string base = updates_dir + "/shard-" + std::to_string(s);
     if (std::filesystem::exists(base + ".log")) {
@@ -42,6 +42,7 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(const std::string& dir,
           updates_dir);
     }
     ZIPG_ASSIGN_OR_RETURN(auto index, engine::DeltaIndex::Open(base + ".delta"));
+    g->apply_mu_[s] = std::make_unique<std::mutex>();
     g->merged_[s] = std::make_unique<engine::MergedShard>(g->store_.shards[s].get(),
                                                           std::move(index), g->log_.get());
   }
@@ -69,12 +70,53 @@ StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
   return remote.FragmentEdges(id, type, generations, dsts);
 }
 
-StatusOr<std::vector<bool>> ServerGraph::ApplyUpdates(uint32_t shard,
-                                                      const std::vector<engine::Update>& batch) {
+StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
+                                            const std::vector<engine::Update>& batch) {
   if (shard >= merged_.size() || !merged_[shard]) {
     return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   }
-  return merged_[shard]->Apply(batch);
+  PushAnswer answer;
+  {
+    std::lock_guard lock(*apply_mu_[shard]);
+    if (prev <= merged_[shard]->delta().last_id()) {
+      ZIPG_ASSIGN_OR_RETURN(answer.found, merged_[shard]->Apply(batch));
+      return answer;
+    }
+    answer.behind = true;
+  }
+  bool was_serving;
+  {
+    std::lock_guard lock(serving_mu_);
+    ++refused_;
+    was_serving = serving_.exchange(false);
+  }
+  if (was_serving && on_behind_) on_behind_();
+  return answer;
+}
+
+void ServerGraph::StopServing() {
+  std::lock_guard lock(serving_mu_);
+  serving_ = false;
+}
+
+bool ServerGraph::StartServing(uint64_t refused_before) {
+  std::lock_guard lock(serving_mu_);
+  if (refused_.load() != refused_before) return false;
+  serving_ = true;
+  return true;
+}
+
+Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch) {
+  if (shard >= merged_.size() || !merged_[shard]) {
+    return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
+  }
+  std::lock_guard lock(*apply_mu_[shard]);
+  return merged_[shard]->Apply(batch).status();
+}
+
+uint64_t ServerGraph::LastId(uint32_t shard) const {
+  if (shard >= merged_.size() || !merged_[shard]) return 0;
+  return merged_[shard]->delta().last_id();
 }
 
 uint64_t ServerGraph::AccountedBytes() const {
@@ -90,6 +132,9 @@ nlohmann::json ServerGraph::UpdateStats() const {
 }
 
 StatusOr<const engine::ShardReader*> ServerGraph::LocalShard(uint32_t index) {
+  if (!serving_.load()) {
+    return Status::Unavailable("this replica is catching up with the LogStore's writes");
+  }
   if (index < merged_.size() && merged_[index]) return merged_[index].get();
   return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
 }
@@ -125,8 +170,15 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return LocalNodeIds(local, properties); });
   for (const auto& [name, work] : remote) {
-    calls.push_back([this, &work, &properties] {
-      return rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
+    calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
+      auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
+      if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
+      std::map<uint32_t, std::vector<int32_t>> by_shard;  // once more on other replicas
+      for (int32_t s : work.items) by_shard[static_cast<uint32_t>(s)].push_back(s);
+      return cluster::RetryOnOthers(
+          *view_, name, by_shard, [this, &properties](const cluster::ServerWork<int32_t>& w) {
+            return rpc::RemoteGraph(pools_->Get(w.endpoint)).LocalNodeIds(w.items, properties);
+          });
     });
   }
   // Nodes whose live properties were written since the load live in the LogStore.
@@ -157,8 +209,15 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return FilterLocal(local, properties); });
   for (const auto& [name, work] : remote) {
-    calls.push_back([this, &work, &properties] {
-      return rpc::RemoteGraph(pools_->Get(work.endpoint)).FilterNodes(work.items, properties);
+    calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
+      auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).FilterNodes(work.items, properties);
+      if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
+      std::map<uint32_t, std::vector<int64_t>> by_shard;  // once more on other replicas
+      for (int64_t id : work.items) by_shard[ShardOf(id, num_shards())].push_back(id);
+      return cluster::RetryOnOthers(
+          *view_, name, by_shard, [this, &properties](const cluster::ServerWork<int64_t>& w) {
+            return rpc::RemoteGraph(pools_->Get(w.endpoint)).FilterNodes(w.items, properties);
+          });
     });
   }
   return rpc::GatherIds(fanout_, calls);

@@ -13,7 +13,10 @@
 // Thread-safety: every operation may be called concurrently.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,18 +37,32 @@ class ServerGraph final : public ShardRouter {
  public:
   // Opens the listed shards of the store at `dir`. `view` and `pools` reach the peers; both
   // must outlive the ServerGraph. `view` may be null (then no peer can be reached).
-  static StatusOr<std::unique_ptr<ServerGraph>> Open(const std::string& dir,
-                                                     const std::vector<uint32_t>& shards,
-                                                     const GraphOpenOptions& options,
-                                                     const cluster::ClusterView* view,
-                                                     rpc::PoolSet* pools);
+  // Its applied updates live in `updates_dir` (empty: <dir>/updates), one delta file per shard.
+  static StatusOr<std::unique_ptr<ServerGraph>> Open(
+      const std::string& dir, const std::vector<uint32_t>& shards, const GraphOpenOptions& options,
+      const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir = "");
 
   const graph::Manifest& manifest() const { return store_.manifest; }
   const std::vector<uint32_t>& hosted() const { return hosted_; }
 
-  // Applies a batch of update pointers / deletions from the LogStore to hosted shard `shard`.
-  StatusOr<std::vector<bool>> ApplyUpdates(uint32_t shard,
-                                           const std::vector<engine::Update>& batch);
+  // Applies a batch of update pointers / deletions pushed by the LogStore to hosted shard
+  // `shard` (docs/replication.md, "Pushing"): behind, applying nothing, if `prev` is newer than
+  // the shard's last applied id; a serving server then stops serving and calls on_behind.
+  StatusOr<PushAnswer> ApplyPush(uint32_t shard, uint64_t prev,
+                                 const std::vector<engine::Update>& batch);
+  // Applies updates read from the LogStore's feed (catching up); already applied ones are skipped.
+  Status ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch);
+  // The last update id applied to hosted shard `shard`.
+  uint64_t LastId(uint32_t shard) const;
+  // Pushes answered "behind" so far.
+  uint64_t refused() const { return refused_.load(); }
+  // Whether reads are answered (a replica catching up answers them UNAVAILABLE). True after Open.
+  bool serving() const { return serving_.load(); }
+  void StopServing();
+  // Serves again unless a push was refused since refused() was `refused_before`.
+  bool StartServing(uint64_t refused_before);
+  // Called (on the update thread) when a push finds this server behind. Set before serving.
+  void OnBehind(std::function<void()> f) { on_behind_ = std::move(f); }
   // Nodes touched by writes, per hosted shard.
   nlohmann::json UpdateStats() const;
   // Bytes the hosted shards' delta indexes hold in memory.
@@ -87,6 +104,12 @@ class ServerGraph final : public ShardRouter {
   std::unique_ptr<LogStoreSource> log_;
   std::vector<std::unique_ptr<engine::MergedShard>> merged_;  // null for shards not hosted
   std::vector<uint32_t> hosted_;
+  // Per shard: serializes the prev check with the apply, so pushes and feed reads apply in order.
+  std::vector<std::unique_ptr<std::mutex>> apply_mu_;
+  std::mutex serving_mu_;  // orders refusals with StartServing
+  std::atomic<bool> serving_{true};
+  std::atomic<uint64_t> refused_{0};
+  std::function<void()> on_behind_;
   const cluster::ClusterView* view_ = nullptr;
   rpc::PoolSet* pools_ = nullptr;
   ThreadPool fanout_;

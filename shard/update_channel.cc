@@ -11,7 +11,7 @@ namespace zipg::shard {
 
 namespace {
 constexpr size_t kMaxBatch = 4096;  // updates per round trip
-constexpr size_t kRequestHeader = 8 + 8 + 4;
+constexpr size_t kRequestHeader = 8 + 8 + 4 + 8;
 constexpr size_t kReplyHeader = 8 + 8 + 1;
 
 uint64_t RandomId() {
@@ -77,10 +77,19 @@ StatusOr<std::vector<bool>> UpdateSender::Await(Reply* reply, uint32_t shard,
   return found;
 }
 
+void UpdateSender::SetPrev(uint32_t shard, uint64_t id) {
+  if (shard < lanes_.size()) lanes_[shard]->prev = id;
+}
+
+bool UpdateSender::IsTarget(uint32_t shard, const std::string& member) const {
+  for (const UpdateTarget& t : locate_(shard)) {
+    if (t.name == member) return true;
+  }
+  return false;
+}
+
 void UpdateSender::Run(uint32_t shard) {
   Lane& lane = *lanes_[shard];
-  std::unique_ptr<zmq::socket_t> socket;
-  std::string connected;
   uint64_t batch_id = 0;
   while (true) {
     std::vector<std::shared_ptr<Pending>> batch;
@@ -101,56 +110,11 @@ void UpdateSender::Run(uint32_t shard) {
     PutFixed64(&request, sender_id_);
     PutFixed64(&request, ++batch_id);
     PutFixed32(&request, shard);
-    request += engine::EncodeUpdates(updates, nullptr);
-
-    Status failure;
-    std::vector<bool> found;
-    bool done = false;
-    while (!done && !stopping_) {
-      auto where = locate_(shard);
-      if (!where.ok()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        continue;
-      }
-      try {
-        if (!socket || connected != *where) {
-          socket = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
-          socket->set(zmq::sockopt::linger, 0);
-          socket->connect(*where);
-          connected = *where;
-        }
-        socket->send(zmq::buffer(request), zmq::send_flags::dontwait);
-        const auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
-        while (!done && std::chrono::steady_clock::now() < deadline && !stopping_) {
-          zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLIN, 0};
-          zmq::poll(&item, 1, std::chrono::milliseconds(100));
-          if (!(item.revents & ZMQ_POLLIN)) continue;
-          zmq::message_t reply;
-          if (!socket->recv(reply, zmq::recv_flags::dontwait)) continue;
-          const auto* p = static_cast<const char*>(reply.data());
-          if (reply.size() < kReplyHeader || DecodeFixed64(p) != sender_id_ ||
-              DecodeFixed64(p + 8) != batch_id) {
-            continue;  // a late reply to an earlier attempt
-          }
-          if (p[16] == 1) {
-            if (reply.size() - kReplyHeader != updates.size()) {
-              failure = Status::Internal("malformed update reply");
-            } else {
-              for (size_t i = 0; i < updates.size(); ++i) found.push_back(p[kReplyHeader + i] != 0);
-            }
-          } else {
-            failure = Status::Internal("shard " + std::to_string(shard) + " failed to apply: " +
-                                       std::string(p + kReplyHeader, reply.size() - kReplyHeader));
-          }
-          done = true;
-        }
-      } catch (const zmq::error_t&) {
-      }
-      if (!done) socket.reset();  // rebuild: the owner may have moved or restarted
-    }
-    if (!done) {
-      failure = Status::Unavailable("LogStore is shutting down");
+    PutFixed64(&request, lane.prev.load());
+    request += engine::EncodeUpdates(updates, nullptr, /*with_ids=*/true);
+    auto [failure, found] = Deliver(shard, batch_id, request, updates.size());
+    for (const auto& u : updates) {
+      if (u.id > lane.prev.load()) lane.prev = u.id;
     }
     ++batches_;
     size_t at = 0;
@@ -163,6 +127,112 @@ void UpdateSender::Run(uint32_t shard) {
       p->done.set_value({failure, std::move(mine)});
     }
   }
+}
+
+std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint64_t batch_id,
+                                                           const std::string& request, size_t n) {
+  struct Replica {
+    std::string endpoint;
+    std::unique_ptr<zmq::socket_t> socket;
+    bool answered = false;
+    uint8_t code = 0;
+    std::string body;
+  };
+  std::map<std::string, Replica> replicas;  // by member name
+  const std::string who = "shard " + std::to_string(shard);
+  const auto give_up_empty =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
+  while (!stopping_) {
+    // The current replicas: new ones join, ones that left the map are no longer waited for.
+    std::map<std::string, std::string> now;
+    for (UpdateTarget& t : locate_(shard)) now[t.name] = std::move(t.endpoint);
+    for (auto it = replicas.begin(); it != replicas.end();) {
+      it = (!it->second.answered && !now.count(it->first)) ? replicas.erase(it) : std::next(it);
+    }
+    for (auto& [name, endpoint] : now) {
+      Replica& r = replicas[name];
+      if (r.endpoint != endpoint) r = Replica{endpoint};
+    }
+    bool waiting = false;
+    for (auto& [name, r] : replicas) waiting |= !r.answered;
+    if (!waiting) {
+      if (!replicas.empty()) break;
+      if (std::chrono::steady_clock::now() >= give_up_empty) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    // (Re)send to everyone who has not answered, on a fresh socket.
+    std::vector<Replica*> polled;
+    for (auto& [name, r] : replicas) {
+      if (r.answered) continue;
+      try {
+        r.socket = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
+        r.socket->set(zmq::sockopt::linger, 0);
+        r.socket->connect(r.endpoint);
+        r.socket->send(zmq::buffer(request), zmq::send_flags::dontwait);
+        polled.push_back(&r);
+      } catch (const zmq::error_t&) {
+        r.socket.reset();
+      }
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
+    size_t open = polled.size();
+    while (open > 0 && std::chrono::steady_clock::now() < deadline && !stopping_) {
+      std::vector<zmq::pollitem_t> items;
+      for (Replica* r : polled) items.push_back({r->socket->handle(), 0, ZMQ_POLLIN, 0});
+      try {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      for (size_t i = 0; i < polled.size(); ++i) {
+        Replica* r = polled[i];
+        if (r->answered || !(items[i].revents & ZMQ_POLLIN)) continue;
+        zmq::message_t reply;
+        try {
+          if (!r->socket->recv(reply, zmq::recv_flags::dontwait)) continue;
+        } catch (const zmq::error_t&) {
+          continue;
+        }
+        const auto* p = static_cast<const char*>(reply.data());
+        if (reply.size() < kReplyHeader || DecodeFixed64(p) != sender_id_ ||
+            DecodeFixed64(p + 8) != batch_id) {
+          continue;  // a late reply to an earlier attempt
+        }
+        r->answered = true;
+        r->code = static_cast<uint8_t>(p[16]);
+        r->body.assign(p + kReplyHeader, reply.size() - kReplyHeader);
+        --open;
+      }
+    }
+  }
+  // Combine: any ok answer decides (replicas applied the same updates in the same order).
+  std::string errors;
+  size_t behind = 0;
+  for (const auto& [name, r] : replicas) behind += r.answered && r.code == 2;
+  behind_ += behind;
+  for (const auto& [name, r] : replicas) {
+    if (!r.answered) continue;
+    if (r.code == 1 && r.body.size() == n) {
+      std::vector<bool> found(n);
+      for (size_t i = 0; i < n; ++i) found[i] = r.body[i] != 0;
+      return {Status::OK(), std::move(found)};
+    }
+    if (r.code != 2) {
+      errors += (errors.empty() ? "" : "; ") + name + ": " +
+                (r.code == 1 ? std::string("malformed update reply") : r.body);
+    }
+  }
+  if (stopping_) return {Status::Unavailable("LogStore is shutting down"), {}};
+  if (!errors.empty()) return {Status::Internal(who + " failed to apply: " + errors), {}};
+  if (behind > 0) {
+    return {Status::Unavailable(who + ": every replica is catching up; the write is logged and "
+                                      "reaches them from the feed"),
+            {}};
+  }
+  return {Status::Unavailable(who + " has no live replica; the write is logged and reaches it "
+                                    "when one registers"),
+          {}};
 }
 
 StatusOr<std::unique_ptr<UpdateReceiver>> UpdateReceiver::Start(const std::string& host, int port,
@@ -209,6 +279,7 @@ void UpdateReceiver::Run() {
       const uint64_t sender = DecodeFixed64(p);
       const uint64_t batch = DecodeFixed64(p + 8);
       const uint32_t shard = DecodeFixed32(p + 16);
+      const uint64_t prev = DecodeFixed64(p + 20);
       std::string reply;
       auto& cached = replies[{sender, shard}];
       if (cached.first == batch && !cached.second.empty()) {
@@ -220,14 +291,16 @@ void UpdateReceiver::Run() {
         Status s = engine::DecodeUpdates(
             std::string_view(p + kRequestHeader, request.size() - kRequestHeader), &updates,
             nullptr);
-        StatusOr<std::vector<bool>> found = s.ok() ? apply_(shard, updates) : s;
-        if (found.ok()) {
-          reply.push_back(1);
-          for (bool f : *found) reply.push_back(f ? 1 : 0);
-          cached = {batch, reply};
-        } else {
+        StatusOr<PushAnswer> answer = s.ok() ? apply_(shard, prev, updates) : s;
+        if (!answer.ok()) {
           reply.push_back(0);
-          reply += found.status().ToString();
+          reply += answer.status().ToString();
+        } else if (answer->behind) {
+          reply.push_back(2);
+        } else {
+          reply.push_back(1);
+          for (bool f : answer->found) reply.push_back(f ? 1 : 0);
+          cached = {batch, reply};
         }
         ++batches_;
       }

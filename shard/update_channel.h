@@ -1,14 +1,18 @@
 // The update-pointer channel from the LogStore to the shard servers over ZeroMQ (docs/writes.md,
-// "Update pointers and the shard side"). The LogStore's UpdateSender runs one lane per base
-// shard: a DEALER socket to the shard's current server and a queue of updates that concurrent
-// writers share, sent as one batch per round trip. Each shard server's UpdateReceiver binds a
-// ROUTER socket, applies each batch (persisted) and replies with one "found" flag per update.
+// "The update channel"; docs/replication.md, "Pushing"). The LogStore's UpdateSender runs one
+// lane per base shard: a queue of updates that concurrent writers share, sent as one batch per
+// round trip to every registered replica of the shard (a DEALER socket each). Each shard server's
+// UpdateReceiver binds a ROUTER socket, applies each batch (persisted) and replies.
 //
-// Request frame: u64 sender | u64 batch | u32 shard | updates (EncodeUpdates, no flags).
-// Reply frame:   u64 sender | u64 batch | u8 ok | flags (ok) or an error message (not ok).
-// A batch without a reply within the lane's retry interval is sent again on a new socket (the
-// owner may have moved); receivers answer a repeated (sender, shard, batch) from a reply cache,
-// so every update is applied once.
+// Request frame: u64 sender | u64 batch | u32 shard | u64 prev | updates (EncodeUpdates with
+//                ids, no flags); prev: the id of the feed's last update before this batch.
+// Reply frame:   u64 sender | u64 batch | u8 code | 1 (ok): one "found" byte per update;
+//                2 (behind: the replica has not applied `prev`, applied nothing); 0: an error
+//                message.
+// A replica that does not answer within the lane's retry interval gets the batch again on a new
+// socket; receivers answer a repeated (sender, shard, batch) from a reply cache, and skip updates
+// they applied before (by id), so every update is applied once. A lane waits for every replica
+// in the current map (re-read every retry interval: a replica that left it is not waited for).
 //
 // Thread-safety: Send may be called concurrently; each side runs its own threads.
 #pragma once
@@ -36,19 +40,33 @@ class socket_t;
 
 namespace zipg::shard {
 
+// A replica to send to: its member name and update endpoint ("tcp://host:port").
+struct UpdateTarget {
+  std::string name;
+  std::string endpoint;
+};
+
+// What a replica did with a pushed batch.
+struct PushAnswer {
+  bool behind = false;      // it has not applied `prev`: nothing applied, it will catch up
+  std::vector<bool> found;  // not behind: per update, whether it held a live version
+};
+
 class UpdateSender {
  public:
-  // The update endpoint ("tcp://host:port") of the server currently hosting `shard`.
-  using Locate = std::function<StatusOr<std::string>(uint32_t shard)>;
+  // Every registered replica of `shard` now (serving or catching up).
+  using Locate = std::function<std::vector<UpdateTarget>(uint32_t shard)>;
 
   UpdateSender(uint32_t num_shards, Locate locate, int retry_ms = 1000);
   ~UpdateSender();
 
   uint32_t num_shards() const { return static_cast<uint32_t>(lanes_.size()); }
 
-  // Delivers the updates (all for base shard `shard`) and waits up to timeout_ms for the
-  // server's answer: whether the base held a live version of what each targets. On timeout,
-  // UNAVAILABLE; the lane keeps retrying in the background.
+  // Delivers the updates (all for base shard `shard`, ids ascending) and waits up to timeout_ms
+  // for the replicas' answer: whether the base held a live version of what each targets. On
+  // timeout, UNAVAILABLE; the lane keeps retrying in the background. UNAVAILABLE too when no
+  // replica answered ok (none registered, or all behind): the updates are in the feed, and
+  // replicas catch up from it.
   StatusOr<std::vector<bool>> Send(uint32_t shard, std::vector<engine::Update> updates,
                                    int timeout_ms);
 
@@ -61,7 +79,14 @@ class UpdateSender {
   static StatusOr<std::vector<bool>> Await(Reply* reply, uint32_t shard,
                                            std::chrono::steady_clock::time_point deadline);
 
+  // The id of the last update sent before (the feed's last id); the next batch's `prev`. Call
+  // before the first Post of the shard.
+  void SetPrev(uint32_t shard, uint64_t id);
+  // Whether `member` is a replica of `shard` that batches are sent to now.
+  bool IsTarget(uint32_t shard, const std::string& member) const;
+
   uint64_t batches() const { return batches_.load(); }
+  uint64_t behind_answers() const { return behind_.load(); }
 
  private:
   struct Pending {
@@ -72,9 +97,14 @@ class UpdateSender {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<std::shared_ptr<Pending>> queue;
+    std::atomic<uint64_t> prev{0};
     std::thread thread;
   };
   void Run(uint32_t shard);
+  // Sends one request to every replica of the shard until each answered or left the map;
+  // returns the combined outcome for the batch's n updates.
+  std::pair<Status, std::vector<bool>> Deliver(uint32_t shard, uint64_t batch_id,
+                                               const std::string& request, size_t n);
 
   const Locate locate_;
   const int retry_ms_;
@@ -83,12 +113,14 @@ class UpdateSender {
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
+  std::atomic<uint64_t> behind_{0};
 };
 
 class UpdateReceiver {
  public:
-  using Apply = std::function<StatusOr<std::vector<bool>>(uint32_t shard,
-                                                          const std::vector<engine::Update>&)>;
+  // Applies a pushed batch whose predecessor in the feed is `prev`.
+  using Apply = std::function<StatusOr<PushAnswer>(uint32_t shard, uint64_t prev,
+                                                   const std::vector<engine::Update>&)>;
   // Binds tcp://host:port (port 0: any free port) and starts applying batches.
   static StatusOr<std::unique_ptr<UpdateReceiver>> Start(const std::string& host, int port,
                                                          Apply apply);

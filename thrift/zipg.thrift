@@ -148,6 +148,13 @@ struct NodeFragment {
   2: list<Edge> edges,                  // any order
 }
 
+// A piece of the LogStore's update feed of one base shard (docs/replication.md, "Catching up").
+struct UpdateFeedChunk {
+  1: binary updates,  // engine/updates.h wire form, with ids: the feed's updates after `after`
+  2: i64 head,        // the feed's last id when it was read
+  3: bool included,   // the asking member was, before the read, one the shard's pushes go to
+}
+
 service LogStoreService extends ShardService {
   // The live data of node `id` (edges of `type`, all types if any_type, none if type < 0) in the
   // listed generations (memtables or the log shards they became).
@@ -158,4 +165,7 @@ service LogStoreService extends ShardService {
       throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
+  // The update feed of base shard `shard` after id `after`, for replica `member` catching up.
+  UpdateFeedChunk updates_since(1: i32 shard, 2: i64 after, 3: string member)
+      throws (1: GraphError error),
 }

@@ -1,0 +1,177 @@
+// Tests of the update channel with replicas (shard/update_channel.h, docs/replication.md): a
+// batch goes to every replica in the map and is answered once all have answered or left the map;
+// a replica that has not applied `prev` answers behind and applies nothing; with no replica that
+// answered ok the updates fail with UNAVAILABLE.
+#include "shard/update_channel.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+
+namespace zipg::shard {
+namespace {
+
+using engine::Update;
+using engine::UpdateOp;
+
+// A stand-in replica: applies pushes in order by id, like ServerGraph::ApplyPush; found is a
+// function of the update, so replicas agree.
+class Replica {
+ public:
+  explicit Replica(std::string name, uint64_t last = 0) : name_(std::move(name)), last_(last) {
+    auto r = UpdateReceiver::Start(
+        "127.0.0.1", 0, [this](uint32_t, uint64_t prev, const std::vector<Update>& batch) {
+          std::lock_guard lock(mu_);
+          PushAnswer answer;
+          if (prev > last_) {
+            answer.behind = true;
+            ++behind_;
+            return StatusOr<PushAnswer>(answer);
+          }
+          for (const Update& u : batch) {
+            answer.found.push_back(u.node % 2 == 0);
+            if (u.id <= last_) continue;
+            applied_.push_back(u);
+            last_ = u.id;
+          }
+          return StatusOr<PushAnswer>(answer);
+        });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    receiver_ = std::move(*r);
+  }
+  UpdateTarget target() const { return {name_, receiver_->endpoint()}; }
+  std::vector<Update> applied() const {
+    std::lock_guard lock(mu_);
+    return applied_;
+  }
+  int behind() const {
+    std::lock_guard lock(mu_);
+    return behind_;
+  }
+  void Stop() { receiver_.reset(); }
+
+ private:
+  const std::string name_;
+  mutable std::mutex mu_;
+  uint64_t last_;
+  int behind_ = 0;
+  std::vector<Update> applied_;
+  std::unique_ptr<UpdateReceiver> receiver_;
+};
+
+std::vector<Update> Updates(uint64_t first_id, size_t n) {
+  std::vector<Update> out;
+  for (size_t i = 0; i < n; ++i) {
+    Update u{UpdateOp::kPutEdge, static_cast<int64_t>(first_id + i), 1, 2, 1, 3};
+    u.id = first_id + i;
+    out.push_back(u);
+  }
+  return out;
+}
+
+// The map, changeable while the sender runs.
+struct Map {
+  std::mutex mu;
+  std::vector<UpdateTarget> targets;
+  UpdateSender::Locate locate() {
+    return [this](uint32_t) {
+      std::lock_guard lock(mu);
+      return targets;
+    };
+  }
+  void Set(std::vector<UpdateTarget> t) {
+    std::lock_guard lock(mu);
+    targets = std::move(t);
+  }
+};
+
+TEST(UpdateChannelTest, EveryReplicaGetsEveryBatchInOrder) {
+  Replica a("a"), b("b");
+  Map map;
+  map.Set({a.target(), b.target()});
+  UpdateSender sender(1, map.locate(), 200);
+  EXPECT_TRUE(sender.IsTarget(0, "a"));
+  EXPECT_FALSE(sender.IsTarget(0, "c"));
+  std::vector<Update> all;
+  for (uint64_t k = 0; k < 20; ++k) {
+    auto batch = Updates(1 + k * 3, 3);
+    all.insert(all.end(), batch.begin(), batch.end());
+    auto found = sender.Send(0, batch, 5000);
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    EXPECT_EQ(*found, (std::vector<bool>{batch[0].node % 2 == 0, batch[1].node % 2 == 0,
+                                         batch[2].node % 2 == 0}));
+  }
+  EXPECT_EQ(a.applied(), all);
+  EXPECT_EQ(b.applied(), all);
+  EXPECT_EQ(sender.behind_answers(), 0u);
+}
+
+TEST(UpdateChannelTest, ABehindReplicaAppliesNothingAndTheOthersAnswer) {
+  Replica a("a"), late("late");
+  Map map;
+  map.Set({a.target()});
+  UpdateSender sender(1, map.locate(), 200);
+  ASSERT_TRUE(sender.Send(0, Updates(1, 2), 5000).ok());
+  // `late` joins after the first batch: the next one's prev (2) is ahead of it.
+  map.Set({a.target(), late.target()});
+  auto found = sender.Send(0, Updates(3, 2), 5000);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(a.applied(), [] {
+    auto v = Updates(1, 2);
+    auto w = Updates(3, 2);
+    v.insert(v.end(), w.begin(), w.end());
+    return v;
+  }());
+  EXPECT_TRUE(late.applied().empty());
+  EXPECT_EQ(late.behind(), 1);
+  EXPECT_EQ(sender.behind_answers(), 1u);
+  // With only the behind replica, the updates are not confirmed.
+  map.Set({late.target()});
+  auto alone = sender.Send(0, Updates(5, 1), 5000);
+  EXPECT_EQ(alone.status().code(), StatusCode::kUnavailable) << alone.status().ToString();
+  EXPECT_NE(alone.status().message().find("catching up"), std::string::npos);
+}
+
+TEST(UpdateChannelTest, NoReplicaFailsUnavailableAndTheLaneGoesOn) {
+  Map map;
+  UpdateSender sender(1, map.locate(), 100);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto none = sender.Send(0, Updates(1, 1), 5000);
+  EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(none.status().message().find("no live replica"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  // A replica that comes back with what it had (nothing) is behind: prev is now 1.
+  Replica a("a");
+  map.Set({a.target()});
+  auto behind = sender.Send(0, Updates(2, 1), 5000);
+  EXPECT_EQ(behind.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(a.behind(), 1);
+  // One that had applied id 1 (from the feed) takes the next batch.
+  Replica b("b", 2);
+  map.Set({b.target()});
+  EXPECT_TRUE(sender.Send(0, Updates(3, 1), 5000).ok());
+  EXPECT_EQ(b.applied(), Updates(3, 1));
+}
+
+TEST(UpdateChannelTest, AReplicaThatLeavesTheMapIsNotWaitedFor) {
+  Replica a("a"), dead("dead");
+  Map map;
+  map.Set({a.target(), dead.target()});
+  UpdateSender sender(1, map.locate(), 100);
+  ASSERT_TRUE(sender.Send(0, Updates(1, 1), 5000).ok());
+  dead.Stop();  // killed: no answers, until its lease expires and it leaves the map
+  auto reply = sender.Post(0, Updates(2, 1));
+  ASSERT_TRUE(reply.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(reply->wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+      << "a registered replica is waited for";
+  map.Set({a.target()});
+  auto found = UpdateSender::Await(&*reply, 0,
+                                   std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(a.applied().size(), 2u);
+}
+
+}  // namespace
+}  // namespace zipg::shard

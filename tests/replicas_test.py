@@ -1,0 +1,363 @@
+#!/usr/bin/python3
+"""End-to-end test of shard replicas (docs/replication.md) on a real local cluster: `zipg local
+start --replicas 2 --servers 4` (4 shards, each with two copies on two of the four servers,
+cluster/placement.h), the LogStore, 2 aggregators, lease TTL 2 s. Every answer is compared with
+the plain-Python model of the contract with writes (write_model.WriteModel).
+
+A. placement: every shard has two serving replicas on different servers. Random writes through
+   both aggregators, then every replica is asked directly for the nodes of its shards: each copy
+   equals the model (updates reach every replica).
+B. kill -9 of one replica of every shard (two servers) while 4 clients read in a closed loop
+   through the aggregators: 0 failed or wrong reads; the slowest read is reported. Writes while
+   they are down (each acknowledged: the LogStore stops waiting for a dead replica when its lease
+   expires). Both restarted with their own command lines: they catch up from the LogStore's feed
+   before they serve (their status says so), and each then answers exactly as the model.
+C. both replicas of shard 0 killed (so every shard they both hold is down): reads of its nodes fail with
+   UNAVAILABLE within 1 s (time reported), other shards answer right; writes to shard 0's nodes
+   fail with UNAVAILABLE (they are logged: the outcome is unknown to the client, and here they are
+   applied once a replica returns). After the restart, every write is visible, through the
+   aggregators and on each replica.
+D. `zipg local stop` leaves no process.
+
+Usage: replicas_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_procs  # noqa: E402
+from graph_model import INT64_MAX, TYPES, Input, Model, load_model, requests  # noqa: E402
+import write_model  # noqa: E402
+from write_model import (WriteModel, acceptable, edge_props, node_props, raw_status,  # noqa: E402
+                         shard_of, short)
+
+SEED = 20261125
+rnd = random.Random(SEED)
+report = cluster_procs.Report(max_printed=60)
+check, section, note = report.check, report.section, report.note
+
+if len(sys.argv) != 2:
+    print(__doc__)
+    sys.exit(2)
+TMP, ZIPG = cluster_procs.private_binary(sys.argv[1], "zipg-replicas-test-")
+STORE = os.path.join(TMP, "store")
+RUN = os.path.join(STORE, "run")
+procs = cluster_procs.Procs("replicas_test", TMP, ZIPG, STORE)
+SHARDS = 4
+
+
+def zipg(*args, timeout=120):
+    return subprocess.run([ZIPG, *args], capture_output=True, timeout=timeout)
+
+
+def Session(endpoint, label, seed=0):
+    return write_model.Session(ZIPG, TMP, procs.sessions, endpoint, label, seed)
+
+
+def start_server(argv, name):
+    log = open(os.path.join(RUN, name + ".log"), "ab")
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    log.close()
+    procs.children[p.pid] = p
+    procs.known_pids.add(p.pid)
+    return p.pid
+
+
+def main():
+    section("setup: edge-case input, compress (4 shards), local start --replicas 2 --servers 4")
+    inp = Input(rnd, num_ids=400, num_nodes=300, num_edges=3000, id_range=5000)
+    nodes_csv, edges_csv = inp.write(TMP)
+    r = zipg("compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", STORE,
+             "--shards", str(SHARDS))
+    if not check(r.returncode == 0, f"compress: {r.stderr[-500:]!r}"):
+        return
+    model = WriteModel(*load_model(nodes_csv, edges_csv))
+    t = time.monotonic()
+    r = zipg("local", "start", "--store", STORE, "--replicas", "2", "--servers", "4",
+             "--aggregators", "2", "--lease-ttl", "2", "--no-verify", "--write-batches", "1",
+             timeout=180)
+    state_path = os.path.join(RUN, "cluster.json")
+    if os.path.exists(state_path):
+        with open(state_path) as f:
+            state = json.load(f)
+        procs.known_pids.update(p["pid"] for p in state.get("processes", []))
+    if not check(r.returncode == 0, f"local start: {r.stdout[-500:]!r} {r.stderr[-1500:]!r}"):
+        return
+    aggs = state["aggregators"]
+    note(f"cluster up in {time.monotonic() - t:.2f} s: {r.stdout.decode().splitlines()[0]}")
+
+    def members():
+        st = raw_status(aggs[0]) or {}
+        out = {m["name"]: m for m in st.get("servers", [])}
+        for m in out.values():
+            procs.known_pids.add(m.get("pid", 0))
+        return out
+
+    by_name = members()
+    servers = sorted(n for n, m in by_name.items() if m["role"] == "shard")
+    holders = {s: sorted(n for n in servers if s in by_name[n]["shards"]) for s in range(SHARDS)}
+    check(servers == [f"shard-{k}" for k in range(4)], f"shard servers: {servers}")
+    check(all(len(h) == 2 for h in holders.values()), f"two replicas per shard: {holders}")
+    check(all(by_name[n].get("serving") for n in servers), "every replica serving")
+    loads = [sum(n in h for h in holders.values()) for n in servers]
+    check(max(loads) - min(loads) <= 1, f"balanced placement: {holders}")
+    note(f"replicas per shard: {holders}")
+
+    sess = [Session(aggs[0], "agg0", SEED + 1), Session(aggs[1], "agg1", SEED + 2)]
+    universe = sorted(set(inp.ids) | {7_000_001 + k for k in range(20)})
+    hot = inp.node_ids[:8]
+
+    def write_request(w):
+        x = w.random()
+        s = w.choice(hot) if w.random() < 0.5 else w.choice(universe)
+        if x < 0.45:
+            return {"op": "assoc_add", "src": s, "type": w.choice(TYPES), "dst": w.choice(universe),
+                    "timestamp": w.randrange(1_600_000_000, 1_700_000_000),
+                    "properties": edge_props(w)}
+        if x < 0.6:
+            ts = sorted(model.types.get(s, ()))
+            if ts:
+                t = w.choice(ts)
+                return {"op": "assoc_delete", "src": s, "type": t,
+                        "dst": w.choice(sorted(model.edges[(s, t)]))}
+            return {"op": "assoc_delete", "src": s, "type": 0, "dst": 5}
+        if x < 0.8:
+            return {"op": "obj_update" if s in model.nodes else "obj_add", "id": s,
+                    "properties": node_props(w)}
+        if x < 0.85:
+            return {"op": "obj_delete", "id": w.choice(universe)}
+        return {"op": "obj_add", "id": w.choice(universe), "properties": node_props(w)}
+
+    def write(req, k=0):
+        want = model.write(req)
+        got = sess[k % 2].call(req)
+        check(acceptable(got, want), f"write {short(req, 200)}: got {short(got)} want {want}")
+        return got
+
+    def node_reads(ids):
+        reqs = []
+        for i in ids:
+            reqs.append({"op": "obj_get", "id": i})
+            reqs.append({"op": "get_neighbor_ids", "id": i})
+            for t in sorted(model.types.get(i, ())):
+                reqs.append({"op": "assoc_range", "id": i, "type": t, "pos": 0, "limit": INT64_MAX})
+                reqs.append({"op": "assoc_count", "id": i, "type": t})
+        return reqs
+
+    def compare(session, reqs, label):
+        bad = 0
+        for q in reqs:
+            got, want = session.call(q), model.run(q)
+            if not acceptable(got, want):
+                bad += 1
+                check(False, f"{label}: {short(q, 200)}\n      got  {short(got)}\n      want "
+                             f"{short(want)}")
+        return bad
+
+    def compare_replicas(label, names=None):
+        """Each replica, asked directly, answers the model for every node of its shards."""
+        current = members()
+        ids = sorted(model.ids_ever | {3, 999_999})
+        total = bad = 0
+        for n in names or servers:
+            m = current.get(n)
+            if not check(m and m.get("serving"), f"{label}: {n} registered and serving: {m}"):
+                continue
+            mine = [i for i in ids if shard_of(i, SHARDS) in m["shards"]]
+            s = Session(m["endpoint"], f"direct-{n}-{label}")
+            reqs = node_reads(mine)
+            total += len(reqs)
+            bad += compare(s, reqs, f"{label}: {n} directly")
+            s.close()
+        check(bad == 0, f"{label}: {bad} of {total} direct replica answers differ from the model")
+        note(f"{label}: {total} reads asked of replicas {names or servers} directly, {bad} wrong")
+
+    def full_comparison(label):
+        reqs = node_reads(sorted(model.ids_ever | {3, 999_999}))
+        bad = compare(sess[0], reqs[0::2], label) + compare(sess[1], reqs[1::2], label)
+        check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
+        note(f"{label}: {len(reqs)} reads through both aggregators, {bad} wrong")
+
+    def wait_serving(names, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = members()
+            if all(current.get(n, {}).get("serving") for n in names):
+                return current
+            time.sleep(0.05)
+        check(False, f"{names} serving within {timeout} s: {members()}")
+        return members()
+
+    # ---- A ------------------------------------------------------------------------------------
+    section("A. writes through both aggregators; every replica equals the model")
+    w = random.Random(SEED + 3)
+    for k in range(600):
+        write(write_request(w), k)
+    full_comparison("A")
+    compare_replicas("A")
+
+    # ---- B ------------------------------------------------------------------------------------
+    section("B. kill -9 of one replica of every shard during a closed-loop read load")
+    # Requests of every read operation (from the loaded data's shapes); the model with the writes
+    # so far answers them (no write runs during the load).
+    reads = requests(Model(*load_model(nodes_csv, edges_csv)), inp, random.Random(SEED + 4))
+    stop = threading.Event()
+    stats = {"reads": 0, "failed": 0, "slowest": 0.0, "slowest_req": None}
+    lock = threading.Lock()
+
+    def reader(k):
+        s = Session(aggs[k % 2], f"reader-{k}", SEED + 10 + k)
+        rr = random.Random(SEED + 20 + k)
+        while not stop.is_set():
+            q = rr.choice(reads)
+            t0 = time.monotonic()
+            got = s.call(q)
+            dt = time.monotonic() - t0
+            ok = acceptable(got, model.run(q))
+            with lock:
+                stats["reads"] += 1
+                if not ok:
+                    stats["failed"] += 1
+                    check(False, f"B: read during the kill: {short(q, 200)} -> {short(got)}")
+                if dt > stats["slowest"]:
+                    stats["slowest"], stats["slowest_req"] = dt, q
+        s.close()
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    time.sleep(1.0)
+    before = stats["reads"]
+    stats["slowest"] = 0.0
+    victims = []  # one replica of every shard, never both
+    for sh in range(SHARDS):
+        if not any(n in victims for n in holders[sh]):
+            victims.append(holders[sh][0])
+    check(all(any(n not in victims for n in holders[sh]) for sh in range(SHARDS)),
+          f"B: victims {victims} leave a replica of every shard ({holders})")
+    argvs = {}
+    for n in victims:
+        pid = by_name[n]["pid"]
+        argvs[n] = cluster_procs.cmdline(pid)
+        os.kill(pid, signal.SIGKILL)
+    t_kill = time.monotonic()
+    time.sleep(4.0)  # past the lease TTL: the dead replicas leave the map
+    stop.set()
+    for th in threads:
+        th.join()
+    during = stats["reads"] - before
+    check(stats["failed"] == 0, f"B: {stats['failed']} failed reads")
+    note(f"B: {during} reads by 4 clients in the 4 s after killing {victims} (one replica of every "
+         f"shard), {stats['failed']} failed; slowest {stats['slowest'] * 1000:.1f} ms "
+         f"({short(stats['slowest_req'], 120)})")
+    check(sorted(n for n in members() if n.startswith("shard-")) ==
+          sorted(n for n in servers if n not in victims),
+          f"B: the killed replicas left the map: {sorted(members())}")
+
+    t = time.monotonic()
+    slowest = 0.0
+    for k in range(300):
+        t0 = time.monotonic()
+        write(write_request(w), k)
+        slowest = max(slowest, time.monotonic() - t0)
+    note(f"B: 300 writes with one replica of each shard down in {time.monotonic() - t:.2f} s "
+         f"(slowest {slowest * 1000:.1f} ms)")
+    full_comparison("B, replicas down")
+
+    t = time.monotonic()
+    for n in victims:
+        check(argvs[n][:3] == [ZIPG, "serve", "shard"], f"{n} command line: {argvs[n]}")
+        start_server(argvs[n], n)
+    current = wait_serving(victims)
+    note(f"B: {victims} restarted, caught up and serving after {time.monotonic() - t:.2f} s "
+         f"({time.monotonic() - t_kill:.1f} s after the kill)")
+    for n in victims:
+        st = raw_status(current[n]["endpoint"]) or {}
+        cu = st.get("catch_up", {})
+        check(cu.get("applied", 0) > 0, f"B: {n} applied the missed writes from the feed: {cu}")
+        note(f"B: {n} caught up: {cu}, last update ids {st.get('last_update_ids')}")
+    compare_replicas("B, after the restart", victims)
+    full_comparison("B, after the restart")
+
+    # ---- C ------------------------------------------------------------------------------------
+    section("C. both replicas of shard 0 killed")
+    current = members()
+    down = holders[0]
+    dead = [sh for sh in range(SHARDS) if all(n in down for n in holders[sh])]
+    for n in down:
+        argvs[n] = cluster_procs.cmdline(current[n]["pid"])
+        os.kill(current[n]["pid"], signal.SIGKILL)
+    ids0 = [i for i in sorted(model.ids_ever) if shard_of(i, SHARDS) in dead][:20]
+    others = [i for i in sorted(model.ids_ever) if shard_of(i, SHARDS) not in dead][:60]
+    note(f"C: killed {down}: shards {dead} have no replica left")
+    worst = 0.0
+    for phase in ("at once", "after the leases expire"):
+        if phase != "at once":
+            time.sleep(3.0)
+        for i in ids0:
+            t0 = time.monotonic()
+            got = sess[0].call({"op": "obj_get", "id": i})
+            worst = max(worst, time.monotonic() - t0)
+            check(got.get("error", {}).get("code") == "UNAVAILABLE",
+                  f"C ({phase}): obj_get {i} on the dead shard: {short(got)}")
+        bad = compare(sess[1], node_reads(others), f"C ({phase}): other shards")
+        check(bad == 0, f"C ({phase}): {bad} wrong answers for the live shards")
+    check(worst < 1.0, f"C: UNAVAILABLE within 1 s (slowest {worst:.3f} s)")
+    note(f"C: reads of shard 0's nodes: UNAVAILABLE, slowest in {worst * 1000:.1f} ms; other "
+         f"shards answered right")
+    t = time.monotonic()
+    failed_writes = 0
+    for k, i in enumerate(ids0[:5]):
+        req = {"op": "assoc_add", "src": i, "type": 1, "dst": 9_000_000 + k, "timestamp": 77,
+               "properties": {"c": str(k)}}
+        t0 = time.monotonic()
+        got = sess[0].call(req)
+        if got.get("error", {}).get("code") == "UNAVAILABLE":
+            failed_writes += 1
+            model.write(req)  # logged: applied once a replica is back
+        else:
+            check(False, f"C: write to the dead shard: {short(got)}")
+        note(f"C: assoc_add to shard 0's node {i}: {short(got, 160)} in "
+             f"{(time.monotonic() - t0) * 1000:.0f} ms")
+    for k in range(100):  # writes to the other shards are acknowledged as usual
+        req = write_request(w)
+        key = req.get("src", req.get("id"))
+        if shard_of(key, SHARDS) not in dead:
+            write(req, k)
+    t = time.monotonic()
+    for n in down:
+        start_server(argvs[n], n)
+    wait_serving(down)
+    note(f"C: shard 0 serving again {time.monotonic() - t:.2f} s after the restart")
+    full_comparison("C, after the restart")
+    compare_replicas("C, after the restart")
+
+    # ---- D ------------------------------------------------------------------------------------
+    section("D. zipg local stop")
+    for s in list(procs.sessions):
+        s.close()
+    procs.sessions.clear()
+    procs.kill_and_wait([p for p in procs.children if procs.alive(p)], signal.SIGTERM, 10.0)
+    r = zipg("local", "stop", "--store", STORE, timeout=60)
+    check(r.returncode == 0, f"local stop: {r.stderr[-300:]!r}")
+    time.sleep(0.2)
+    left = [p for p in procs.known_pids if p and procs.alive(p)]
+    check(not left, f"processes left after stop: {[(p, cluster_procs.cmdline(p)) for p in left]}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        check(False, f"test aborted: {e!r}")
+    finally:
+        procs.cleanup()
+    sys.exit(report.finish("replicas_test"))
