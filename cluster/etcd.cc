@@ -8,6 +8,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 namespace zipg::cluster {
@@ -368,24 +369,41 @@ void EtcdClient::SetTls(EtcdTls tls) { tls_ = std::move(tls); }
 EtcdClient::~EtcdClient() = default;
 
 StatusOr<std::string> EtcdClient::Post(const char* op, const char* path, const std::string& body) {
-  // The current endpoint first; where it cannot answer (down, no leader), the next ones.
+  // The current endpoint first; where it cannot answer (down, no leader), the next ones. When a
+  // member was reached but could not answer (no leader, or no reply in time: an election is under
+  // way after the leader's loss; timeouts count only with several endpoints), go round again
+  // until kElectionWindow has passed: a new leader
+  // is normally elected within two election timeouts. If no member could even be connected to,
+  // fail at once.
+  constexpr auto kElectionWindow = std::chrono::milliseconds(3000);
+  const auto start = std::chrono::steady_clock::now();
   const size_t n = endpoints_.size();
-  const size_t first = current_.load();
   StatusOr<std::string> reply = Status::Unavailable("no etcd endpoint");
-  for (size_t k = 0; k < n; ++k) {
-    const size_t at = (first + k) % n;
-    reply = PostTo(endpoints_[at], op, path, body);
-    if (reply.ok() || (reply.status().code() != StatusCode::kUnavailable &&
-                       reply.status().code() != StatusCode::kDeadlineExceeded)) {
-      if (k > 0) current_ = at;
-      return reply;
+  for (;;) {
+    const size_t first = current_.load();
+    bool reached = false;
+    for (size_t k = 0; k < n; ++k) {
+      const size_t at = (first + k) % n;
+      bool answered = false;
+      reply = PostTo(endpoints_[at], op, path, body, &answered);
+      if (reply.ok() || (reply.status().code() != StatusCode::kUnavailable &&
+                         reply.status().code() != StatusCode::kDeadlineExceeded)) {
+        if (at != first) current_ = at;
+        return reply;
+      }
+      // A member that timed out may be waiting for a new leader; with one endpoint it is more
+      // likely gone, and waiting again would only double the caller's wait.
+      reached = reached || answered ||
+                (n > 1 && reply.status().code() == StatusCode::kDeadlineExceeded);
     }
+    if (!reached || std::chrono::steady_clock::now() - start >= kElectionWindow) return reply;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return reply;
 }
 
 StatusOr<std::string> EtcdClient::PostTo(const std::string& endpoint, const char* op,
-                                         const char* path, const std::string& body) {
+                                         const char* path, const std::string& body,
+                                         bool* answered) {
   const std::string where = Where(endpoint, op);
   ZIPG_RETURN_IF_ERROR(GlobalInit());
   HeaderList headers(JsonHeaders());
@@ -412,6 +430,7 @@ StatusOr<std::string> EtcdClient::PostTo(const std::string& endpoint, const char
                                " failed: " + TransportDetail(rc, error_buffer));
   }
   pool_->Return(handle);
+  *answered = true;
   if (http_status != 200) return HttpError(where, http_status, reply);
   return reply;
 }

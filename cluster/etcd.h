@@ -58,7 +58,8 @@ class EtcdClient {
   // endpoints: one or more, comma-separated: "http://127.0.0.1:2379", "127.0.0.1:2379",
   // "https://a:2379,https://b:2379". A unary call goes to the current endpoint and, if that one
   // cannot answer (UNAVAILABLE, DEADLINE_EXCEEDED), to the next ones in turn; the one that
-  // answered becomes current. A watch that breaks moves to the next endpoint for the caller's
+  // answered becomes current; while members answer but cannot serve (a leader election), the
+  // round is repeated for up to 3 s. A watch that breaks moves to the next endpoint for the caller's
   // retry. timeout bounds each unary request per endpoint (connect included) and the connect
   // phase of a Watch.
   explicit EtcdClient(std::string endpoints,
@@ -109,8 +110,9 @@ class EtcdClient {
   // POSTs a JSON body to a gateway path (op names the call in error messages). The body of a 200
   // reply, or the error mapped as described at the top of this file.
   StatusOr<std::string> Post(const char* op, const char* path, const std::string& body);
+  // *answered: an HTTP reply came back (the member is up, even if it could not serve the call).
   StatusOr<std::string> PostTo(const std::string& endpoint, const char* op, const char* path,
-                               const std::string& body);
+                               const std::string& body, bool* answered);
   Status WatchAt(const std::string& endpoint, const std::string& prefix, int64_t start_revision,
                  const std::function<bool(const std::vector<WatchEvent>&)>& on_events,
                  const std::atomic<bool>& cancel);
