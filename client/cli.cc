@@ -1,4 +1,5 @@
 #include "client/cli.h"
+#include "client/client.h"
 
 #include <algorithm>
 #include <charconv>
@@ -51,6 +52,25 @@ Status Args::CheckKnown(const std::vector<std::string>& known) const {
     }
   }
   return Status::OK();
+}
+
+rpc::TlsOptions TlsFromArgs(const Args& args) {
+  rpc::TlsOptions tls;
+  tls.ca = args.Get("tls-ca").value_or("");
+  tls.cert = args.Get("tls-cert").value_or("");
+  tls.key = args.Get("tls-key").value_or("");
+  return tls;
+}
+
+StatusOr<rpc::TlsOptions> ApplyTlsArgs(const Args& args) {
+  rpc::TlsOptions tls = TlsFromArgs(args);
+  ZIPG_RETURN_IF_ERROR(SetDefaultTls(tls));
+  return tls;
+}
+
+std::vector<std::string> WithTls(std::vector<std::string> known) {
+  known.insert(known.end(), kTlsFlags.begin(), kTlsFlags.end());
+  return known;
 }
 
 StatusOr<uint64_t> ParseUint(const std::string& text, const std::string& what) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "rpc/tls.h"
+
 #include <nlohmann/json.hpp>
 
 #include "client/client.h"
@@ -47,6 +49,18 @@ class Args {
 // Parses a whole decimal unsigned integer; INVALID_ARGUMENT naming `what` otherwise.
 StatusOr<uint64_t> ParseUint(const std::string& text, const std::string& what);
 
+// --tls-ca F --tls-cert F --tls-key F: mutual TLS (rpc/tls.h), taken by every command that
+// connects to a server (add kTlsFlags to its known options).
+inline const std::vector<std::string> kTlsFlags = {"tls-ca", "tls-cert", "tls-key"};
+inline const char kTlsUsage[] =
+    "  --tls-ca F --tls-cert F --tls-key F  mutual TLS: the cluster's CA, this side's certificate\n"
+    "                   and key (all three, or none for plaintext)\n";
+rpc::TlsOptions TlsFromArgs(const Args& args);
+// TlsFromArgs, validated, made the default of every client connection of this process.
+StatusOr<rpc::TlsOptions> ApplyTlsArgs(const Args& args);
+// `known` plus kTlsFlags.
+std::vector<std::string> WithTls(std::vector<std::string> known);
+
 // Prints "zipg: error: <message>" to stderr and returns kExitFailure.
 int Fail(const Status& status);
 int UsageError(const std::string& message, const std::string& usage);
@@ -71,6 +85,8 @@ int RunGen(int argc, char** argv);       // zipg gen ...
 int RunCompress(int argc, char** argv);  // zipg compress ...
 int RunQuery(int argc, char** argv);     // zipg query ...
 int RunServe(int argc, char** argv);     // zipg serve ...
+int RunNode(int argc, char** argv);      // zipg node ...
+int RunDeploy(int argc, char** argv);    // zipg deploy ...
 int RunLocal(int argc, char** argv);     // zipg local ...
 int RunStatus(int argc, char** argv);    // zipg status ...
 int RunBench(int argc, char** argv);     // zipg bench ...

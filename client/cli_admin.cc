@@ -68,8 +68,9 @@ int RunAdmin(int argc, char** argv) {
   if (args->positional().size() != 1 || args->positional()[0] != "compact") {
     return UsageError("admin needs a subcommand: compact", kUsage);
   }
-  Status known = args->CheckKnown({"connect", "store", "timeout-ms"});
+  Status known = args->CheckKnown(WithTls({"connect", "store", "timeout-ms"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
+  if (auto tls = ApplyTlsArgs(*args); !tls.ok()) return UsageError(tls.status().message(), kUsage);
   auto address = ClusterAddress(*args);
   if (!address.ok()) return Fail(address.status());
   if (!*address) return UsageError("admin compact needs --connect HOST:PORT or --store DIR", kUsage);

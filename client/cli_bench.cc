@@ -355,6 +355,7 @@ size_t ShardServers(const json& status) {
 int RunBench(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"json", "no-compact"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
+  if (auto tls = ApplyTlsArgs(*args); !tls.ok()) return UsageError(tls.status().message(), kUsage);
   Settings s;
   if (auto connect = args->Get("connect")) {
     std::string list = *connect;
@@ -374,8 +375,8 @@ int RunBench(int argc, char** argv) {
   if (s.mix == "hot") return RunHotBench(s.endpoints, *args);
   if (s.mix == "load") return RunLoadBench(s.endpoints, *args);
   if (!Mixes().count(s.mix)) return UsageError("unknown mix '" + s.mix + "'", kUsage);
-  Status known = args->CheckKnown({"connect", "store", "mix", "connections", "duration",
-                                   "warmup", "types", "limit", "zipf", "seed", "json"});
+  Status known = args->CheckKnown(WithTls({"connect", "store", "mix", "connections", "duration",
+                                           "warmup", "types", "limit", "zipf", "seed", "json"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   for (auto [name, field, lo, hi] :
        {std::tuple{"connections", &s.connections, 1, 1024}, {"duration", &s.duration, 1, 86400},

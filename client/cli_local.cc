@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "client/cli.h"
+#include "client/procs.h"
 #include "util/memory.h"
 #include "client/client.h"
 #include "cluster/etcd.h"
@@ -66,7 +67,9 @@ const char kUsage[] =
     "  --compaction-memory SIZE  memory a LogStore compaction may use (default 80% of what is\n"
     "                   available when it starts)\n"
     "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
-    "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n";
+    "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n"
+    "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
+    "                   and CURVE (docs/deploy.md); etcd started here stays plain on loopback\n";
 
 // A free TCP port on `host` right now (bind to port 0 and read it back).
 StatusOr<int> FreePort(const std::string& host) {
@@ -89,84 +92,6 @@ StatusOr<int> FreePort(const std::string& host) {
   const int port = ntohs(addr.sin_port);
   close(fd);
   return port;
-}
-
-struct Process {
-  std::string role;  // etcd, shard, aggregator
-  std::string name;
-  pid_t pid = 0;
-  std::string log;
-  json ToJson() const { return {{"role", role}, {"name", name}, {"pid", pid}, {"log", log}}; }
-};
-
-// Starts argv in its own session with stdin from /dev/null and stdout+stderr to `log`.
-StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (out < 0) return Status::IOError(log + ": " + strerror(errno));
-  std::vector<char*> cargs;
-  for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
-  cargs.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(out);
-    return Status::IOError(std::string("fork: ") + strerror(errno));
-  }
-  if (pid == 0) {
-    setsid();
-    const int in = open("/dev/null", O_RDONLY);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    execvp(cargs[0], cargs.data());
-    dprintf(2, "cannot run %s: %s\n", cargs[0], strerror(errno));
-    _exit(127);
-  }
-  close(out);
-  return pid;
-}
-
-// True if the process exists and has not exited (a zombie waiting for its parent to reap it has
-// exited; this machine's init may reap late).
-bool Alive(pid_t pid) {
-  if (pid <= 0 || kill(pid, 0) != 0) return false;
-  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) return false;
-  const size_t paren = stat->rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat->size() || (*stat)[paren + 2] != 'Z';
-}
-
-// True if /proc/pid/cmdline contains `needle` (guards against pids reused by other programs).
-bool CmdlineHas(pid_t pid, const std::string& needle) {
-  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/cmdline");
-  if (!text.ok()) return false;
-  std::replace(text->begin(), text->end(), '\0', ' ');
-  return text->find(needle) != std::string::npos;
-}
-
-std::string LogTail(const std::string& path, size_t bytes = 2000) {
-  auto text = ReadFileToString(path);
-  if (!text.ok()) return "(no log)";
-  return text->size() > bytes ? "..." + text->substr(text->size() - bytes) : *text;
-}
-
-// SIGTERM to each live process of the group, then SIGKILL to those still alive after `grace`.
-void StopGroup(const std::vector<Process>& group, std::chrono::seconds grace) {
-  for (const auto& p : group) {
-    if (Alive(p.pid)) kill(p.pid, SIGTERM);
-  }
-  const auto deadline = Clock::now() + grace;
-  for (const auto& p : group) {
-    while (Alive(p.pid) && Clock::now() < deadline) {
-      waitpid(p.pid, nullptr, WNOHANG);  // reaps it if it is our child (start's error path)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (Alive(p.pid)) {
-      std::cerr << "zipg local: " << p.name << " (pid " << p.pid
-                << ") ignored SIGTERM; killing it\n";
-      kill(p.pid, SIGKILL);
-      waitpid(p.pid, nullptr, 0);
-    }
-  }
 }
 
 // Stops aggregators first, then shard servers (they revoke their leases in etcd), then etcd.
@@ -244,8 +169,9 @@ class Starter {
     std::error_code ec;
     fs::create_directories(RunDir(store_), ec);
     if (ec) return Status::IOError(RunDir(store_) + ": " + ec.message());
-    ZIPG_ASSIGN_OR_RETURN(self_, ExePath());
+    ZIPG_ASSIGN_OR_RETURN(self_, SelfPath());
 
+    ZIPG_RETURN_IF_ERROR(ApplyTlsArgs(args_).status());  // our own health checks use it too
     ZIPG_ASSIGN_OR_RETURN(uint64_t replicas, args_.GetUint("replicas", 1));
     if (replicas < 1 || replicas > 16) return Status::InvalidArgument("--replicas must be 1..16");
     ZIPG_ASSIGN_OR_RETURN(uint64_t servers, args_.GetUint("servers", std::max<uint64_t>(2, replicas)));
@@ -312,12 +238,6 @@ class Starter {
     return Status::OK();
   }
 
-  static StatusOr<std::string> ExePath() {
-    std::error_code ec;
-    auto path = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) return Status::IOError("cannot find this program: " + ec.message());
-    return path.string();
-  }
 
   Status StartEtcd(Clock::time_point deadline) {
     if (auto external = args_.Get("etcd")) {
@@ -376,6 +296,9 @@ class Starter {
                                              "--host",  host_,          "--port",
                                              std::to_string(port), "--lease-ttl", lease_ttl_};
     argv.insert(argv.end(), common.begin(), common.end());
+    for (const char* flag : {"tls-ca", "tls-cert", "tls-key", "tls-curve-key"}) {
+      if (auto v = args_.Get(flag)) argv.insert(argv.end(), {std::string("--") + flag, *v});
+    }
     const std::string role = argv[2];
     ZIPG_ASSIGN_OR_RETURN(pid_t pid, Spawn(argv, log));
     processes_.push_back(Process{role, name, pid, log});
@@ -507,7 +430,8 @@ int RunLocal(int argc, char** argv) {
   Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
                                    "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
                                    "memtable-mb", "compaction-memory", "no-sync",
-                                   "write-batches", "replicas"});
+                                   "write-batches", "replicas", "tls-ca", "tls-cert", "tls-key",
+                                   "tls-curve-key"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

@@ -28,6 +28,7 @@ const char kUsage[] =
     "      (each still answered on its own line; default 1: one call per line)\n"
     "  --no-verify   skip checksum verification when opening the store\n"
     "  --timeout-ms MS  per-call timeout with --connect (default 10000)\n"
+    "  --tls-ca F --tls-cert F --tls-key F  with --connect: mutual TLS\n"
     "  prints {\"ok\": result} or {\"error\": ...}; exit status 1 if a single operation fails\n";
 
 int RunBatch(GraphApi& graph, GraphWriteApi* writer, const std::string& source,
@@ -93,6 +94,8 @@ int RunQuery(int argc, char** argv) {
     }
     ClientOptions options;
     options.timeout_ms = static_cast<int>(*timeout);
+    auto tls = ApplyTlsArgs(*args);
+    if (!tls.ok()) return UsageError(tls.status().message(), kUsage);
     auto client = Connect(*connect, options);
     if (!client.ok()) return Fail(client.status());
     writer = client->get();

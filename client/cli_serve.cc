@@ -4,10 +4,12 @@
 // machine, all pointed at the same etcd).
 
 #include <signal.h>
+#include <thrift/transport/TSSLSocket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include "logstore/logstore.h"
 #include "logstore/server.h"
 #include "rpc/server.h"
+#include "rpc/tls.h"
 #include "shard/catch_up.h"
 #include "shard/server.h"
 #include "shard/update_channel.h"
@@ -44,6 +47,9 @@ const char kUsage[] =
     "  --call-timeout-ms MS  timeout of calls to other servers (default 10000)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
     "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
+    "  --tls-ca F --tls-cert F --tls-key F  mutual TLS on every Thrift connection (served and\n"
+    "                  made), https to etcd, CURVE on the update channel (docs/deploy.md)\n"
+    "  --tls-curve-key F  the cluster's CURVE key pair (default: curve.key next to --tls-ca)\n"
     "  --updates-dir D shard: where its applied writes are kept (default STORE/updates); replicas\n"
     "                  sharing one store directory need one each\n"
     "  --memtable-mb N logstore: compress the log into a new shard past N MiB (default 256;\n"
@@ -95,10 +101,10 @@ int RunServe(int argc, char** argv) {
   if (role != "shard" && role != "aggregator" && role != "logstore") {
     return UsageError("unknown server role '" + role + "'", kUsage);
   }
-  Status known =
-      args->CheckKnown({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
-                        "call-timeout-ms", "no-verify", "update-port", "memtable-mb",
-                        "compaction-memory", "no-sync", "write-batches", "updates-dir"});
+  Status known = args->CheckKnown(
+      WithTls({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
+               "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory",
+               "no-sync", "write-batches", "updates-dir", "tls-curve-key"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -113,18 +119,50 @@ int RunServe(int argc, char** argv) {
   const std::string cluster_name = args->Get("cluster").value_or("zipg");
   const std::string prefix = cluster::ClusterPrefix(cluster_name);
 
+  // Mutual TLS for every Thrift connection, CURVE for the update channel, https to etcd.
+  const rpc::TlsOptions tls = TlsFromArgs(*args);
+  if (Status v = tls.Validate(); !v.ok()) return UsageError(v.message(), kUsage);
+  shard::CurveKeys curve;
+  std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> server_tls, client_tls;
+  if (tls.enabled()) {
+    const std::string curve_path =
+        args->Get("tls-curve-key")
+            .value_or(std::filesystem::path(tls.ca).parent_path().append("curve.key").string());
+    auto keys = shard::LoadCurveKeys(curve_path);
+    if (!keys.ok()) return UsageError(keys.status().message(), kUsage);
+    curve = *keys;
+    auto s = rpc::MakeTlsFactory(tls, /*server=*/true);
+    if (!s.ok()) return Fail(s.status());
+    server_tls = *s;
+    auto c = ClientTlsFactory(tls);
+    if (!c.ok()) return Fail(c.status());
+    client_tls = *c;
+  }
+
   const sigset_t stop_signals = BlockStopSignals();
   TuneAllocatorForServers();
   MemoryTrimmer trimmer(std::chrono::seconds(5));
   auto etcd = std::make_shared<cluster::EtcdClient>(*etcd_endpoint);
+  if (tls.enabled()) etcd->SetTls({tls.ca, tls.cert, tls.key});
+  // etcd may not have a quorum yet (its members start on several hosts): wait for it.
   auto view = cluster::ClusterView::Start(etcd, prefix);
+  for (int i = 0; i < 600 && !view.ok() && view.status().code() != StatusCode::kInvalidArgument;
+       ++i) {
+    if (i % 50 == 0) {
+      std::cerr << "zipg serve: waiting for etcd: " << view.status().ToString() << std::endl;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    view = cluster::ClusterView::Start(etcd, prefix);
+  }
   if (!view.ok()) return Fail(view.status());
   rpc::ConnectionOptions conn_options;
   conn_options.call_timeout_ms = static_cast<int>(*timeout);
+  conn_options.tls = client_tls;
   rpc::PoolSet pools(conn_options);
 
   rpc::ServerOptions server_options;
   server_options.host = args->Get("host").value_or("127.0.0.1");
+  server_options.tls = server_tls;
   server_options.port = static_cast<int>(*port);
   auto calls = std::make_shared<std::atomic<uint64_t>>(0);
   server_options.calls = calls;
@@ -176,7 +214,8 @@ int RunServe(int argc, char** argv) {
         [g = shard_graph.get()](uint32_t s, uint64_t prev,
                                 const std::vector<engine::Update>& batch) {
           return g->ApplyPush(s, prev, batch);
-        });
+        },
+        curve);
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
     info.update_endpoint = update_receiver->endpoint();
@@ -224,18 +263,21 @@ int RunServe(int argc, char** argv) {
                               "servers first"));
     }
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
-    sender = std::make_unique<shard::UpdateSender>(map->num_shards, [v = view->get()](uint32_t s) {
-      // Every registered replica, serving or catching up (docs/replication.md).
-      auto current = v->Current();
-      std::vector<shard::UpdateTarget> targets;
-      if (s < current->replicas.size() && current->problem.empty()) {
-        for (size_t i : current->replicas[s]) {
-          const auto& m = current->members[i];
-          if (!m.update_endpoint.empty()) targets.push_back({m.name, m.update_endpoint});
-        }
-      }
-      return targets;
-    });
+    sender = std::make_unique<shard::UpdateSender>(
+        map->num_shards,
+        [v = view->get()](uint32_t s) {
+          // Every registered replica, serving or catching up (docs/replication.md).
+          auto current = v->Current();
+          std::vector<shard::UpdateTarget> targets;
+          if (s < current->replicas.size() && current->problem.empty()) {
+            for (size_t i : current->replicas[s]) {
+              const auto& m = current->members[i];
+              if (!m.update_endpoint.empty()) targets.push_back({m.name, m.update_endpoint});
+            }
+          }
+          return targets;
+        },
+        1000, curve);
     logstore::LogStoreOptions log_options;
     log_options.dir = *store + "/logstore";
     log_options.memtable_bytes = *memtable_mb << 20;

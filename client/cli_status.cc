@@ -54,8 +54,9 @@ void PrintHuman(const json& s) {
 int RunStatus(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"json"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
-  Status known = args->CheckKnown({"connect", "store", "json"});
+  Status known = args->CheckKnown(WithTls({"connect", "store", "json"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
+  if (auto tls = ApplyTlsArgs(*args); !tls.ok()) return UsageError(tls.status().message(), kUsage);
   auto address = ClusterAddress(*args);
   if (!address.ok()) return Fail(address.status());
   if (!*address) return UsageError("status needs --connect HOST:PORT or --store DIR", kUsage);

@@ -15,13 +15,21 @@
 #include <string>
 
 #include "rpc/remote_graph.h"
+#include "rpc/tls.h"
 
 namespace zipg {
 
 struct ClientOptions {
   int connect_timeout_ms = 1000;
   int timeout_ms = 10000;  // per call
+  rpc::TlsOptions tls;     // mutual TLS (rpc/tls.h); not enabled: the process default
 };
+
+// The TLS options of every Connect that names none (a command's --tls-* options). Validated.
+Status SetDefaultTls(const rpc::TlsOptions& tls);
+// The socket factory for `tls` (one per distinct option set in a process), or null if not enabled.
+StatusOr<std::shared_ptr<apache::thrift::transport::TSSLSocketFactory>> ClientTlsFactory(
+    const rpc::TlsOptions& tls);
 
 using Client = rpc::RemoteGraph;
 

@@ -1,5 +1,7 @@
 // The `zipg` program: one binary for every user-facing command (`zipg help` lists them).
 
+#include <signal.h>
+
 #include <iostream>
 #include <string>
 
@@ -22,12 +24,17 @@ const char kHelp[] =
     "                                                  Graph Search mix; throughput and latency\n"
     "  zipg admin compact --connect HOST:PORT          compress the LogStore's log into a shard now\n"
     "  zipg serve shard|logstore|aggregator ...        run one server process (zipg serve help)\n"
+    "  zipg node start|stop|status --spec F --host H    this machine's part of a multi-host cluster\n"
+    "  zipg deploy plan|certs|start|stop|status ...     a cluster on several machines (docs/deploy.md)\n"
     "  zipg help                                         this list\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
+  // OpenSSL writes to sockets with write(2): a peer that closes a TLS connection would kill the
+  // process with SIGPIPE (plain Thrift sockets use MSG_NOSIGNAL). Every command sees EPIPE instead.
+  signal(SIGPIPE, SIG_IGN);
   const std::string cmd = argc > 1 ? argv[1] : "help";
   if (cmd == "file") return zipg::cli::RunFile(argc, argv);
   if (cmd == "gen") return zipg::cli::RunGen(argc, argv);
@@ -38,6 +45,8 @@ int main(int argc, char** argv) {
   if (cmd == "status") return zipg::cli::RunStatus(argc, argv);
   if (cmd == "bench") return zipg::cli::RunBench(argc, argv);
   if (cmd == "admin") return zipg::cli::RunAdmin(argc, argv);
+  if (cmd == "node") return zipg::cli::RunNode(argc, argv);
+  if (cmd == "deploy") return zipg::cli::RunDeploy(argc, argv);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     std::cout << kHelp;
     return zipg::cli::kExitOk;

@@ -4,6 +4,7 @@
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSSLSocket.h>
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
 
@@ -49,7 +50,13 @@ ConnectionPool::~ConnectionPool() = default;
 
 StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() {
   auto config = std::make_shared<TConfiguration>(options_.max_reply_bytes, options_.max_reply_bytes);
-  auto socket = std::make_shared<TSocket>(endpoint_.host, endpoint_.port, config);
+  std::shared_ptr<TSocket> socket;
+  if (options_.tls) {
+    socket = options_.tls->createSocket(endpoint_.host, endpoint_.port);
+    socket->setConfiguration(config);
+  } else {
+    socket = std::make_shared<TSocket>(endpoint_.host, endpoint_.port, config);
+  }
   socket->setConnTimeout(options_.connect_timeout_ms);
   socket->setRecvTimeout(options_.call_timeout_ms);
   socket->setSendTimeout(options_.call_timeout_ms);

@@ -21,6 +21,10 @@
 
 #include "util/status.h"
 
+namespace apache::thrift::transport {
+class TSSLSocketFactory;
+}
+
 namespace zipg::rpc {
 
 class LogStoreServiceClient;  // generated; has every method (LogStore > Shard > Graph service)
@@ -34,6 +38,8 @@ struct Endpoint {
 };
 
 struct ConnectionOptions {
+  // Set: every connection is TLS with this factory (rpc/tls.h); null: plaintext.
+  std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> tls;
   int connect_timeout_ms = 1000;
   // Send and receive timeout of one call.
   int call_timeout_ms = 10000;

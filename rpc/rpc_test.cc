@@ -3,12 +3,18 @@
 // restarted server is used again without a failed call (reads) or with exactly one failed call and
 // no retry (writes), and oversized requests are refused locally. Writes: a handler without a writer
 // refuses them; with one, every write and admin_compact carries its arguments and its result or
-// error unchanged. Also the shard map's routing rules.
+// error unchanged. Mutual TLS: members of the cluster's CA talk, anyone else (no certificate,
+// another CA's certificate, plaintext) is refused and the server keeps serving. Also the shard
+// map's routing rules.
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <thrift/transport/TSSLSocket.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -19,6 +25,7 @@
 #include "rpc/graph_handler.h"
 #include "rpc/remote_graph.h"
 #include "rpc/server.h"
+#include "rpc/tls.h"
 #include "zipg_rpc/LogStoreService.h"
 
 namespace zipg::rpc {
@@ -194,6 +201,11 @@ class RpcTest : public ::testing::Test {
     ServerOptions options;
     options.port = port;
     options.max_request_bytes = max_request_bytes;
+    if (server_tls_.enabled()) {
+      auto tls = MakeTlsFactory(server_tls_, /*server=*/true);
+      ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+      options.tls = *tls;
+    }
     auto server = RpcServer::Start(std::make_shared<GraphServiceProcessor>(handler), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
@@ -209,6 +221,7 @@ class RpcTest : public ::testing::Test {
 
   FakeGraph fake_;
   GraphWriteApi* writer_ = nullptr;  // set before StartServer to take writes
+  TlsOptions server_tls_;            // set before StartServer for a TLS server
   std::unique_ptr<RpcServer> server_;
   std::shared_ptr<ConnectionPool> pool_;
 };
@@ -699,6 +712,103 @@ TEST(MemberInfoTest, JsonRoundTripAndBadEntries) {
                           "{\"name\":1,\"role\":\"shard\",\"endpoint\":\"h:1\"}"}) {
     EXPECT_FALSE(cluster::MemberInfo::FromJson(bad).ok()) << bad;
   }
+}
+
+// Certificates made with the openssl command line, as `zipg deploy certs` makes them: a CA with a
+// server and a client certificate, and a second CA (a stranger's) with a client certificate.
+class TlsFiles {
+ public:
+  TlsFiles() {
+    char dir[] = "/tmp/zipg_rpc_tls.XXXXXX";
+    if (mkdtemp(dir) == nullptr) return;
+    dir_ = dir;
+    ok_ = Ca("ca") && Ca("other") && Cert("ca", "server") && Cert("ca", "client") &&
+          Cert("other", "stranger");
+  }
+  ~TlsFiles() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  bool ok() const { return ok_; }
+  TlsOptions Of(const std::string& ca, const std::string& name) const {
+    return {dir_ + "/" + ca + ".pem", dir_ + "/" + name + ".pem", dir_ + "/" + name + ".key"};
+  }
+
+ private:
+  bool Run(const std::string& args) {
+    return std::system(("openssl " + args + " >/dev/null 2>&1").c_str()) == 0;
+  }
+  bool Ca(const std::string& name) {
+    return Run("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
+               dir_ + "/" + name + ".key -out " + dir_ + "/" + name + ".pem -days 2 -subj /CN=" +
+               name);
+  }
+  bool Cert(const std::string& ca, const std::string& name) {
+    const std::string base = dir_ + "/" + name;
+    return Run("req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
+               base + ".key -out " + base + ".csr -subj /CN=" + name) &&
+           Run("x509 -req -in " + base + ".csr -CA " + dir_ + "/" + ca + ".pem -CAkey " + dir_ +
+               "/" + ca + ".key -CAcreateserial -out " + base + ".pem -days 2");
+  }
+
+  std::string dir_;
+  bool ok_ = false;
+};
+
+TEST_F(RpcTest, MutualTlsLetsOnlyHoldersOfACertificateFromTheClusterCaIn) {
+  signal(SIGPIPE, SIG_IGN);  // as zipg's main does (rpc/tls.h)
+  TlsFiles files;
+  ASSERT_TRUE(files.ok()) << "could not make certificates with the openssl command";
+  server_tls_ = files.Of("ca", "server");
+  StartServer();
+  auto pool_with = [&](const TlsOptions& tls) {
+    ConnectionOptions options;
+    options.call_timeout_ms = 2000;
+    if (tls.enabled()) {
+      auto factory = MakeTlsFactory(tls, /*server=*/false);
+      EXPECT_TRUE(factory.ok()) << factory.status().ToString();
+      if (factory.ok()) options.tls = *factory;
+    }
+    return std::make_shared<ConnectionPool>(Endpoint{"127.0.0.1", server_->port()}, options);
+  };
+  RemoteGraph member(pool_with(files.Of("ca", "client")));
+  auto got = member.ObjGet(7);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(**got, (zipg::Node{7, FakeGraph::kProps}));
+
+  const int before = fake_.calls;
+  // A certificate from another CA; plaintext; TLS without a client certificate.
+  RemoteGraph stranger(pool_with(files.Of("other", "stranger")));
+  EXPECT_EQ(stranger.ObjGet(7).status().code(), StatusCode::kUnavailable);
+  RemoteGraph plain(pool_with(TlsOptions{}));
+  EXPECT_EQ(plain.ObjGet(7).status().code(), StatusCode::kUnavailable);
+  {
+    ConnectionOptions options;
+    options.call_timeout_ms = 2000;
+    auto anonymous = std::make_shared<apache::thrift::transport::TSSLSocketFactory>();
+    anonymous->loadTrustedCertificates(files.Of("ca", "client").ca.c_str());
+    anonymous->authenticate(true);
+    options.tls = anonymous;
+    RemoteGraph no_cert(
+        std::make_shared<ConnectionPool>(Endpoint{"127.0.0.1", server_->port()}, options));
+    EXPECT_EQ(no_cert.ObjGet(7).status().code(), StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(fake_.calls, before) << "a refused client reached the handler";
+
+  // The server keeps serving members, on their pooled and on new connections.
+  EXPECT_TRUE(member.ObjGet(7).ok());
+  RemoteGraph again(pool_with(files.Of("ca", "client")));
+  EXPECT_EQ(*again.AssocCount(4, 2), 42);
+
+  // Options must be whole and readable.
+  EXPECT_EQ(TlsOptions({"", files.Of("ca", "client").cert, ""}).Validate().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeTlsFactory({"/nonexistent/ca.pem", files.Of("ca", "client").cert,
+                            files.Of("ca", "client").key},
+                           false)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

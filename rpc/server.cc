@@ -5,6 +5,7 @@
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSSLServerSocket.h>
 #include <thrift/transport/TServerSocket.h>
 
 #include <atomic>
@@ -22,6 +23,7 @@ using apache::thrift::protocol::TBinaryProtocolFactory;
 using apache::thrift::server::TServerEventHandler;
 using apache::thrift::server::TThreadedServer;
 using apache::thrift::transport::TServerSocket;
+using apache::thrift::transport::TSSLServerSocket;
 using apache::thrift::transport::TTransport;
 using apache::thrift::transport::TTransportFactory;
 
@@ -101,7 +103,9 @@ class ListenSignal : public TServerEventHandler {
 
 StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor> processor,
                                                       const ServerOptions& options) {
-  auto socket = std::make_shared<TServerSocket>(options.host, options.port);
+  std::shared_ptr<TServerSocket> socket =
+      options.tls ? std::make_shared<TSSLServerSocket>(options.host, options.port, options.tls)
+                  : std::make_shared<TServerSocket>(options.host, options.port);
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->server_ = std::make_shared<TThreadedServer>(
       std::make_shared<GuardedProcessor>(std::move(processor), options.calls), socket,

@@ -22,9 +22,16 @@ class TThreadedServer;
 }
 }  // namespace apache::thrift
 
+namespace apache::thrift::transport {
+class TSSLSocketFactory;
+}
+
 namespace zipg::rpc {
 
 struct ServerOptions {
+  // Set: the server speaks only TLS, and only to clients with a certificate from the cluster's CA
+  // (rpc/tls.h); null: plaintext.
+  std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> tls;
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port (see RpcServer::port())
   int max_request_bytes = 64 << 20;

@@ -15,7 +15,7 @@ packages=(
   libdivsufsort-dev libsdsl-dev libxxhash-dev
   libzmq3-dev cppzmq-dev
   etcd-server etcd-client
-  libcurl4-openssl-dev nlohmann-json3-dev
+  libcurl4-openssl-dev nlohmann-json3-dev openssl iproute2
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-thrift python3-venv python3-pip python3-setuptools python3-wheel
   clang-format

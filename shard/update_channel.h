@@ -40,6 +40,21 @@ class socket_t;
 
 namespace zipg::shard {
 
+// The cluster's CURVE key pair (ZeroMQ's CurveZMQ: encryption and authentication of the update
+// traffic, docs/deploy.md "TLS"). Every shard server uses it as its server key, the LogStore as its
+// client key, and a receiver accepts only clients holding it: only a member that has the secret
+// can send updates or read them. Empty: plaintext.
+struct CurveKeys {
+  std::string public_key;  // Z85, 40 characters
+  std::string secret_key;
+  std::string server_key;  // a sender's view of the receivers' public key; empty: public_key
+  bool enabled() const { return !public_key.empty(); }
+};
+// Reads a key file: "public <z85>" and "secret <z85>" lines.
+StatusOr<CurveKeys> LoadCurveKeys(const std::string& path);
+// A new key pair, in that file's form.
+StatusOr<std::string> NewCurveKeyFile();
+
 // A replica to send to: its member name and update endpoint ("tcp://host:port").
 struct UpdateTarget {
   std::string name;
@@ -57,7 +72,7 @@ class UpdateSender {
   // Every registered replica of `shard` now (serving or catching up).
   using Locate = std::function<std::vector<UpdateTarget>(uint32_t shard)>;
 
-  UpdateSender(uint32_t num_shards, Locate locate, int retry_ms = 1000);
+  UpdateSender(uint32_t num_shards, Locate locate, int retry_ms = 1000, CurveKeys curve = {});
   ~UpdateSender();
 
   uint32_t num_shards() const { return static_cast<uint32_t>(lanes_.size()); }
@@ -108,6 +123,7 @@ class UpdateSender {
 
   const Locate locate_;
   const int retry_ms_;
+  const CurveKeys curve_;
   const uint64_t sender_id_;
   std::unique_ptr<zmq::context_t> context_;
   std::vector<std::unique_ptr<Lane>> lanes_;
@@ -121,22 +137,29 @@ class UpdateReceiver {
   // Applies a pushed batch whose predecessor in the feed is `prev`.
   using Apply = std::function<StatusOr<PushAnswer>(uint32_t shard, uint64_t prev,
                                                    const std::vector<engine::Update>&)>;
-  // Binds tcp://host:port (port 0: any free port) and starts applying batches.
+  // Binds tcp://host:port (port 0: any free port) and starts applying batches. With `curve`, only
+  // clients holding the cluster's key pair get through (a ZAP handler checks their key).
   static StatusOr<std::unique_ptr<UpdateReceiver>> Start(const std::string& host, int port,
-                                                         Apply apply);
+                                                         Apply apply, CurveKeys curve = {});
   ~UpdateReceiver();
 
   const std::string& endpoint() const { return endpoint_; }
   uint64_t batches() const { return batches_.load(); }
+  // Connections refused by the ZAP handler (a client without the cluster's key).
+  uint64_t refused_clients() const { return refused_clients_.load(); }
 
  private:
   UpdateReceiver() = default;
+  void AnswerZap();
   void Run();
 
   Apply apply_;
   std::string endpoint_;
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;
+  std::unique_ptr<zmq::socket_t> zap_;  // the ZAP handler (curve only)
+  CurveKeys curve_;
+  std::atomic<uint64_t> refused_clients_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
   std::thread thread_;

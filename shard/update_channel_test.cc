@@ -173,5 +173,49 @@ TEST(UpdateChannelTest, AReplicaThatLeavesTheMapIsNotWaitedFor) {
   EXPECT_EQ(a.applied().size(), 2u);
 }
 
+// With the cluster's CURVE keys, updates flow; a sender with another key pair, or none, gets no
+// answer at all, and the receiver counts the refused handshakes.
+TEST(UpdateChannelTest, CurveLetsOnlyHoldersOfTheClusterKeyIn) {
+  auto Keys = [] {
+    auto text = NewCurveKeyFile();
+    EXPECT_TRUE(text.ok());
+    CurveKeys k;
+    const std::string& t = *text;
+    k.public_key = t.substr(7, 40);
+    k.secret_key = t.substr(t.find("secret ") + 7, 40);
+    return k;
+  };
+  const CurveKeys cluster = Keys(), other = Keys();
+  ASSERT_NE(cluster.public_key, other.public_key);
+  std::atomic<int> applied{0};
+  auto receiver = UpdateReceiver::Start(
+      "127.0.0.1", 0,
+      [&](uint32_t, uint64_t, const std::vector<Update>& batch) {
+        applied += static_cast<int>(batch.size());
+        return StatusOr<PushAnswer>(PushAnswer{false, std::vector<bool>(batch.size(), true)});
+      },
+      cluster);
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  const UpdateTarget target{"r", (*receiver)->endpoint()};
+  auto locate = [target](uint32_t) { return std::vector<UpdateTarget>{target}; };
+  {
+    UpdateSender member(1, locate, 200, cluster);
+    auto found = member.Send(0, Updates(1, 2), 5000);
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    EXPECT_EQ(*found, std::vector<bool>(2, true));
+  }
+  EXPECT_EQ(applied.load(), 2);
+  // Another key pair that knows the receivers' public key: the handshake works, ZAP refuses it.
+  CurveKeys impostor = other;
+  impostor.server_key = cluster.public_key;
+  for (const CurveKeys& keys : {impostor, other, CurveKeys{}}) {
+    UpdateSender outsider(1, locate, 200, keys);
+    auto found = outsider.Send(0, Updates(3, 1), 1000);
+    EXPECT_EQ(found.status().code(), StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(applied.load(), 2) << "an outsider's update was applied";
+  EXPECT_GE((*receiver)->refused_clients(), 1u);
+}
+
 }  // namespace
 }  // namespace zipg::shard

@@ -9,6 +9,7 @@ import json
 import math
 import numbers
 import socket
+import ssl
 import threading
 
 from thrift.Thrift import TApplicationException, TException
@@ -175,6 +176,25 @@ def _parse_endpoint(endpoint):
     return host, int(port)
 
 
+def _tls_context(ca, cert, key):
+    """Mutual TLS as the servers expect it (docs/deploy.md): the cluster's CA, our certificate and
+    key; names in certificates are not checked, the CA's signature is. None: plaintext."""
+    if ca is None and cert is None and key is None:
+        return None
+    if not (ca and cert and key):
+        raise Error("INVALID_ARGUMENT", "TLS needs all of tls_ca, tls_cert and tls_key")
+    try:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(cafile=ca)
+        ctx.load_cert_chain(certfile=cert, keyfile=key)
+    except (OSError, ssl.SSLError) as e:
+        raise Error("INVALID_ARGUMENT", "TLS set-up failed: %s" % e) from None
+    return ctx
+
+
 def _timeout(name, value):
     if value is None:
         return None
@@ -230,9 +250,11 @@ class Graph:
     A Graph may be shared by threads (calls are serialized); close() it when done, or use `with`.
     """
 
-    def __init__(self, endpoint, timeout=10.0, connect_timeout=None):
+    def __init__(self, endpoint, timeout=10.0, connect_timeout=None, tls_ca=None, tls_cert=None,
+                 tls_key=None):
         self._host, self._port = _parse_endpoint(endpoint)
         self._endpoint = endpoint
+        self._tls = _tls_context(tls_ca, tls_cert, tls_key)
         self._timeout = _timeout("timeout", timeout)
         connect_timeout = _timeout("connect_timeout", connect_timeout)
         self._connect_timeout = connect_timeout if connect_timeout is not None else self._timeout
@@ -283,7 +305,13 @@ class Graph:
                         % (self._endpoint, e.strerror or e)) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock)  # the handshake, within connect_timeout
             sock.settimeout(self._timeout)
+        except ssl.SSLError as e:
+            sock.close()
+            raise Error("UNAVAILABLE", "TLS handshake with %s failed: %s"
+                        % (self._endpoint, e)) from None
         except OSError as e:
             sock.close()
             raise Error("UNAVAILABLE", "cannot connect to %s: %s"
@@ -578,13 +606,16 @@ def _batched(w):
     return b, size
 
 
-def connect(endpoint, timeout=10.0, connect_timeout=None):
+def connect(endpoint, timeout=10.0, connect_timeout=None, tls_ca=None, tls_cert=None,
+            tls_key=None):
     """Connects to the aggregator at "host:port".
 
     `timeout` (seconds, None = wait forever) bounds each network wait of a call (a call that gets
     no answer in time raises DEADLINE_EXCEEDED); `connect_timeout` bounds connecting (default:
-    `timeout`). Raises zipg.Error UNAVAILABLE if the aggregator cannot be reached.
+    `timeout`). `tls_ca`, `tls_cert`, `tls_key` (files, all three or none): mutual TLS with a
+    cluster that runs it. Raises zipg.Error UNAVAILABLE if the aggregator cannot be reached.
     """
-    g = Graph(endpoint, timeout=timeout, connect_timeout=connect_timeout)
+    g = Graph(endpoint, timeout=timeout, connect_timeout=connect_timeout, tls_ca=tls_ca,
+              tls_cert=tls_cert, tls_key=tls_key)
     g.connect()
     return g
