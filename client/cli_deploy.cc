@@ -1,0 +1,640 @@
+// zipg node start|stop|status and zipg deploy plan|certs|start|stop|status: a cluster on several
+// machines, described by one cluster spec (cluster/spec.h; docs/deploy.md). `node` runs on a host
+// and starts / stops / reports exactly the processes the spec gives that host, in the background,
+// with their logs and a state file in <store>/run/ (node-<host>.json). `deploy` runs the node
+// commands on every host through a transport (ssh by default; `--exec` takes any command prefix,
+// e.g. "ip netns exec zipg-{host}" for the tests).
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "client/cli.h"
+#include "client/client.h"
+#include "client/procs.h"
+#include "cluster/spec.h"
+#include "graph/manifest.h"
+#include "shard/update_channel.h"
+#include "util/file.h"
+
+namespace zipg::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using cluster::ClusterSpec;
+using cluster::SpecHost;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const char kNodeUsage[] =
+    "usage:\n"
+    "  zipg node start --spec FILE --host NAME [--roles all|etcd|servers] [--wait S]\n"
+    "      start, in the background, the processes the spec gives this host: its etcd member,\n"
+    "      then its shard server, the LogStore, its aggregator (each as the spec says)\n"
+    "  zipg node stop --spec FILE --host NAME [--roles all|etcd|servers]\n"
+    "      stop them (aggregator, LogStore, shard server, then etcd)\n"
+    "  zipg node status --spec FILE --host NAME [--json]\n"
+    "      each process: running or not, and what it reports; exit 0 if all run\n"
+    "  State and logs: STORE/run/node-NAME.json and STORE/run/NAME-OF-PROCESS.log on the host.\n";
+
+const char kDeployUsage[] =
+    "usage:\n"
+    "  zipg deploy plan --hosts H1,H2,... --replicas R --store DIR [--addresses A1,A2,...]\n"
+    "      [--etcd-members N] [--base-port P] [--tls-dir D] [--cluster NAME]\n"
+    "      print a cluster spec (JSON) placing R copies of each shard of the store at DIR on\n"
+    "      different hosts; on stderr, the store files each host needs\n"
+    "  zipg deploy certs --hosts H1,... --addresses A1,... --out DIR [--days N]\n"
+    "      make a CA, a certificate and key per host and one for clients (client.pem), and the\n"
+    "      cluster's CURVE key pair (curve.key), with openssl\n"
+    "  zipg deploy start|stop|status --spec FILE [--exec PREFIX] [--zipg PATH] [--wait S]\n"
+    "      run zipg node start|stop|status on every host of the spec: PREFIX is the command that\n"
+    "      reaches a host, {host} and {address} replaced (default \"ssh {address}\"); PATH is\n"
+    "      zipg on the hosts (default: zipg). start waits until the cluster is healthy.\n";
+
+std::vector<std::string> SplitList(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(s);
+  while (std::getline(in, item, sep)) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::string StatePath(const std::string& store, const std::string& host) {
+  return store + "/run/node-" + host + ".json";
+}
+
+std::vector<Process> ReadProcesses(const std::string& path) {
+  std::vector<Process> out;
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return out;
+  json j = json::parse(*text, nullptr, false);
+  if (!j.is_object()) return out;
+  for (const auto& p : j.value("processes", json::array())) {
+    out.push_back(Process{p.value("role", ""), p.value("name", ""), p.value("pid", 0),
+                          p.value("log", "")});
+  }
+  return out;
+}
+
+Status WriteProcesses(const std::string& path, const std::vector<Process>& processes) {
+  json list = json::array();
+  for (const auto& p : processes) list.push_back(p.ToJson());
+  const std::string text = json{{"processes", list}}.dump(2) + "\n";
+  return WriteFileAtomically(path, [&](const FileSink& sink) { return sink(text); });
+}
+
+bool RoleIn(const std::string& role, const std::string& roles) {
+  if (roles == "all") return true;
+  return (roles == "etcd") == (role == "etcd");
+}
+
+// The TLS options of a host's processes and of its own status calls.
+std::vector<std::string> TlsArgs(const ClusterSpec& spec, const SpecHost& host) {
+  if (!spec.tls.enabled()) return {};
+  const auto t = spec.TlsOf(host);
+  return {"--tls-ca", t.ca, "--tls-cert", t.cert, "--tls-key", t.key, "--tls-curve-key",
+          t.curve_key};
+}
+
+// A process this host runs is still the one we started: its command line names it and the
+// cluster.
+bool Ours(const Process& p, const ClusterSpec& spec) {
+  return Alive(p.pid) && CmdlineHas(p.pid, p.name) && CmdlineHas(p.pid, spec.cluster);
+}
+
+class Node {
+ public:
+  Node(ClusterSpec spec, const SpecHost& host)
+      : spec_(std::move(spec)), host_(*spec_.Host(host.name)), store_(spec_.StoreOf(host_)) {}
+
+  int Start(const std::string& roles, int wait_seconds) {
+    std::error_code ec;
+    fs::create_directories(store_ + "/run", ec);
+    if (ec) return Fail(Status::IOError(store_ + "/run: " + ec.message()));
+    auto self = SelfPath();
+    if (!self.ok()) return Fail(self.status());
+    std::vector<Process> running = ReadProcesses(StatePath(store_, host_.name));
+    std::vector<Process> kept;
+    for (const auto& p : running) {
+      if (Ours(p, spec_)) kept.push_back(p);
+    }
+    auto is_running = [&](const std::string& name) {
+      for (const auto& p : kept) {
+        if (p.name == name) return true;
+      }
+      return false;
+    };
+    if (spec_.tls.enabled()) {
+      const auto t = spec_.TlsOf(host_);
+      rpc::TlsOptions tls{t.ca, t.cert, t.key};
+      if (Status v = tls.Validate(); !v.ok()) return Fail(v);
+      if (auto keys = shard::LoadCurveKeys(t.curve_key); !keys.ok()) return Fail(keys.status());
+    }
+    if (host_.shards || host_.logstore_port) {
+      auto manifest = graph::ReadManifest(store_);
+      if (!manifest.ok()) {
+        return Fail(Status::InvalidArgument("host " + host_.name + " has no store at " + store_ +
+                                            ": " + manifest.status().message()));
+      }
+      if (manifest->shards != spec_.shards) {
+        return Fail(Status::InvalidArgument(
+            "the store at " + store_ + " has " + std::to_string(manifest->shards) +
+            " shards; the spec says " + std::to_string(spec_.shards)));
+      }
+    }
+    std::vector<std::pair<Process, std::vector<std::string>>> plan;
+    const std::string etcd = spec_.EtcdEndpoints();
+    const auto tls = TlsArgs(spec_, host_);
+    auto server = [&](const std::string& role, const std::string& name, int port,
+                      std::vector<std::string> extra) {
+      std::vector<std::string> argv = {*self,  "serve",       role,      "--etcd",
+                                       etcd,   "--cluster",   spec_.cluster, "--name",
+                                       name,   "--host",      host_.address, "--port",
+                                       std::to_string(port), "--lease-ttl",
+                                       std::to_string(spec_.lease_ttl)};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      argv.insert(argv.end(), tls.begin(), tls.end());
+      plan.push_back({Process{role, name, 0, store_ + "/run/" + name + ".log"}, argv});
+    };
+    if (RoleIn("etcd", roles)) {
+      for (const auto& m : spec_.etcd_members) {
+        if (m.host == host_.name) plan.push_back(EtcdProcess(m));
+      }
+    }
+    if (RoleIn("shard", roles)) {
+      if (host_.shards) {
+        std::string list;
+        for (uint32_t s : *host_.shards) list += (list.empty() ? "" : ",") + std::to_string(s);
+        server("shard", ClusterSpec::ShardServerName(host_), host_.shard_port,
+               {"--store", store_, "--shards", list, "--update-port",
+                std::to_string(host_.update_port)});
+      }
+      if (host_.logstore_port) server("logstore", "logstore", *host_.logstore_port,
+                                      {"--store", store_});
+      if (host_.aggregator_port) {
+        server("aggregator", ClusterSpec::AggregatorName(host_), *host_.aggregator_port, {});
+      }
+    }
+    std::vector<Process> started;
+    for (auto& [p, argv] : plan) {
+      if (is_running(p.name)) {
+        std::cout << "zipg node: " << p.name << " already runs\n";
+        continue;
+      }
+      auto pid = Spawn(argv, p.log);
+      if (!pid.ok()) return Fail(pid.status());
+      p.pid = *pid;
+      started.push_back(p);
+      kept.push_back(p);
+    }
+    if (Status s = WriteProcesses(StatePath(store_, host_.name), kept); !s.ok()) return Fail(s);
+    // Started processes must survive their start-up (etcd and the LogStore may wait for peers on
+    // other hosts, so only "still running" is asked of them).
+    const auto deadline = Clock::now() + std::chrono::seconds(wait_seconds);
+    const auto settle = Clock::now() + std::chrono::milliseconds(1500);
+    while (Clock::now() < settle) {
+      for (const auto& p : started) {
+        int status = 0;
+        if (waitpid(p.pid, &status, WNOHANG) == p.pid || !Alive(p.pid)) {
+          return Fail(Status::Unavailable(p.name + " exited during start-up; " + p.log + ":\n" +
+                                          LogTail(p.log)));
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    (void)deadline;
+    for (const auto& p : started) {
+      std::cout << "zipg node: " << host_.name << ": started " << p.name << " (pid " << p.pid
+                << "), log " << p.log << "\n";
+    }
+    return kExitOk;
+  }
+
+  int Stop(const std::string& roles) {
+    const std::string path = StatePath(store_, host_.name);
+    std::vector<Process> all = ReadProcesses(path), left;
+    size_t stopped = 0;
+    for (const char* role : {"aggregator", "logstore", "shard", "etcd"}) {
+      std::vector<Process> group;
+      for (const auto& p : all) {
+        if (p.role != role) continue;
+        if (!RoleIn(p.role, roles)) {
+          left.push_back(p);
+        } else if (Ours(p, spec_)) {
+          group.push_back(p);
+        }
+      }
+      StopGroup(group, std::chrono::seconds(10));
+      stopped += group.size();
+    }
+    std::error_code ec;
+    if (left.empty()) {
+      fs::remove(path, ec);
+    } else if (Status s = WriteProcesses(path, left); !s.ok()) {
+      return Fail(s);
+    }
+    std::cout << "zipg node: " << host_.name << ": stopped " << stopped << " processes\n";
+    return kExitOk;
+  }
+
+  int Report(bool as_json) {
+    const auto processes = ReadProcesses(StatePath(store_, host_.name));
+    json out = {{"host", host_.name}, {"processes", json::array()}};
+    bool all_running = !processes.empty();
+    rpc::TlsOptions tls;
+    if (spec_.tls.enabled()) {
+      const auto t = spec_.TlsOf(host_);
+      tls = {t.ca, t.cert, t.key};
+    }
+    for (const auto& p : processes) {
+      json j = p.ToJson();
+      j["running"] = Ours(p, spec_);
+      all_running = all_running && j["running"].get<bool>();
+      const int port = PortOf(p);
+      if (port > 0 && j["running"].get<bool>()) {
+        j["endpoint"] = host_.address + ":" + std::to_string(port);
+        ClientOptions options;
+        options.timeout_ms = 3000;
+        options.tls = tls;
+        auto client = Connect(j["endpoint"].get<std::string>(), options);
+        auto status = client.ok() ? (*client)->ServerStatus() : client.status();
+        if (status.ok()) {
+          json s = json::parse(*status, nullptr, false);
+          if (p.role == "shard") j["serving"] = s.value("serving", false);
+          if (p.role == "aggregator") {
+            j["healthy"] = s.value("healthy", false);
+            out["healthy"] = s.value("healthy", false);
+          }
+        } else {
+          j["error"] = status.status().ToString();
+        }
+      }
+      out["processes"].push_back(j);
+    }
+    if (as_json) {
+      std::cout << out.dump() << "\n";
+    } else {
+      std::cout << "host " << host_.name << " (" << host_.address << "):\n";
+      for (const auto& j : out["processes"]) {
+        std::cout << "  " << std::left << std::setw(11) << j.value("role", "") << std::setw(20)
+                  << j.value("name", "") << "pid " << std::setw(8) << j.value("pid", 0)
+                  << (j.value("running", false) ? "running" : "NOT running");
+        if (j.contains("endpoint")) std::cout << "  " << j["endpoint"].get<std::string>();
+        if (j.contains("serving")) std::cout << (j["serving"].get<bool>() ? "  serving" : "  catching up");
+        if (j.contains("healthy")) std::cout << (j["healthy"].get<bool>() ? "  cluster healthy" : "  cluster NOT healthy");
+        if (j.contains("error")) std::cout << "  " << j["error"].get<std::string>();
+        std::cout << "\n";
+      }
+    }
+    return all_running ? kExitOk : kExitFailure;
+  }
+
+ private:
+  int PortOf(const Process& p) const {
+    if (p.role == "shard") return host_.shard_port;
+    if (p.role == "logstore") return host_.logstore_port.value_or(0);
+    if (p.role == "aggregator") return host_.aggregator_port.value_or(0);
+    return 0;
+  }
+
+  std::pair<Process, std::vector<std::string>> EtcdProcess(const cluster::SpecEtcdMember& m) {
+    const std::string scheme = spec_.tls.enabled() ? "https://" : "http://";
+    const std::string name = ClusterSpec::EtcdName(m.host);
+    std::string initial;
+    for (const auto& other : spec_.etcd_members) {
+      initial += (initial.empty() ? "" : ",") + ClusterSpec::EtcdName(other.host) + "=" + scheme +
+                 spec_.Host(other.host)->address + ":" + std::to_string(other.peer_port);
+    }
+    const std::string client = scheme + host_.address + ":" + std::to_string(m.client_port);
+    const std::string peer = scheme + host_.address + ":" + std::to_string(m.peer_port);
+    std::vector<std::string> argv = {"etcd",
+                                     "--name", name,
+                                     "--data-dir", store_ + "/run/" + name,
+                                     "--listen-client-urls", client,
+                                     "--advertise-client-urls", client,
+                                     "--listen-peer-urls", peer,
+                                     "--initial-advertise-peer-urls", peer,
+                                     "--initial-cluster", initial,
+                                     "--initial-cluster-state", "new",
+                                     "--initial-cluster-token", spec_.cluster};
+    if (spec_.tls.enabled()) {
+      const auto t = spec_.TlsOf(host_);
+      for (const std::string& kind : {std::string(""), std::string("peer-")}) {
+        argv.insert(argv.end(), {"--" + kind + "cert-file", t.cert, "--" + kind + "key-file", t.key,
+                                 "--" + kind + "trusted-ca-file", t.ca,
+                                 "--" + kind + "client-cert-auth"});
+      }
+    }
+    return {Process{"etcd", name, 0, store_ + "/run/" + name + ".log"}, argv};
+  }
+
+  const ClusterSpec spec_;
+  const SpecHost& host_;
+  const std::string store_;
+};
+
+// ---- deploy -------------------------------------------------------------------------------------
+
+std::string Replace(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+// Runs argv, its output passed through; the exit status (-1 if it could not run).
+int RunCommand(const std::vector<std::string>& argv) {
+  std::vector<char*> cargs;
+  for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
+  cargs.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    execvp(cargs[0], cargs.data());
+    dprintf(2, "cannot run %s: %s\n", cargs[0], strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Runs argv with its stdout captured.
+int RunCapture(const std::vector<std::string>& argv, std::string* out) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  std::vector<char*> cargs;
+  for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
+  cargs.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    execvp(cargs[0], cargs.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out->append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class Deployer {
+ public:
+  Deployer(ClusterSpec spec, std::string spec_path, std::string prefix, std::string zipg)
+      : spec_(std::move(spec)),
+        spec_path_(std::move(spec_path)),
+        prefix_(std::move(prefix)),
+        zipg_(std::move(zipg)) {}
+
+  std::vector<std::string> OnHost(const SpecHost& h, std::vector<std::string> command) const {
+    std::vector<std::string> argv;
+    for (const auto& word : SplitList(prefix_, ' ')) {
+      argv.push_back(Replace(Replace(word, "{host}", h.name), "{address}", h.address));
+    }
+    argv.push_back(zipg_);
+    argv.insert(argv.end(), command.begin(), command.end());
+    argv.insert(argv.end(), {"--spec", spec_path_, "--host", h.name});
+    return argv;
+  }
+
+  int Start(int wait_seconds) {
+    // etcd members first (servers wait for etcd's quorum), then every host's servers.
+    for (const auto& m : spec_.etcd_members) {
+      if (RunCommand(OnHost(*spec_.Host(m.host), {"node", "start", "--roles", "etcd"})) != 0) {
+        return Fail(Status::Unavailable("starting etcd on " + m.host + " failed"));
+      }
+    }
+    for (const auto& h : spec_.hosts) {
+      if (RunCommand(OnHost(h, {"node", "start", "--roles", "servers"})) != 0) {
+        return Fail(Status::Unavailable("starting the servers of " + h.name + " failed"));
+      }
+    }
+    // Healthy: an aggregator says every shard is served and the LogStore is registered.
+    const auto deadline = Clock::now() + std::chrono::seconds(wait_seconds);
+    std::string last;
+    while (Clock::now() < deadline) {
+      for (const auto& h : spec_.hosts) {
+        if (!h.aggregator_port) continue;
+        std::string out;
+        RunCapture(OnHost(h, {"node", "status", "--json"}), &out);
+        json j = json::parse(out, nullptr, false);
+        if (j.is_object() && j.value("healthy", false)) {
+          std::cout << "zipg deploy: cluster " << spec_.cluster << " is healthy\n";
+          for (const auto& a : spec_.hosts) {
+            if (a.aggregator_port) {
+              std::cout << "aggregator " << a.address << ":" << *a.aggregator_port << "\n";
+            }
+          }
+          return kExitOk;
+        }
+        last = out;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return Fail(Status::Unavailable("the cluster is not healthy after " +
+                                    std::to_string(wait_seconds) + " s; last status: " + last));
+  }
+
+  int Stop() {
+    int rc = kExitOk;
+    for (auto it = spec_.hosts.rbegin(); it != spec_.hosts.rend(); ++it) {
+      if (RunCommand(OnHost(*it, {"node", "stop", "--roles", "servers"})) != 0) rc = kExitFailure;
+    }
+    for (const auto& m : spec_.etcd_members) {
+      if (RunCommand(OnHost(*spec_.Host(m.host), {"node", "stop", "--roles", "etcd"})) != 0) {
+        rc = kExitFailure;
+      }
+    }
+    return rc;
+  }
+
+  int StatusAll() {
+    int rc = kExitOk;
+    for (const auto& h : spec_.hosts) {
+      if (RunCommand(OnHost(h, {"node", "status"})) != 0) rc = kExitFailure;
+    }
+    return rc;
+  }
+
+ private:
+  const ClusterSpec spec_;
+  const std::string spec_path_;
+  const std::string prefix_;
+  const std::string zipg_;
+};
+
+int Plan(const Args& args) {
+  Status known = args.CheckKnown({"hosts", "addresses", "replicas", "store", "etcd-members",
+                                  "base-port", "tls-dir", "cluster"});
+  if (!known.ok()) return UsageError(known.message(), kDeployUsage);
+  cluster::PlanOptions o;
+  o.hosts = SplitList(args.Get("hosts").value_or(""), ',');
+  o.addresses = SplitList(args.Get("addresses").value_or(""), ',');
+  auto replicas = args.GetUint("replicas", 1);
+  auto members = args.GetUint("etcd-members", 3);
+  auto base = args.GetUint("base-port", 7000);
+  if (!replicas.ok() || !members.ok() || !base.ok()) {
+    return UsageError("--replicas, --etcd-members and --base-port take numbers", kDeployUsage);
+  }
+  const auto store = args.Get("store");
+  if (!store || o.hosts.empty()) return UsageError("plan needs --hosts and --store", kDeployUsage);
+  auto manifest = graph::ReadManifest(*store);
+  if (!manifest.ok()) return Fail(manifest.status());
+  o.replicas = static_cast<uint32_t>(*replicas);
+  o.etcd_members = static_cast<uint32_t>(*members);
+  o.base_port = static_cast<int>(*base);
+  o.shards = manifest->shards;
+  o.store = fs::absolute(*store).string();
+  o.tls_dir = args.Get("tls-dir").value_or("");
+  o.cluster = args.Get("cluster").value_or("zipg");
+  auto spec = cluster::PlanCluster(o);
+  if (!spec.ok()) return Fail(spec.status());
+  std::cout << spec->ToJson().dump(2) << "\n";
+  // What each host needs of the store: the manifest and its shards' files (the LogStore's host
+  // creates logstore/ itself).
+  for (const auto& h : spec->hosts) {
+    std::cerr << "# " << h.name << " (" << h.address << "): " << spec->store << "/MANIFEST";
+    for (const auto& f : manifest->files) {
+      for (uint32_t s : h.shards.value_or(std::vector<uint32_t>{})) {
+        char dir[32];
+        snprintf(dir, sizeof(dir), "shard-%04u/", s);
+        if (f.path.rfind(dir, 0) == 0) std::cerr << " " << spec->store << "/" << f.path;
+      }
+    }
+    std::cerr << "\n";
+  }
+  return kExitOk;
+}
+
+int Certs(const Args& args) {
+  Status known = args.CheckKnown({"hosts", "addresses", "out", "days"});
+  if (!known.ok()) return UsageError(known.message(), kDeployUsage);
+  const auto hosts = SplitList(args.Get("hosts").value_or(""), ',');
+  auto addresses = SplitList(args.Get("addresses").value_or(""), ',');
+  const auto out = args.Get("out");
+  if (hosts.empty() || !out) return UsageError("certs needs --hosts and --out", kDeployUsage);
+  if (addresses.empty()) addresses = hosts;
+  if (addresses.size() != hosts.size()) {
+    return UsageError("--addresses needs one address per host", kDeployUsage);
+  }
+  const std::string days = args.Get("days").value_or("3650");
+  std::error_code ec;
+  fs::create_directories(*out, ec);
+  if (ec) return Fail(Status::IOError(*out + ": " + ec.message()));
+  const std::string dir = *out;
+  auto openssl = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), "openssl");
+    std::string ignored;
+    return RunCapture(a, &ignored) == 0;
+  };
+  if (!openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", dir + "/ca.key", "-out", dir + "/ca.pem", "-days", days,
+                "-subj", "/CN=zipg cluster CA"})) {
+    return Fail(Status::Internal("openssl could not make the CA (is openssl installed?)"));
+  }
+  std::vector<std::pair<std::string, std::string>> subjects;
+  for (size_t i = 0; i < hosts.size(); ++i) subjects.push_back({hosts[i], addresses[i]});
+  subjects.push_back({"client", "127.0.0.1"});
+  for (const auto& [name, address] : subjects) {
+    const std::string ext = dir + "/" + name + ".ext";
+    std::ofstream(ext) << "subjectAltName=DNS:" << name << ",DNS:localhost,IP:127.0.0.1"
+                       << (address != "127.0.0.1" ? ",IP:" + address : "") << "\n"
+                       << "extendedKeyUsage=serverAuth,clientAuth\n";
+    if (!openssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                  "-nodes", "-keyout", dir + "/" + name + ".key", "-out", dir + "/" + name + ".csr",
+                  "-subj", "/CN=" + name}) ||
+        !openssl({"x509", "-req", "-in", dir + "/" + name + ".csr", "-CA", dir + "/ca.pem",
+                  "-CAkey", dir + "/ca.key", "-CAcreateserial", "-out", dir + "/" + name + ".pem",
+                  "-days", days, "-extfile", ext})) {
+      return Fail(Status::Internal("openssl could not make the certificate of " + name));
+    }
+    fs::remove(dir + "/" + name + ".csr", ec);
+    fs::remove(ext, ec);
+  }
+  auto curve = shard::NewCurveKeyFile();
+  if (!curve.ok()) return Fail(curve.status());
+  if (Status s = WriteFileAtomically(dir + "/curve.key",
+                                     [&](const FileSink& sink) { return sink(*curve); }); !s.ok()) return Fail(s);
+  for (const char* secret : {"ca.key", "curve.key"}) {
+    fs::permissions(dir + "/" + secret, fs::perms::owner_read | fs::perms::owner_write, ec);
+  }
+  std::cout << "zipg deploy: CA, " << hosts.size() << " host certificates, client.pem and "
+            << "curve.key in " << dir << "; copy ca.pem, curve.key and HOST.pem/.key to each "
+            << "host; keep ca.key offline\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunNode(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, 2, {"json"});
+  if (!args.ok()) return UsageError(args.status().message(), kNodeUsage);
+  if (args->positional().size() != 1) return UsageError("node needs start, stop or status", kNodeUsage);
+  const std::string action = args->positional()[0];
+  Status known = args->CheckKnown({"spec", "host", "roles", "wait", "json"});
+  if (!known.ok()) return UsageError(known.message(), kNodeUsage);
+  const auto spec_path = args->Get("spec");
+  const auto host = args->Get("host");
+  if (!spec_path || !host) return UsageError("node needs --spec FILE and --host NAME", kNodeUsage);
+  auto spec = ClusterSpec::Load(*spec_path);
+  if (!spec.ok()) return Fail(spec.status());
+  const SpecHost* h = spec->Host(*host);
+  if (!h) return Fail(Status::InvalidArgument("the spec has no host '" + *host + "'"));
+  const std::string roles = args->Get("roles").value_or("all");
+  if (roles != "all" && roles != "etcd" && roles != "servers") {
+    return UsageError("--roles must be all, etcd or servers", kNodeUsage);
+  }
+  auto wait = args->GetUint("wait", 30);
+  if (!wait.ok()) return UsageError(wait.status().message(), kNodeUsage);
+  Node node(*spec, *h);
+  if (action == "start") return node.Start(roles, static_cast<int>(*wait));
+  if (action == "stop") return node.Stop(roles);
+  if (action == "status") return node.Report(args->Has("json"));
+  return UsageError("unknown action '" + action + "'", kNodeUsage);
+}
+
+int RunDeploy(int argc, char** argv) {
+  auto args = Args::Parse(argc, argv, 2);
+  if (!args.ok()) return UsageError(args.status().message(), kDeployUsage);
+  if (args->positional().size() != 1) {
+    return UsageError("deploy needs plan, certs, start, stop or status", kDeployUsage);
+  }
+  const std::string action = args->positional()[0];
+  if (action == "plan") return Plan(*args);
+  if (action == "certs") return Certs(*args);
+  Status known = args->CheckKnown({"spec", "exec", "zipg", "wait"});
+  if (!known.ok()) return UsageError(known.message(), kDeployUsage);
+  const auto spec_path = args->Get("spec");
+  if (!spec_path) return UsageError("deploy " + action + " needs --spec FILE", kDeployUsage);
+  auto spec = ClusterSpec::Load(*spec_path);
+  if (!spec.ok()) return Fail(spec.status());
+  auto wait = args->GetUint("wait", 120);
+  if (!wait.ok()) return UsageError(wait.status().message(), kDeployUsage);
+  Deployer d(*spec, fs::absolute(*spec_path).string(),
+             args->Get("exec").value_or("ssh {address}"), args->Get("zipg").value_or("zipg"));
+  if (action == "start") return d.Start(static_cast<int>(*wait));
+  if (action == "stop") return d.Stop();
+  if (action == "status") return d.StatusAll();
+  return UsageError("unknown action '" + action + "'", kDeployUsage);
+}
+
+}  // namespace zipg::cli

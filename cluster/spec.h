@@ -1,0 +1,90 @@
+// ClusterSpec: one JSON file that describes a whole deployment (docs/deploy.md): the hosts and
+// their addresses, which processes each runs (a shard server with its shards, an aggregator, the
+// LogStore, an etcd member), the replication factor, the store location, ports and TLS files.
+// `zipg node start --spec F --host H` runs what it gives host H; `zipg deploy plan` writes one.
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace zipg::cluster {
+
+struct SpecTls {
+  // Paths on the hosts; "{host}" in cert and key is replaced by the host's name.
+  std::string ca, cert, key;
+  std::string curve_key;  // the cluster's CURVE key pair; empty: curve.key next to ca
+  bool enabled() const { return !ca.empty(); }
+};
+
+struct SpecEtcdMember {
+  std::string host;  // a host of the spec
+  int client_port = 2379;
+  int peer_port = 2380;
+};
+
+struct SpecHost {
+  std::string name;
+  std::string address;  // IPv4 address the host's servers bind and are reached at
+  std::string store;    // overrides the spec's store on this host (empty: the spec's)
+  std::optional<std::vector<uint32_t>> shards;  // a shard server with these shards
+  int shard_port = 0;
+  int update_port = 0;
+  std::optional<int> aggregator_port;  // an aggregator
+  std::optional<int> logstore_port;    // the LogStore
+};
+
+struct ClusterSpec {
+  std::string cluster = "zipg";  // etcd key prefix /zipg/<cluster>/
+  std::string store;             // the store directory on every host
+  uint32_t shards = 0;           // shards in the store (checked against its manifest at start)
+  uint32_t replicas = 1;
+  int lease_ttl = 5;
+  SpecTls tls;
+  std::vector<SpecEtcdMember> etcd_members;  // etcd members that `zipg node start` runs
+  std::vector<std::string> etcd_endpoints;   // an existing etcd (when there are no members)
+  std::vector<SpecHost> hosts;
+
+  // Parses and validates; errors name the file, and the line and column (JSON syntax) or the
+  // field (e.g. "hosts[1].shard_server.port").
+  static StatusOr<ClusterSpec> Parse(const std::string& text, const std::string& path);
+  static StatusOr<ClusterSpec> Load(const std::string& path);
+  nlohmann::json ToJson() const;
+
+  const SpecHost* Host(const std::string& name) const;
+  // Every etcd client endpoint, comma-separated (https when TLS is on).
+  std::string EtcdEndpoints() const;
+  std::string StoreOf(const SpecHost& host) const;
+  // The TLS files of a host ({host} replaced).
+  SpecTls TlsOf(const SpecHost& host) const;
+  std::string CurveKeyOf(const SpecHost& host) const;
+  // The member names `zipg node start` gives a host's processes.
+  static std::string ShardServerName(const SpecHost& h) { return "shard-" + h.name; }
+  static std::string AggregatorName(const SpecHost& h) { return "aggregator-" + h.name; }
+  static std::string EtcdName(const std::string& host) { return "etcd-" + host; }
+};
+
+// `zipg deploy plan`: one shard server per host with the shards cluster/placement.h gives it, an
+// aggregator on every host, the LogStore on the first, etcd members on the first
+// min(etcd_members, hosts) hosts, ports from base_port (aggregator base, shard base+1, updates
+// base+2, LogStore base+3, etcd client base+4, peer base+5).
+struct PlanOptions {
+  std::vector<std::string> hosts;
+  std::vector<std::string> addresses;  // default: the host names (which must then be addresses)
+  uint32_t replicas = 1;
+  uint32_t shards = 0;
+  std::string store;
+  uint32_t etcd_members = 3;
+  int base_port = 7000;
+  std::string tls_dir;  // non-empty: TLS on, files from `zipg deploy certs --out tls_dir`
+  std::string cluster = "zipg";
+};
+StatusOr<ClusterSpec> PlanCluster(const PlanOptions& options);
+
+}  // namespace zipg::cluster

@@ -1,0 +1,110 @@
+// Tests of the cluster spec (cluster/spec.h): a planned spec round-trips and places replicas on
+// different hosts; each kind of mistake is refused with the field (or line and column) named.
+#include "cluster/spec.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+namespace zipg::cluster {
+namespace {
+
+PlanOptions Plan3() {
+  PlanOptions o;
+  o.hosts = {"a", "b", "c"};
+  o.addresses = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
+  o.replicas = 2;
+  o.shards = 4;
+  o.store = "/srv/store";
+  o.tls_dir = "/srv/tls";
+  return o;
+}
+
+TEST(ClusterSpecTest, APlanRoundTripsAndPutsReplicasOnDifferentHosts) {
+  auto spec = PlanCluster(Plan3());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  std::map<uint32_t, std::set<std::string>> holders;
+  for (const auto& h : spec->hosts) {
+    ASSERT_TRUE(h.shards.has_value()) << h.name;
+    for (uint32_t s : *h.shards) holders[s].insert(h.name);
+    EXPECT_TRUE(h.aggregator_port.has_value());
+  }
+  for (uint32_t s = 0; s < 4; ++s) EXPECT_EQ(holders[s].size(), 2u) << s;
+  EXPECT_EQ(spec->etcd_members.size(), 3u);
+  EXPECT_EQ(spec->EtcdEndpoints(),
+            "https://10.0.0.1:7004,https://10.0.0.2:7004,https://10.0.0.3:7004");
+  const auto tls = spec->TlsOf(*spec->Host("b"));
+  EXPECT_EQ(tls.cert, "/srv/tls/b.pem");
+  EXPECT_EQ(tls.key, "/srv/tls/b.key");
+  EXPECT_EQ(tls.curve_key, "/srv/tls/curve.key");
+  auto again = ClusterSpec::Parse(spec->ToJson().dump(), "x.json");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ToJson(), spec->ToJson());
+  // Without TLS, plain http; a host may name its own store.
+  auto o = Plan3();
+  o.tls_dir.clear();
+  o.etcd_members = 1;
+  auto plain = PlanCluster(o);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->EtcdEndpoints(), "http://10.0.0.1:7004");
+  auto j = plain->ToJson();
+  j["hosts"][1]["store"] = "/other";
+  auto own = ClusterSpec::Parse(j.dump(), "x.json");
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->StoreOf(*own->Host("b")), "/other");
+  EXPECT_EQ(own->StoreOf(*own->Host("a")), "/srv/store");
+  // More replicas than hosts cannot be placed.
+  o.replicas = 4;
+  EXPECT_EQ(PlanCluster(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+void ExpectError(const nlohmann::json& j, const std::string& fragment) {
+  auto spec = ClusterSpec::Parse(j.dump(2), "bad.json");
+  ASSERT_FALSE(spec.ok()) << "accepted: " << j.dump();
+  EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(spec.status().message().find("bad.json"), std::string::npos)
+      << spec.status().message();
+  EXPECT_NE(spec.status().message().find(fragment), std::string::npos)
+      << "want '" << fragment << "' in: " << spec.status().message();
+}
+
+TEST(ClusterSpecTest, MistakesAreNamed) {
+  auto good = PlanCluster(Plan3());
+  ASSERT_TRUE(good.ok());
+  const nlohmann::json g = good->ToJson();
+  auto with = [&](auto change) {
+    nlohmann::json j = g;
+    change(j);
+    return j;
+  };
+  ExpectError(with([](auto& j) { j.erase("store"); }), "store: is required");
+  ExpectError(with([](auto& j) { j["replicas"] = 0; }), "replicas: must be an integer 1..16");
+  ExpectError(with([](auto& j) { j["colour"] = "red"; }), "colour: unknown field");
+  ExpectError(with([](auto& j) { j["hosts"][1]["address"] = "host-b"; }),
+              "hosts[1].address: must be an IPv4 address");
+  ExpectError(with([](auto& j) { j["hosts"][2]["name"] = "a"; }), "hosts[2].name: 'a' twice");
+  ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["port"] = 70000; }),
+              "hosts[0].shard_server.port: must be an integer 1..65535");
+  ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["update_port"] = 7000; }),
+              "hosts[0].aggregator.port: port 7000 is taken");
+  ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["shards"] = {0, 9}; }),
+              "hosts[0].shard_server.shards: each must be a shard number 0..3");
+  ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["shards"] = {0}; }),
+              "is on 1 hosts; replicas is 2");
+  ExpectError(with([](auto& j) { j["hosts"][1]["logstore"] = {{"port", 7100}}; }),
+              "exactly one host must run the logstore");
+  ExpectError(with([](auto& j) { j["etcd"]["members"][0]["host"] = "z"; }),
+              "etcd.members[0].host: 'z' is no host");
+  ExpectError(with([](auto& j) { j["etcd"]["endpoints"] = {"http://1.2.3.4:2379"}; }),
+              "not both or neither");
+  ExpectError(with([](auto& j) { j["tls"].erase("key"); }), "tls.key: is required");
+  // JSON syntax errors give the line and column.
+  auto broken = ClusterSpec::Parse("{\n  \"store\": \"/s\",\n  \"shards\": 4,,\n}", "syntax.json");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("syntax.json: line 3, column"), std::string::npos)
+      << broken.status().message();
+}
+
+}  // namespace
+}  // namespace zipg::cluster
