@@ -37,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 const char kNodeUsage[] =
     "usage:\n"
-    "  zipg node start --spec FILE --host NAME [--roles all|etcd|servers] [--wait S]\n"
+    "  zipg node start --spec FILE --host NAME [--roles all|etcd|servers]\n"
     "      start, in the background, the processes the spec gives this host: its etcd member,\n"
     "      then its shard server, the LogStore, its aggregator (each as the spec says)\n"
     "  zipg node stop --spec FILE --host NAME [--roles all|etcd|servers]\n"
@@ -118,7 +118,7 @@ class Node {
   Node(ClusterSpec spec, const SpecHost& host)
       : spec_(std::move(spec)), host_(*spec_.Host(host.name)), store_(spec_.StoreOf(host_)) {}
 
-  int Start(const std::string& roles, int wait_seconds) {
+  int Start(const std::string& roles) {
     std::error_code ec;
     fs::create_directories(store_ + "/run", ec);
     if (ec) return Fail(Status::IOError(store_ + "/run: " + ec.message()));
@@ -126,8 +126,8 @@ class Node {
     if (!self.ok()) return Fail(self.status());
     std::vector<Process> running = ReadProcesses(StatePath(store_, host_.name));
     std::vector<Process> kept;
-    for (const auto& p : running) {
-      if (Ours(p, spec_)) kept.push_back(p);
+    for (const auto& p : running) {  // dead ones of other roles stay listed (status shows them)
+      if (Ours(p, spec_) || !RoleIn(p.role, roles)) kept.push_back(p);
     }
     auto is_running = [&](const std::string& name) {
       for (const auto& p : kept) {
@@ -201,8 +201,8 @@ class Node {
     if (Status s = WriteProcesses(StatePath(store_, host_.name), kept); !s.ok()) return Fail(s);
     // Started processes must survive their start-up (etcd and the LogStore may wait for peers on
     // other hosts, so only "still running" is asked of them).
-    const auto deadline = Clock::now() + std::chrono::seconds(wait_seconds);
-    const auto settle = Clock::now() + std::chrono::milliseconds(1500);
+    const auto settle =
+        Clock::now() + std::chrono::milliseconds(started.empty() ? 0 : 1500);
     while (Clock::now() < settle) {
       for (const auto& p : started) {
         int status = 0;
@@ -213,7 +213,6 @@ class Node {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    (void)deadline;
     for (const auto& p : started) {
       std::cout << "zipg node: " << host_.name << ": started " << p.name << " (pid " << p.pid
                 << "), log " << p.log << "\n";
@@ -370,8 +369,8 @@ int RunCommand(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// Runs argv with its stdout captured.
-int RunCapture(const std::vector<std::string>& argv, std::string* out) {
+// Runs argv with its stdout (and stderr too, if merge_stderr) captured.
+int RunCapture(const std::vector<std::string>& argv, std::string* out, bool merge_stderr = false) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
   std::vector<char*> cargs;
@@ -381,6 +380,7 @@ int RunCapture(const std::vector<std::string>& argv, std::string* out) {
   if (pid < 0) return -1;
   if (pid == 0) {
     dup2(fds[1], 1);
+    if (merge_stderr) dup2(fds[1], 2);
     close(fds[0]);
     close(fds[1]);
     execvp(cargs[0], cargs.data());
@@ -541,15 +541,17 @@ int Certs(const Args& args) {
   fs::create_directories(*out, ec);
   if (ec) return Fail(Status::IOError(*out + ": " + ec.message()));
   const std::string dir = *out;
+  std::string output;  // of the last openssl run, shown if it fails
   auto openssl = [&](std::vector<std::string> a) {
     a.insert(a.begin(), "openssl");
-    std::string ignored;
-    return RunCapture(a, &ignored) == 0;
+    output.clear();
+    return RunCapture(a, &output, /*merge_stderr=*/true) == 0;
   };
   if (!openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                 "-nodes", "-keyout", dir + "/ca.key", "-out", dir + "/ca.pem", "-days", days,
                 "-subj", "/CN=zipg cluster CA"})) {
-    return Fail(Status::Internal("openssl could not make the CA (is openssl installed?)"));
+    return Fail(Status::Internal("openssl could not make the CA (is openssl installed?): " +
+                                 output));
   }
   std::vector<std::pair<std::string, std::string>> subjects;
   for (size_t i = 0; i < hosts.size(); ++i) subjects.push_back({hosts[i], addresses[i]});
@@ -565,7 +567,8 @@ int Certs(const Args& args) {
         !openssl({"x509", "-req", "-in", dir + "/" + name + ".csr", "-CA", dir + "/ca.pem",
                   "-CAkey", dir + "/ca.key", "-CAcreateserial", "-out", dir + "/" + name + ".pem",
                   "-days", days, "-extfile", ext})) {
-      return Fail(Status::Internal("openssl could not make the certificate of " + name));
+      return Fail(Status::Internal("openssl could not make the certificate of " + name + ": " +
+                                   output));
     }
     fs::remove(dir + "/" + name + ".csr", ec);
     fs::remove(ext, ec);
@@ -590,7 +593,7 @@ int RunNode(int argc, char** argv) {
   if (!args.ok()) return UsageError(args.status().message(), kNodeUsage);
   if (args->positional().size() != 1) return UsageError("node needs start, stop or status", kNodeUsage);
   const std::string action = args->positional()[0];
-  Status known = args->CheckKnown({"spec", "host", "roles", "wait", "json"});
+  Status known = args->CheckKnown({"spec", "host", "roles", "json"});
   if (!known.ok()) return UsageError(known.message(), kNodeUsage);
   const auto spec_path = args->Get("spec");
   const auto host = args->Get("host");
@@ -603,10 +606,8 @@ int RunNode(int argc, char** argv) {
   if (roles != "all" && roles != "etcd" && roles != "servers") {
     return UsageError("--roles must be all, etcd or servers", kNodeUsage);
   }
-  auto wait = args->GetUint("wait", 30);
-  if (!wait.ok()) return UsageError(wait.status().message(), kNodeUsage);
   Node node(*spec, *h);
-  if (action == "start") return node.Start(roles, static_cast<int>(*wait));
+  if (action == "start") return node.Start(roles);
   if (action == "stop") return node.Stop(roles);
   if (action == "status") return node.Report(args->Has("json"));
   return UsageError("unknown action '" + action + "'", kNodeUsage);

@@ -31,9 +31,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_procs  # noqa: E402
-from graph_model import INT64_MAX, TYPES, Input, Model, load_model, requests  # noqa: E402
+from graph_model import Input, Model, load_model, requests  # noqa: E402
 import write_model  # noqa: E402
-from write_model import (WriteModel, acceptable, edge_props, node_props, raw_status,  # noqa: E402
+from write_model import (WriteModel, acceptable, random_write, raw_status,  # noqa: E402
                          shard_of, short)
 
 SEED = 20261125
@@ -114,25 +114,7 @@ def main():
     hot = inp.node_ids[:8]
 
     def write_request(w):
-        x = w.random()
-        s = w.choice(hot) if w.random() < 0.5 else w.choice(universe)
-        if x < 0.45:
-            return {"op": "assoc_add", "src": s, "type": w.choice(TYPES), "dst": w.choice(universe),
-                    "timestamp": w.randrange(1_600_000_000, 1_700_000_000),
-                    "properties": edge_props(w)}
-        if x < 0.6:
-            ts = sorted(model.types.get(s, ()))
-            if ts:
-                t = w.choice(ts)
-                return {"op": "assoc_delete", "src": s, "type": t,
-                        "dst": w.choice(sorted(model.edges[(s, t)]))}
-            return {"op": "assoc_delete", "src": s, "type": 0, "dst": 5}
-        if x < 0.8:
-            return {"op": "obj_update" if s in model.nodes else "obj_add", "id": s,
-                    "properties": node_props(w)}
-        if x < 0.85:
-            return {"op": "obj_delete", "id": w.choice(universe)}
-        return {"op": "obj_add", "id": w.choice(universe), "properties": node_props(w)}
+        return random_write(model, w, hot, universe)
 
     def write(req, k=0):
         want = model.write(req)
@@ -141,14 +123,7 @@ def main():
         return got
 
     def node_reads(ids):
-        reqs = []
-        for i in ids:
-            reqs.append({"op": "obj_get", "id": i})
-            reqs.append({"op": "get_neighbor_ids", "id": i})
-            for t in sorted(model.types.get(i, ())):
-                reqs.append({"op": "assoc_range", "id": i, "type": t, "pos": 0, "limit": INT64_MAX})
-                reqs.append({"op": "assoc_count", "id": i, "type": t})
-        return reqs
+        return write_model.node_reads(model, ids)
 
     def compare(session, reqs, label):
         bad = 0

@@ -11,8 +11,8 @@ import struct
 import subprocess
 from collections import defaultdict
 
-from graph_model import (CODES, COMMON, EDGE_PROPS, NODE_PROPS, Model, same,  # noqa: F401
-                         value)
+from graph_model import (CODES, COMMON, EDGE_PROPS, INT64_MAX, NODE_PROPS, TYPES, Model,  # noqa: F401
+                         same, value)
 
 # Raw Thrift status() (framed, strict binary protocol): a cheap poll that counts as one call.
 def tstr(s):
@@ -290,6 +290,43 @@ def wvalue(r):
 
 def node_props(r):
     return {n: wvalue(r) for n in r.sample(PROP_NAMES, r.randint(0, 4))}
+
+
+def random_write(model, w, hot, universe):
+    """A random write request as a client would send it, half of them on one of the `hot` ids,
+    the others anywhere in `universe`; deletes mostly name existing edges of `model`."""
+    x = w.random()
+    s = w.choice(hot) if w.random() < 0.5 else w.choice(universe)
+    if x < 0.45:
+        return {"op": "assoc_add", "src": s, "type": w.choice(TYPES), "dst": w.choice(universe),
+                "timestamp": w.randrange(1_600_000_000, 1_700_000_000),
+                "properties": edge_props(w)}
+    if x < 0.6:
+        ts = sorted(model.types.get(s, ()))
+        if ts:
+            t = w.choice(ts)
+            return {"op": "assoc_delete", "src": s, "type": t,
+                    "dst": w.choice(sorted(model.edges[(s, t)]))}
+        return {"op": "assoc_delete", "src": s, "type": 0, "dst": 5}
+    if x < 0.8:
+        return {"op": "obj_update" if s in model.nodes else "obj_add", "id": s,
+                "properties": node_props(w)}
+    if x < 0.85:
+        return {"op": "obj_delete", "id": w.choice(universe)}
+    return {"op": "obj_add", "id": w.choice(universe), "properties": node_props(w)}
+
+
+def node_reads(model, ids):
+    """Every read that shows a node's state in `model`: its properties, its neighbors, and each of
+    its edge lists whole with its count."""
+    reqs = []
+    for i in ids:
+        reqs.append({"op": "obj_get", "id": i})
+        reqs.append({"op": "get_neighbor_ids", "id": i})
+        for t in sorted(model.types.get(i, ())):
+            reqs.append({"op": "assoc_range", "id": i, "type": t, "pos": 0, "limit": INT64_MAX})
+            reqs.append({"op": "assoc_count", "id": i, "type": t})
+    return reqs
 
 
 def edge_props(r):

@@ -1,0 +1,630 @@
+#!/usr/bin/python3
+"""End-to-end test of a multi-host deployment (docs/deploy.md): four hosts and a client machine
+made of Linux network namespaces on a bridge, each with its own address; `zipg deploy certs`,
+`zipg deploy plan --replicas 2` (4 shards, each on two hosts), a copy of only the store files
+each host needs, and `zipg deploy start` with the netns transport (`ip netns exec NS`). TLS is
+on: mutual TLS on every Thrift connection, CURVE on the update channel, etcd over https with
+client certificates. etcd has 3 members (on h1..h3), the LogStore runs on h1, aggregators on h3
+and h4. Every answer is compared with the plain-Python model of the contract with writes
+(write_model.WriteModel); the clients (`zipg query --batch`) run in the client namespace.
+
+Where namespaces cannot be made (not root, no `ip netns`), the same test runs with the hosts on
+127.77.0.x loopback addresses and `--exec env`, and says so on its first line.
+
+A. writes through both aggregators; every read through them, and every replica asked directly,
+   equals the model. The Python client with the client certificate answers the same.
+B. kill -9 of one replica of every shard during a closed-loop read load (4 clients): 0 failed
+   reads, slowest read reported; writes while they are down; `zipg deploy start` restarts them:
+   they catch up from the LogStore's feed before serving, and each answers as the model.
+C. both replicas of shard 0 killed: its reads get UNAVAILABLE fast (time reported), the other
+   shards answer; after the restart every acknowledged write is visible.
+D. the etcd leader killed during closed-loop reads and writes: no failed call for two lease
+   TTLs; a shard server restarted meanwhile registers and serves. The member rejoins.
+E. strangers: plaintext to a TLS port, TLS without a client certificate, a certificate from
+   another CA, the CLI and the Python client without TLS, plain http and certificate-less https
+   to etcd: each is refused and learns nothing; members are still served.
+F. `zipg deploy stop` leaves no process in any namespace; the namespaces are removed.
+
+Usage: deploy_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "client", "python", "tests"))
+import cluster_procs  # noqa: E402
+from graph_model import Input, Model, load_model, requests  # noqa: E402
+import write_model  # noqa: E402
+from write_model import (WriteModel, acceptable, random_write, recv_exact, shard_of,  # noqa: E402
+                         short, tframe, tstr)
+
+SEED = 20261126
+rnd = random.Random(SEED)
+report = cluster_procs.Report(max_printed=60)
+check, section, note = report.check, report.section, report.note
+
+if len(sys.argv) != 2:
+    print(__doc__)
+    sys.exit(2)
+TMP, ZIPG = cluster_procs.private_binary(sys.argv[1], "zipg-deploy-test-")
+STORE = os.path.join(TMP, "store")  # where the store is made; each host gets its own copy
+TLS = os.path.join(TMP, "tls")
+procs = cluster_procs.Procs("deploy_test", TMP, ZIPG, STORE)
+SHARDS = 4
+HOSTS = ["h1", "h2", "h3", "h4"]
+TAG = f"zt{os.getpid() % 100000}"  # names of the namespaces, bridge and veths (<= 15 chars)
+SUBNET = f"10.213.{os.getpid() % 250}"
+LEASE_TTL = 3
+CLIENT_TLS = ["--tls-ca", os.path.join(TLS, "ca.pem"), "--tls-cert",
+              os.path.join(TLS, "client.pem"), "--tls-key", os.path.join(TLS, "client.key")]
+
+
+def run(argv, timeout=180, **kw):
+    return subprocess.run(argv, capture_output=True, timeout=timeout, **kw)
+
+
+# ---- the machines ------------------------------------------------------------------------------
+class Network:
+    """Namespaces <TAG>-<host> (and <TAG>-c, the client's) on the bridge <TAG>br, addresses
+    SUBNET.k; the root namespace gets SUBNET.254 for the test's own probes. Or, where namespaces
+    cannot be made, loopback addresses and no transport."""
+
+    def __init__(self):
+        self.made, self.links = [], []
+        self.netns = False
+        why = self._try_netns()
+        if why:
+            self.cleanup()
+            self.reason = why
+            self.addresses = {h: f"127.77.0.{k + 1}" for k, h in enumerate(HOSTS)}
+            self.exec_prefix = "env"
+        else:
+            self.netns = True
+            self.addresses = {h: f"{SUBNET}.{k + 1}" for k, h in enumerate(HOSTS)}
+            self.exec_prefix = f"ip netns exec {TAG}-{{host}}"
+
+    def _ip(self, *args):
+        r = run(["ip", *args], timeout=30)
+        if r.returncode != 0:
+            raise OSError(f"ip {' '.join(args)}: {r.stderr.decode().strip()}")
+
+    def _try_netns(self):
+        if os.geteuid() != 0:
+            return "not root"
+        if shutil.which("ip") is None:
+            return "no ip command (iproute2)"
+        try:
+            bridge = f"{TAG}br"
+            self._ip("link", "add", bridge, "type", "bridge")
+            self.links.append(bridge)
+            self._ip("addr", "add", f"{SUBNET}.254/24", "dev", bridge)
+            self._ip("link", "set", bridge, "up")
+            for k, name in [(i + 1, h) for i, h in enumerate(HOSTS)] + [(100, "c")]:
+                ns, veth, peer = f"{TAG}-{name}", f"{TAG}v{k}", f"{TAG}p{k}"
+                self._ip("netns", "add", ns)
+                self.made.append(ns)
+                self._ip("link", "add", veth, "type", "veth", "peer", "name", peer)
+                self.links.append(veth)
+                self._ip("link", "set", peer, "netns", ns)
+                self._ip("link", "set", veth, "master", bridge)
+                self._ip("link", "set", veth, "up")
+                self._ip("-n", ns, "addr", "add", f"{SUBNET}.{k}/24", "dev", peer)
+                self._ip("-n", ns, "link", "set", peer, "up")
+                self._ip("-n", ns, "link", "set", "lo", "up")
+        except OSError as e:
+            return str(e)
+        return ""
+
+    def client_command(self):
+        """A `zipg` that runs in the client's namespace."""
+        if not self.netns:
+            return ZIPG
+        path = os.path.join(TMP, "zipg-client")
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\nexec ip netns exec {TAG}-c {ZIPG} \"$@\"\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def pids_inside(self):
+        out = []
+        for ns in self.made:
+            r = run(["ip", "netns", "pids", ns], timeout=30)
+            out += [int(p) for p in r.stdout.split()]
+        return out
+
+    def cleanup(self):
+        for ns in self.made:
+            run(["ip", "netns", "del", ns], timeout=30)
+        for link in self.links:
+            run(["ip", "link", "del", link], timeout=30)
+        self.made, self.links = [], []
+
+
+# ---- talking to the cluster --------------------------------------------------------------------
+def client_ssl(cert=True, ca="ca"):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(os.path.join(TLS, "ca.pem"))
+    if cert:
+        name = "client" if ca == "ca" else "stranger"
+        ctx.load_cert_chain(os.path.join(TLS, name + ".pem"), os.path.join(TLS, name + ".key"))
+    return ctx
+
+
+def probe_status(endpoint, ctx=None, timeout=5.0):
+    """Thrift status() over a raw socket (TLS if ctx): (reply bytes or None, what happened)."""
+    host, port = endpoint.rsplit(":", 1)
+    request = tframe(struct.pack(">I", 0x80010001) + tstr("status") + struct.pack(">i", 9) +
+                     b"\x00")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as raw:
+            s = ctx.wrap_socket(raw) if ctx else raw
+            s.settimeout(timeout)
+            s.sendall(request)
+            head = recv_exact(s, 4)
+            if head is None:
+                return None, "closed"
+            return recv_exact(s, struct.unpack(">I", head)[0]), "answered"
+    except (OSError, ssl.SSLError) as e:
+        return None, type(e).__name__ + ": " + str(e)[:80]
+
+
+def main():
+    net = Network()
+    procs.network = net
+    if net.netns:
+        note(f"network namespaces {TAG}-h1..h4 and {TAG}-c on bridge {TAG}br, {SUBNET}.0/24")
+    else:
+        note(f"NOTE: network namespaces cannot be made here ({net.reason}); the hosts run on "
+             f"loopback addresses 127.77.0.1-4 instead")
+    client_zipg = net.client_command()
+
+    section("setup: compress (4 shards), deploy certs, deploy plan, per-host stores, deploy start")
+    inp = Input(rnd, num_ids=400, num_nodes=300, num_edges=3000, id_range=5000)
+    nodes_csv, edges_csv = inp.write(TMP)
+    r = run([ZIPG, "compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", STORE,
+             "--shards", str(SHARDS)])
+    if not check(r.returncode == 0, f"compress: {r.stderr[-500:]!r}"):
+        return
+    model = WriteModel(*load_model(nodes_csv, edges_csv))
+    addresses = ",".join(net.addresses[h] for h in HOSTS)
+    r = run([ZIPG, "deploy", "certs", "--hosts", ",".join(HOSTS), "--addresses", addresses,
+             "--out", TLS, "--days", "2"])
+    if not check(r.returncode == 0, f"deploy certs: {r.stdout[-300:]!r} {r.stderr[-800:]!r}"):
+        return
+    # A stranger: a certificate from a CA that is not the cluster's.
+    for args in (["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                  "-nodes", "-keyout", f"{TLS}/other.key", "-out", f"{TLS}/other.pem", "-days",
+                  "2", "-subj", "/CN=other"],
+                 ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                  "-nodes", "-keyout", f"{TLS}/stranger.key", "-out", f"{TLS}/stranger.csr",
+                  "-subj", "/CN=client"],
+                 ["x509", "-req", "-in", f"{TLS}/stranger.csr", "-CA", f"{TLS}/other.pem",
+                  "-CAkey", f"{TLS}/other.key", "-CAcreateserial", "-out",
+                  f"{TLS}/stranger.pem", "-days", "2"]):
+        check(run(["openssl", *args]).returncode == 0, f"openssl {args[0]}")
+    base_port = 20000 + (os.getpid() % 400) * 10
+    r = run([ZIPG, "deploy", "plan", "--hosts", ",".join(HOSTS), "--addresses", addresses,
+             "--replicas", "2", "--store", STORE, "--tls-dir", TLS, "--base-port",
+             str(base_port)])
+    if not check(r.returncode == 0, f"deploy plan: {r.stderr[-800:]!r}"):
+        return
+    spec = json.loads(r.stdout)
+    # The files each host needs, as the plan lists them: copy exactly those to the host's store.
+    needs = {}
+    for line in r.stderr.decode().splitlines():
+        if line.startswith("# "):
+            host = line[2:].split(" ", 1)[0]
+            needs[host] = line.split(": ", 1)[1].split()
+    check(sorted(needs) == HOSTS, f"plan lists files for every host: {sorted(needs)}")
+    for h in spec["hosts"]:
+        store = os.path.join(TMP, "hosts", h["name"], "store")
+        for path in needs.get(h["name"], []):
+            rel = os.path.relpath(path, STORE)
+            os.makedirs(os.path.dirname(os.path.join(store, rel)), exist_ok=True)
+            shutil.copy2(path, os.path.join(store, rel))
+        h["store"] = store
+        if h["name"] in ("h1", "h2"):
+            h.pop("aggregator", None)  # two aggregators, on h3 and h4
+    spec["lease_ttl"] = LEASE_TTL
+    spec_path = os.path.join(TMP, "cluster.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f, indent=2)
+    placed = {h["name"]: h.get("shard_server", {}).get("shards", []) for h in spec["hosts"]}
+    note(f"plan: shards per host {placed}; etcd on "
+         f"{[m['host'] for m in spec['etcd']['members']]}")
+
+    def deploy(action, *extra, timeout=240):
+        return run([ZIPG, "deploy", action, "--spec", spec_path, "--exec", net.exec_prefix,
+                    "--zipg", ZIPG, *extra], timeout=timeout)
+
+    def node_processes():
+        out = {}
+        for h in spec["hosts"]:
+            path = os.path.join(h["store"], "run", f"node-{h['name']}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    for p in json.load(f)["processes"]:
+                        out[p["name"]] = p
+                        procs.known_pids.add(p["pid"])
+        return out
+
+    t = time.monotonic()
+    r = deploy("start", "--wait", "120")
+    node_processes()
+    if not check(r.returncode == 0, f"deploy start: {r.stdout[-1500:]!r} {r.stderr[-1500:]!r}"):
+        return
+    note(f"deploy start: healthy after {time.monotonic() - t:.1f} s")
+    aggs = [f"{net.addresses[h]}:{base_port}" for h in ("h3", "h4")]
+
+    def status_of(endpoint):
+        r = run([client_zipg, "status", "--connect", endpoint, "--json", *CLIENT_TLS], timeout=60)
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return {}
+
+    def members():
+        out = {m["name"]: m for m in status_of(aggs[0]).get("servers", [])}
+        for m in out.values():
+            procs.known_pids.add(m.get("pid", 0))
+        return out
+
+    by_name = members()
+    servers = sorted(n for n, m in by_name.items() if m["role"] == "shard")
+    holders = {s: sorted(n for n in servers if s in by_name[n]["shards"]) for s in range(SHARDS)}
+    check(servers == [f"shard-{h}" for h in HOSTS], f"shard servers: {servers}")
+    check(all(len(v) == 2 for v in holders.values()), f"two replicas per shard: {holders}")
+    check(sorted(n for n, m in by_name.items() if m["role"] == "aggregator") ==
+          ["aggregator-h3", "aggregator-h4"], f"aggregators: {sorted(by_name)}")
+    for n, m in by_name.items():
+        host = n.split("-")[-1] if n != "logstore" else "h1"
+        check(m["endpoint"].split(":")[0] == net.addresses[host],
+              f"{n} serves on its host's address: {m['endpoint']}")
+
+    def Session(endpoint, label, seed=0):
+        return write_model.Session(client_zipg, TMP, procs.sessions, endpoint, label, seed,
+                                   extra=CLIENT_TLS)
+
+    sess = [Session(aggs[0], "agg-h3", SEED + 1), Session(aggs[1], "agg-h4", SEED + 2)]
+    universe = sorted(set(inp.ids) | {7_000_001 + k for k in range(20)})
+    hot = inp.node_ids[:8]
+    w = random.Random(SEED + 3)
+
+    def write(req, k=0):
+        want = model.write(req)
+        got = sess[k % 2].call(req)
+        check(acceptable(got, want), f"write {short(req, 200)}: got {short(got)} want {want}")
+        return got
+
+    def compare(session, reqs, label):
+        bad = 0
+        for q in reqs:
+            got, want = session.call(q), model.run(q)
+            if not acceptable(got, want):
+                bad += 1
+                check(False, f"{label}: {short(q, 200)}\n      got  {short(got)}\n      want "
+                             f"{short(want)}")
+        return bad
+
+    def all_ids():
+        return sorted(model.ids_ever | {3, 999_999})
+
+    def full_comparison(label):
+        reqs = write_model.node_reads(model, all_ids())
+        bad = compare(sess[0], reqs[0::2], label) + compare(sess[1], reqs[1::2], label)
+        check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
+        note(f"{label}: {len(reqs)} reads through both aggregators, {bad} wrong")
+
+    def compare_replicas(label, names):
+        current = members()
+        total = bad = 0
+        for n in names:
+            m = current.get(n)
+            if not check(m and m.get("serving"), f"{label}: {n} registered and serving: {m}"):
+                continue
+            mine = [i for i in all_ids() if shard_of(i, SHARDS) in m["shards"]]
+            s = Session(m["endpoint"], f"direct-{n}-{label}")
+            reqs = write_model.node_reads(model, mine)
+            total += len(reqs)
+            bad += compare(s, reqs, f"{label}: {n} directly")
+            s.close()
+        check(bad == 0, f"{label}: {bad} of {total} direct replica answers differ from the model")
+        note(f"{label}: {total} reads asked of {names} directly, {bad} wrong")
+
+    def wait_serving(names, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = members()
+            if all(current.get(n, {}).get("serving") for n in names):
+                return current
+            time.sleep(0.2)
+        check(False, f"{names} serving within {timeout} s: {members()}")
+        return members()
+
+    def kill9(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    class Load:
+        """Closed-loop clients through both aggregators: reads (checked against `expect`, a model
+        no write changes while it runs) and, if `writes`, writes of fresh edges to new ids."""
+
+        def __init__(self, clients, reads, expect, writes=False):
+            self.stop = threading.Event()
+            self.lock = threading.Lock()
+            self.calls = self.failed = 0
+            self.slowest, self.slowest_req = 0.0, None
+            self.written = []
+            self.threads = [threading.Thread(target=self._run, args=(k, reads, expect, writes))
+                            for k in range(clients)]
+            for th in self.threads:
+                th.start()
+
+        def _run(self, k, reads, expect, writes):
+            s = Session(aggs[k % 2], f"load-{k}-{time.monotonic():.0f}", SEED + 10 + k)
+            rr = random.Random(SEED + 20 + k)
+            n = 0
+            while not self.stop.is_set():
+                if writes and k % 2 == 1:
+                    n += 1
+                    q = {"op": "assoc_add", "src": 8_000_000 + k, "type": 3,
+                         "dst": 8_100_000 + n, "timestamp": n, "properties": {"n": str(n)}}
+                    want = {"ok": {"replaced": False}}
+                else:
+                    q = rr.choice(reads)
+                    want = expect.run(q)
+                t0 = time.monotonic()
+                got = s.call(q)
+                dt = time.monotonic() - t0
+                ok = acceptable(got, want)
+                with self.lock:
+                    self.calls += 1
+                    if q["op"] == "assoc_add" and ok:
+                        self.written.append(q)
+                    if not ok:
+                        self.failed += 1
+                        check(False, f"call under load: {short(q, 200)} -> {short(got)}")
+                    if dt > self.slowest:
+                        self.slowest, self.slowest_req = dt, q
+            s.close()
+
+        def finish(self):
+            self.stop.set()
+            for th in self.threads:
+                th.join()
+
+    # ---- A ------------------------------------------------------------------------------------
+    section("A. writes through both aggregators; reads and every replica equal the model")
+    for k in range(500):
+        write(random_write(model, w, hot, universe), k)
+    full_comparison("A")
+    compare_replicas("A", servers)
+    from test_client import _build_package  # the Python package, installed as pip does
+    sys.path.insert(0, _build_package(TMP))
+    import zipg
+    g = zipg.connect(aggs[1], tls_ca=CLIENT_TLS[1], tls_cert=CLIENT_TLS[3],
+                     tls_key=CLIENT_TLS[5])
+    bad = 0
+    ids = all_ids()[:80]
+    for i in ids:
+        want = model.run({"op": "obj_get", "id": i})
+        got = g.obj_get(i)
+        if want.get("ok") != got:
+            bad += 1
+            check(False, f"A: python obj_get({i}) = {short(got)}, model {short(want)}")
+    g.close()
+    note(f"A: Python client over TLS: {len(ids)} obj_get, {bad} wrong")
+
+    # ---- B ------------------------------------------------------------------------------------
+    section("B. kill -9 of one replica of every shard under a closed-loop read load")
+    reads = requests(Model(*load_model(nodes_csv, edges_csv)), inp, random.Random(SEED + 4))
+    reads = [q for q in reads if q["op"] in ("obj_get", "assoc_range", "assoc_count",
+                                             "get_neighbor_ids", "assoc_get", "get_node_ids")]
+    frozen = model  # no write runs during the load: the model answers its reads
+    victims = []
+    for sh in range(SHARDS):
+        if not any(n in victims for n in holders[sh]):
+            victims.append(holders[sh][0])
+    check(all(any(n not in victims for n in holders[sh]) for sh in range(SHARDS)),
+          f"B: victims {victims} leave a replica of every shard ({holders})")
+    load = Load(4, reads, frozen)
+    time.sleep(1.0)
+    with load.lock:
+        load.slowest, before = 0.0, load.calls
+    for n in victims:
+        kill9(by_name[n]["pid"])
+    t_kill = time.monotonic()
+    time.sleep(LEASE_TTL + 1.5)
+    load.finish()
+    check(load.failed == 0, f"B: {load.failed} failed reads")
+    note(f"B: {load.calls - before} reads by 4 clients in the {LEASE_TTL + 1.5:.1f} s after "
+         f"killing {victims}, {load.failed} failed; slowest {load.slowest * 1000:.1f} ms "
+         f"({short(load.slowest_req, 100)})")
+    t = time.monotonic()
+    for k in range(200):
+        write(random_write(model, w, hot, universe), k)
+    note(f"B: 200 writes with one replica of every shard down in {time.monotonic() - t:.2f} s")
+    full_comparison("B, replicas down")
+    t = time.monotonic()
+    r = deploy("start", "--wait", "60")
+    node_processes()
+    check(r.returncode == 0, f"B: deploy start again: {r.stderr[-500:]!r}")
+    current = wait_serving(victims)
+    note(f"B: {victims} restarted by deploy start, serving after {time.monotonic() - t:.1f} s "
+         f"({time.monotonic() - t_kill:.1f} s after the kill)")
+    for n in victims:
+        cu = status_of(current[n]["endpoint"]).get("catch_up", {})
+        check(cu.get("applied", 0) > 0, f"B: {n} applied the missed writes from the feed: {cu}")
+        note(f"B: {n} caught up before serving: {cu}")
+    compare_replicas("B, after the restart", victims)
+    full_comparison("B, after the restart")
+
+    # ---- C ------------------------------------------------------------------------------------
+    section("C. both replicas of shard 0 killed")
+    current = members()
+    down = holders[0]
+    dead = [sh for sh in range(SHARDS) if all(n in down for n in holders[sh])]
+    for n in down:
+        kill9(current[n]["pid"])
+    ids0 = [i for i in all_ids() if shard_of(i, SHARDS) in dead][:15]
+    others = [i for i in all_ids() if shard_of(i, SHARDS) not in dead][:50]
+    worst = 0.0
+    for phase in ("at once", "after the leases expire"):
+        if phase != "at once":
+            time.sleep(LEASE_TTL + 1.0)
+        for i in ids0:
+            t0 = time.monotonic()
+            got = sess[0].call({"op": "obj_get", "id": i})
+            worst = max(worst, time.monotonic() - t0)
+            check(got.get("error", {}).get("code") == "UNAVAILABLE",
+                  f"C ({phase}): obj_get {i} on a dead shard: {short(got)}")
+        bad = compare(sess[1], write_model.node_reads(model, others), f"C ({phase}): others")
+        check(bad == 0, f"C ({phase}): {bad} wrong answers for the live shards")
+    check(worst < 1.0, f"C: UNAVAILABLE within 1 s (slowest {worst:.3f} s)")
+    note(f"C: killed {down} (shards {dead}): their reads UNAVAILABLE, slowest in "
+         f"{worst * 1000:.1f} ms; the other shards answered right")
+    for k in range(100):
+        req = random_write(model, w, hot, universe)
+        if shard_of(req.get("src", req.get("id")), SHARDS) not in dead:
+            write(req, k)
+    t = time.monotonic()
+    r = deploy("start", "--wait", "60")
+    node_processes()
+    check(r.returncode == 0, f"C: deploy start again: {r.stderr[-500:]!r}")
+    wait_serving(down)
+    note(f"C: shards {dead} serving again {time.monotonic() - t:.1f} s after deploy start")
+    full_comparison("C, after the restart")
+    compare_replicas("C, after the restart", servers)
+
+    # ---- D ------------------------------------------------------------------------------------
+    section("D. the etcd leader killed during reads and writes")
+    ctx = client_ssl()
+    leader, ids_of = None, {}
+    for m in spec["etcd"]["members"]:
+        url = f"https://{net.addresses[m['host']]}:{m['client_port']}/v3/maintenance/status"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=b"{}"), context=ctx,
+                                        timeout=5) as resp:
+                st = json.load(resp)
+            ids_of[st["header"]["member_id"]] = m["host"]
+            leader = st["leader"]
+        except (OSError, ValueError, KeyError) as e:
+            check(False, f"D: etcd status of {m['host']}: {e}")
+    leader_host = ids_of.get(leader)
+    check(leader_host is not None, f"D: the etcd leader is known ({leader}, {ids_of})")
+    etcd_name = f"etcd-{leader_host}"
+    load = Load(4, reads, frozen, writes=True)
+    time.sleep(1.0)
+    before = load.calls
+    kill9(node_processes()[etcd_name]["pid"])
+    # A shard server restarted while the member is down must register and serve.
+    restarted = f"shard-{leader_host}" if f"shard-{leader_host}" in servers else servers[0]
+    pid = node_processes()[restarted]["pid"]
+    os.kill(pid, signal.SIGTERM)
+    procs.kill_and_wait([pid], signal.SIGTERM, 15.0)
+    host = restarted.split("-", 1)[1]
+    r = run([*net.exec_prefix.replace("{host}", host).split(), ZIPG, "node", "start", "--spec",
+             spec_path, "--host", host, "--roles", "servers"], timeout=60)
+    check(r.returncode == 0, f"D: node start --roles servers on {host}: {r.stderr[-500:]!r}")
+    time.sleep(2 * LEASE_TTL)
+    load.finish()
+    check(load.failed == 0, f"D: {load.failed} failed calls with an etcd member down")
+    note(f"D: killed {etcd_name} (the leader); {load.calls - before} calls (reads and writes) "
+         f"in {2 * LEASE_TTL + 1} s, {load.failed} failed, slowest {load.slowest * 1000:.1f} ms")
+    for q in load.written:
+        model.write(q)
+    current = wait_serving(servers)
+    check(current.get(restarted, {}).get("pid") not in (None, pid),
+          f"D: {restarted} registered anew while a member was down: {current.get(restarted)}")
+    check(not procs.alive(node_processes().get(etcd_name, {}).get("pid", 0)),
+          f"D: {etcd_name} stayed down")
+    r = deploy("start", "--wait", "60")
+    check(r.returncode == 0, f"D: deploy start: {r.stderr[-500:]!r}")
+    check(procs.alive(node_processes().get(etcd_name, {}).get("pid", 0)),
+          f"D: deploy start restarted {etcd_name}")
+    full_comparison("D, after the loss of an etcd member")
+
+    # ---- E ------------------------------------------------------------------------------------
+    section("E. strangers are refused and learn nothing")
+    agg = aggs[0]
+    shard_ep = members()[servers[0]]["endpoint"]
+    ok_reply, how = probe_status(agg, client_ssl())
+    check(ok_reply is not None and b"healthy" in ok_reply, f"E: a member's status(): {how}")
+    for label, ctx in (("plaintext", None), ("TLS without a client certificate",
+                                             client_ssl(cert=False)),
+                       ("a certificate from another CA", client_ssl(ca="other"))):
+        for ep in (agg, shard_ep):
+            reply, how = probe_status(ep, ctx)
+            check(reply is None, f"E: {label} to {ep}: got {reply!r:.200}")
+            note(f"E: {label} to {ep}: refused ({how})")
+    r = run([client_zipg, "query", "--connect", agg, "obj_get", "--id", str(all_ids()[0])],
+            timeout=60)
+    check(r.returncode != 0 and b'"ok"' not in r.stdout,
+          f"E: zipg query without TLS: exit {r.returncode} {r.stdout[:200]!r}")
+    import zipg
+    try:
+        g = zipg.connect(agg, timeout=5.0)
+        got = g.obj_get(all_ids()[0])
+        check(False, f"E: the Python client without TLS got an answer: {short(got)}")
+    except zipg.Error as e:
+        note(f"E: the Python client without TLS: {e.code}")
+        check(e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), f"E: python error {e.code}")
+    m0 = spec["etcd"]["members"][0]
+    etcd_ep = f"{net.addresses[m0['host']]}:{m0['client_port']}"
+    for label, url, ctx in (("plain http", f"http://{etcd_ep}/v3/kv/range", None),
+                            ("https without a certificate", f"https://{etcd_ep}/v3/kv/range",
+                             client_ssl(cert=False))):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=b'{"key":"Lw=="}'),
+                                        context=ctx, timeout=5) as resp:
+                body = resp.read()
+            check(False, f"E: etcd over {label} answered: {body[:200]!r}")
+        except (OSError, ssl.SSLError) as e:
+            note(f"E: etcd over {label}: refused ({type(e).__name__})")
+    full_comparison("E, after the strangers")
+
+    # ---- F ------------------------------------------------------------------------------------
+    section("F. zipg deploy stop")
+    for s in list(procs.sessions):
+        s.close()
+    procs.sessions.clear()
+    r = deploy("stop", timeout=120)
+    check(r.returncode == 0, f"deploy stop: {r.stderr[-500:]!r}")
+    time.sleep(0.3)
+    inside = net.pids_inside()
+    check(not inside, f"processes left in the namespaces: "
+                      f"{[(p, cluster_procs.cmdline(p)) for p in inside]}")
+    left = [p for p in procs.known_pids | set(procs.ours()) if p and procs.alive(p)]
+    check(not left, f"processes left after stop: {[(p, cluster_procs.cmdline(p)) for p in left]}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        check(False, f"test aborted: {e!r}")
+    finally:
+        procs.cleanup()
+        network = getattr(procs, "network", None)
+        if network is not None:
+            network.cleanup()
+            left = [ns for ns in run(["ip", "netns", "list"]).stdout.decode().split("\n")
+                    if ns.startswith(TAG)] if network.netns else []
+            check(not left, f"namespaces left: {left}")
+    sys.exit(report.finish("deploy_test"))
