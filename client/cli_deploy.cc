@@ -352,45 +352,35 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
   return s;
 }
 
-// Runs argv, its output passed through; the exit status (-1 if it could not run).
-int RunCommand(const std::vector<std::string>& argv) {
+// Runs argv and returns its exit status (-1 if it could not run). With `out`, its stdout (and
+// stderr too, if merge_stderr) is captured there; without, its output passes through.
+int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
+        bool merge_stderr = false) {
+  int fds[2] = {-1, -1};
+  if (out != nullptr && pipe(fds) != 0) return -1;
   std::vector<char*> cargs;
   for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
   cargs.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    if (out != nullptr) {
+      dup2(fds[1], 1);
+      if (merge_stderr) dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+    }
     execvp(cargs[0], cargs.data());
     dprintf(2, "cannot run %s: %s\n", cargs[0], strerror(errno));
     _exit(127);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Runs argv with its stdout (and stderr too, if merge_stderr) captured.
-int RunCapture(const std::vector<std::string>& argv, std::string* out, bool merge_stderr = false) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  std::vector<char*> cargs;
-  for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
-  cargs.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    if (merge_stderr) dup2(fds[1], 2);
-    close(fds[0]);
+  if (out != nullptr) {
     close(fds[1]);
-    execvp(cargs[0], cargs.data());
-    _exit(127);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof(buf))) > 0) out->append(buf, static_cast<size_t>(n));
+    close(fds[0]);
   }
-  close(fds[1]);
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out->append(buf, static_cast<size_t>(n));
-  close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -418,12 +408,12 @@ class Deployer {
   int Start(int wait_seconds) {
     // etcd members first (servers wait for etcd's quorum), then every host's servers.
     for (const auto& m : spec_.etcd_members) {
-      if (RunCommand(OnHost(*spec_.Host(m.host), {"node", "start", "--roles", "etcd"})) != 0) {
+      if (Run(OnHost(*spec_.Host(m.host), {"node", "start", "--roles", "etcd"})) != 0) {
         return Fail(Status::Unavailable("starting etcd on " + m.host + " failed"));
       }
     }
     for (const auto& h : spec_.hosts) {
-      if (RunCommand(OnHost(h, {"node", "start", "--roles", "servers"})) != 0) {
+      if (Run(OnHost(h, {"node", "start", "--roles", "servers"})) != 0) {
         return Fail(Status::Unavailable("starting the servers of " + h.name + " failed"));
       }
     }
@@ -434,7 +424,7 @@ class Deployer {
       for (const auto& h : spec_.hosts) {
         if (!h.aggregator_port) continue;
         std::string out;
-        RunCapture(OnHost(h, {"node", "status", "--json"}), &out);
+        Run(OnHost(h, {"node", "status", "--json"}), &out);
         json j = json::parse(out, nullptr, false);
         if (j.is_object() && j.value("healthy", false)) {
           std::cout << "zipg deploy: cluster " << spec_.cluster << " is healthy\n";
@@ -457,10 +447,10 @@ class Deployer {
   int Stop() {
     int rc = kExitOk;
     for (auto it = spec_.hosts.rbegin(); it != spec_.hosts.rend(); ++it) {
-      if (RunCommand(OnHost(*it, {"node", "stop", "--roles", "servers"})) != 0) rc = kExitFailure;
+      if (Run(OnHost(*it, {"node", "stop", "--roles", "servers"})) != 0) rc = kExitFailure;
     }
     for (const auto& m : spec_.etcd_members) {
-      if (RunCommand(OnHost(*spec_.Host(m.host), {"node", "stop", "--roles", "etcd"})) != 0) {
+      if (Run(OnHost(*spec_.Host(m.host), {"node", "stop", "--roles", "etcd"})) != 0) {
         rc = kExitFailure;
       }
     }
@@ -470,7 +460,7 @@ class Deployer {
   int StatusAll() {
     int rc = kExitOk;
     for (const auto& h : spec_.hosts) {
-      if (RunCommand(OnHost(h, {"node", "status"})) != 0) rc = kExitFailure;
+      if (Run(OnHost(h, {"node", "status"})) != 0) rc = kExitFailure;
     }
     return rc;
   }
@@ -545,7 +535,7 @@ int Certs(const Args& args) {
   auto openssl = [&](std::vector<std::string> a) {
     a.insert(a.begin(), "openssl");
     output.clear();
-    return RunCapture(a, &output, /*merge_stderr=*/true) == 0;
+    return Run(a, &output, /*merge_stderr=*/true) == 0;
   };
   if (!openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                 "-nodes", "-keyout", dir + "/ca.key", "-out", dir + "/ca.pem", "-days", days,

@@ -144,3 +144,17 @@ class Procs:
             print("test directory kept:", self.tmp)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run_test(name, main, report, cleanup):
+    """Runs main(); an exception fails the test with its traceback; cleanup() runs in any case;
+    exits with the report's verdict."""
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        report.check(False, f"test aborted: {e!r}")
+    finally:
+        cleanup()
+    sys.exit(report.finish(name))

@@ -43,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_procs  # noqa: E402
+from write_model import recv_exact, tframe, tstr  # noqa: E402
 from graph_model import (BAD, CODES, INT64_MAX, INT64_MIN, NODE_PROPS, Input, Model,  # noqa: E402
                          as_line, load_model, requests, same)
 
@@ -218,11 +219,6 @@ T_I64, T_STRING, T_STRUCT, T_MAP, T_LIST = 10, 11, 12, 13, 15
 CALL, REPLY, EXCEPTION = 1, 2, 3
 
 
-def tstr(s):
-    b = s.encode() if isinstance(s, str) else s
-    return struct.pack(">i", len(b)) + b
-
-
 def tfield(ftype, fid, payload):
     return struct.pack(">bh", ftype, fid) + payload
 
@@ -231,18 +227,6 @@ def tmessage(name, seqid, args=b"\x00", mtype=CALL):
     return struct.pack(">I", 0x80010000 | mtype) + tstr(name) + struct.pack(">i", seqid) + args
 
 
-def tframe(payload):
-    return struct.pack(">I", len(payload)) + payload
-
-
-def recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
 
 
 def read_reply(sock):
@@ -948,12 +932,4 @@ def main():
     check(r.returncode != 0, f"status after stop: exit {r.returncode}")
 
 
-try:
-    main()
-except Exception as e:  # noqa: BLE001
-    import traceback
-    traceback.print_exc()
-    check(False, f"test aborted: {e!r}")
-finally:
-    cleanup()
-sys.exit(report.finish("cluster_test"))
+cluster_procs.run_test("cluster_test", main, report, cleanup)

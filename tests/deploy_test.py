@@ -302,56 +302,12 @@ def main():
     hot = inp.node_ids[:8]
     w = random.Random(SEED + 3)
 
-    def write(req, k=0):
-        want = model.write(req)
-        got = sess[k % 2].call(req)
-        check(acceptable(got, want), f"write {short(req, 200)}: got {short(got)} want {want}")
-        return got
-
-    def compare(session, reqs, label):
-        bad = 0
-        for q in reqs:
-            got, want = session.call(q), model.run(q)
-            if not acceptable(got, want):
-                bad += 1
-                check(False, f"{label}: {short(q, 200)}\n      got  {short(got)}\n      want "
-                             f"{short(want)}")
-        return bad
-
-    def all_ids():
-        return sorted(model.ids_ever | {3, 999_999})
-
-    def full_comparison(label):
-        reqs = write_model.node_reads(model, all_ids())
-        bad = compare(sess[0], reqs[0::2], label) + compare(sess[1], reqs[1::2], label)
-        check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
-        note(f"{label}: {len(reqs)} reads through both aggregators, {bad} wrong")
-
-    def compare_replicas(label, names):
-        current = members()
-        total = bad = 0
-        for n in names:
-            m = current.get(n)
-            if not check(m and m.get("serving"), f"{label}: {n} registered and serving: {m}"):
-                continue
-            mine = [i for i in all_ids() if shard_of(i, SHARDS) in m["shards"]]
-            s = Session(m["endpoint"], f"direct-{n}-{label}")
-            reqs = write_model.node_reads(model, mine)
-            total += len(reqs)
-            bad += compare(s, reqs, f"{label}: {n} directly")
-            s.close()
-        check(bad == 0, f"{label}: {bad} of {total} direct replica answers differ from the model")
-        note(f"{label}: {total} reads asked of {names} directly, {bad} wrong")
+    cc = write_model.ClusterCheck(model, sess, Session, members, SHARDS, check, note)
+    write, compare, full_comparison = cc.write, cc.compare, cc.full_comparison
+    compare_replicas, all_ids = cc.compare_replicas, cc.ids
 
     def wait_serving(names, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            current = members()
-            if all(current.get(n, {}).get("serving") for n in names):
-                return current
-            time.sleep(0.2)
-        check(False, f"{names} serving within {timeout} s: {members()}")
-        return members()
+        return cc.wait_serving(names, timeout)
 
     def kill9(pid):
         try:
@@ -612,19 +568,16 @@ def main():
     check(not left, f"processes left after stop: {[(p, cluster_procs.cmdline(p)) for p in left]}")
 
 
-if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        check(False, f"test aborted: {e!r}")
-    finally:
-        procs.cleanup()
-        network = getattr(procs, "network", None)
-        if network is not None:
-            network.cleanup()
+def cleanup():
+    procs.cleanup()
+    network = getattr(procs, "network", None)
+    if network is not None:
+        network.cleanup()
+        if network.netns:
             left = [ns for ns in run(["ip", "netns", "list"]).stdout.decode().split("\n")
-                    if ns.startswith(TAG)] if network.netns else []
+                    if ns.startswith(TAG)]
             check(not left, f"namespaces left: {left}")
-    sys.exit(report.finish("deploy_test"))
+
+
+if __name__ == "__main__":
+    cluster_procs.run_test("deploy_test", main, report, cleanup)

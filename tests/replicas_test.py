@@ -116,58 +116,17 @@ def main():
     def write_request(w):
         return random_write(model, w, hot, universe)
 
-    def write(req, k=0):
-        want = model.write(req)
-        got = sess[k % 2].call(req)
-        check(acceptable(got, want), f"write {short(req, 200)}: got {short(got)} want {want}")
-        return got
+    cc = write_model.ClusterCheck(model, sess, Session, members, SHARDS, check, note)
+    write, compare, full_comparison = cc.write, cc.compare, cc.full_comparison
 
     def node_reads(ids):
         return write_model.node_reads(model, ids)
 
-    def compare(session, reqs, label):
-        bad = 0
-        for q in reqs:
-            got, want = session.call(q), model.run(q)
-            if not acceptable(got, want):
-                bad += 1
-                check(False, f"{label}: {short(q, 200)}\n      got  {short(got)}\n      want "
-                             f"{short(want)}")
-        return bad
-
     def compare_replicas(label, names=None):
-        """Each replica, asked directly, answers the model for every node of its shards."""
-        current = members()
-        ids = sorted(model.ids_ever | {3, 999_999})
-        total = bad = 0
-        for n in names or servers:
-            m = current.get(n)
-            if not check(m and m.get("serving"), f"{label}: {n} registered and serving: {m}"):
-                continue
-            mine = [i for i in ids if shard_of(i, SHARDS) in m["shards"]]
-            s = Session(m["endpoint"], f"direct-{n}-{label}")
-            reqs = node_reads(mine)
-            total += len(reqs)
-            bad += compare(s, reqs, f"{label}: {n} directly")
-            s.close()
-        check(bad == 0, f"{label}: {bad} of {total} direct replica answers differ from the model")
-        note(f"{label}: {total} reads asked of replicas {names or servers} directly, {bad} wrong")
-
-    def full_comparison(label):
-        reqs = node_reads(sorted(model.ids_ever | {3, 999_999}))
-        bad = compare(sess[0], reqs[0::2], label) + compare(sess[1], reqs[1::2], label)
-        check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
-        note(f"{label}: {len(reqs)} reads through both aggregators, {bad} wrong")
+        cc.compare_replicas(label, names or servers)
 
     def wait_serving(names, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            current = members()
-            if all(current.get(n, {}).get("serving") for n in names):
-                return current
-            time.sleep(0.05)
-        check(False, f"{names} serving within {timeout} s: {members()}")
-        return members()
+        return cc.wait_serving(names, timeout)
 
     # ---- A ------------------------------------------------------------------------------------
     section("A. writes through both aggregators; every replica equals the model")
@@ -327,12 +286,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        check(False, f"test aborted: {e!r}")
-    finally:
-        procs.cleanup()
-    sys.exit(report.finish("replicas_test"))
+    cluster_procs.run_test("replicas_test", main, report, procs.cleanup)

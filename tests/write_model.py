@@ -9,6 +9,7 @@ import random
 import socket
 import struct
 import subprocess
+import time
 from collections import defaultdict
 
 from graph_model import (CODES, COMMON, EDGE_PROPS, INT64_MAX, NODE_PROPS, TYPES, Model,  # noqa: F401
@@ -327,6 +328,73 @@ def node_reads(model, ids):
             reqs.append({"op": "assoc_range", "id": i, "type": t, "pos": 0, "limit": INT64_MAX})
             reqs.append({"op": "assoc_count", "id": i, "type": t})
     return reqs
+
+
+class ClusterCheck:
+    """Checks a running cluster against `model` (replicas_test.py, deploy_test.py): writes through
+    `sessions` (taken in turn), every node's reads through them or asked of each replica directly.
+    new_session(endpoint, label) opens a Session; members() returns the aggregator's status
+    "servers" by name; check/note are the test's report functions."""
+
+    def __init__(self, model, sessions, new_session, members, shards, check, note):
+        self.model, self.sessions, self.new_session = model, sessions, new_session
+        self.members, self.shards, self.check, self.note = members, shards, check, note
+
+    def write(self, req, k=0):
+        want = self.model.write(req)
+        got = self.sessions[k % len(self.sessions)].call(req)
+        self.check(acceptable(got, want), f"write {short(req, 200)}: got {short(got)} want {want}")
+        return got
+
+    def compare(self, session, reqs, label):
+        """Asks every request of `session`; the number of answers that differ from the model."""
+        bad = 0
+        for q in reqs:
+            got, want = session.call(q), self.model.run(q)
+            if not acceptable(got, want):
+                bad += 1
+                self.check(False, f"{label}: {short(q, 200)}\n      got  {short(got)}\n      "
+                                  f"want {short(want)}")
+        return bad
+
+    def ids(self):
+        return sorted(self.model.ids_ever | {3, 999_999})
+
+    def full_comparison(self, label):
+        reqs = node_reads(self.model, self.ids())
+        n = len(self.sessions)
+        bad = sum(self.compare(s, reqs[k::n], label) for k, s in enumerate(self.sessions))
+        self.check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
+        self.note(f"{label}: {len(reqs)} reads through the aggregators, {bad} wrong")
+
+    def compare_replicas(self, label, names):
+        """Each replica, asked directly, answers the model for every node of its shards."""
+        current = self.members()
+        total = bad = 0
+        for name in names:
+            m = current.get(name)
+            if not self.check(m and m.get("serving"), f"{label}: {name} registered and serving: "
+                                                      f"{m}"):
+                continue
+            mine = [i for i in self.ids() if shard_of(i, self.shards) in m["shards"]]
+            s = self.new_session(m["endpoint"], f"direct-{name}-{label}")
+            reqs = node_reads(self.model, mine)
+            total += len(reqs)
+            bad += self.compare(s, reqs, f"{label}: {name} directly")
+            s.close()
+        self.check(bad == 0, f"{label}: {bad} of {total} direct replica answers differ")
+        self.note(f"{label}: {total} reads asked of {names} directly, {bad} wrong")
+
+    def wait_serving(self, names, timeout):
+        """The members once every one of `names` serves (a failed check after `timeout` s)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = self.members()
+            if all(current.get(n, {}).get("serving") for n in names):
+                return current
+            time.sleep(0.1)
+        self.check(False, f"{names} serving within {timeout} s: {self.members()}")
+        return self.members()
 
 
 def edge_props(r):

@@ -1312,12 +1312,4 @@ def main():
     check(not left, f"processes left after stop: {[(p, cmdline(p)) for p in left]}")
 
 
-try:
-    main()
-except Exception as e:  # noqa: BLE001
-    import traceback
-    traceback.print_exc()
-    check(False, f"test aborted: {e!r}")
-finally:
-    cleanup()
-sys.exit(report.finish("writes_test"))
+cluster_procs.run_test("writes_test", main, report, cleanup)
