@@ -5,6 +5,8 @@
 // commands on every host through a transport (ssh by default; `--exec` takes any command prefix,
 // e.g. "ip netns exec zipg-{host}" for the tests).
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +51,7 @@ const char kNodeUsage[] =
 const char kDeployUsage[] =
     "usage:\n"
     "  zipg deploy plan --hosts H1,H2,... --replicas R --store DIR [--addresses A1,A2,...]\n"
+    "      (without --addresses, the host names are resolved to IPv4 addresses)\n"
     "      [--etcd-members N] [--base-port P] [--tls-dir D] [--cluster NAME]\n"
     "      print a cluster spec (JSON) placing R copies of each shard of the store at DIR on\n"
     "      different hosts; on stderr, the store files each host needs\n"
@@ -472,6 +475,22 @@ class Deployer {
   const std::string zipg_;
 };
 
+// The IPv4 address of a host name (itself if it is one).
+StatusOr<std::string> ResolveIpv4(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+    return Status::InvalidArgument("cannot resolve host '" + host +
+                                   "' to an IPv4 address: give --addresses");
+  }
+  char text[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
+            sizeof(text));
+  freeaddrinfo(found);
+  return std::string(text);
+}
+
 int Plan(const Args& args) {
   Status known = args.CheckKnown({"hosts", "addresses", "replicas", "store", "etcd-members",
                                   "base-port", "tls-dir", "cluster"});
@@ -479,6 +498,13 @@ int Plan(const Args& args) {
   cluster::PlanOptions o;
   o.hosts = SplitList(args.Get("hosts").value_or(""), ',');
   o.addresses = SplitList(args.Get("addresses").value_or(""), ',');
+  if (o.addresses.empty()) {  // the host names, resolved here (servers bind an IPv4 address)
+    for (const auto& h : o.hosts) {
+      auto address = ResolveIpv4(h);
+      if (!address.ok()) return Fail(address.status());
+      o.addresses.push_back(*address);
+    }
+  }
   auto replicas = args.GetUint("replicas", 1);
   auto members = args.GetUint("etcd-members", 3);
   auto base = args.GetUint("base-port", 7000);

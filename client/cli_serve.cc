@@ -173,6 +173,7 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<cluster::Registration>* registration_slot = nullptr;
 
   std::unique_ptr<shard::ServerGraph> shard_graph;
+  std::unique_ptr<shard::Fence> fence;  // outlives update_receiver, which uses it
   std::unique_ptr<shard::UpdateReceiver> update_receiver;
   std::unique_ptr<shard::CatchUp> catch_up;
   std::unique_ptr<aggregator::ClusterGraph> cluster_graph;
@@ -209,13 +210,19 @@ int RunServe(int argc, char** argv) {
     if (!update_port.ok() || *update_port > 65535) {
       return UsageError("--update-port must be 0..65535", kUsage);
     }
+    // The LogStore epochs these shards have seen (docs/logstore-ha.md, "Fencing"), next to the
+    // delta files.
+    auto opened_fence = shard::Fence::Open(
+        args->Get("updates-dir").value_or(*store + "/updates") + "/fence.json");
+    if (!opened_fence.ok()) return Fail(opened_fence.status());
+    fence = std::move(*opened_fence);
     auto receiver = shard::UpdateReceiver::Start(
         server_options.host, static_cast<int>(*update_port),
         [g = shard_graph.get()](uint32_t s, uint64_t prev,
                                 const std::vector<engine::Update>& batch) {
           return g->ApplyPush(s, prev, batch);
         },
-        curve);
+        curve, fence.get());
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
     info.update_endpoint = update_receiver->endpoint();

@@ -12,7 +12,7 @@ namespace zipg::shard {
 
 namespace {
 constexpr size_t kMaxBatch = 4096;  // updates per round trip
-constexpr size_t kRequestHeader = 8 + 8 + 4 + 8;
+constexpr size_t kRequestHeader = 8 + 8 + 4 + 8 + 8;
 constexpr size_t kReplyHeader = 8 + 8 + 1;
 
 uint64_t RandomId() {
@@ -82,6 +82,10 @@ StatusOr<std::vector<bool>> UpdateSender::Send(uint32_t shard, std::vector<engin
 StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard,
                                                  std::vector<engine::Update> updates) {
   if (shard >= lanes_.size()) return Status::Internal("update for unknown shard");
+  if (fenced_) {
+    return Status::Unavailable("fenced: a newer LogStore leader has reached the shards; this one "
+                               "applies no more writes");
+  }
   auto pending = std::make_shared<Pending>();
   pending->updates = std::move(updates);
   Reply reply = pending->done.get_future();
@@ -137,6 +141,7 @@ void UpdateSender::Run(uint32_t shard) {
     PutFixed64(&request, ++batch_id);
     PutFixed32(&request, shard);
     PutFixed64(&request, lane.prev.load());
+    PutFixed64(&request, epoch_.load());
     request += engine::EncodeUpdates(updates, nullptr, /*with_ids=*/true);
     auto [failure, found] = Deliver(shard, batch_id, request, updates.size());
     for (const auto& u : updates) {
@@ -159,11 +164,13 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
                                                            const std::string& request, size_t n) {
   struct Replica {
     std::string endpoint;
-    std::unique_ptr<zmq::socket_t> socket;
+    zmq::socket_t* socket = nullptr;  // in lane.sockets
+    int attempts = 0;
     bool answered = false;
     uint8_t code = 0;
     std::string body;
   };
+  Lane& lane = *lanes_[shard];
   std::map<std::string, Replica> replicas;  // by member name
   const std::string who = "shard " + std::to_string(shard);
   const auto give_up_empty =
@@ -179,6 +186,11 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
       Replica& r = replicas[name];
       if (r.endpoint != endpoint) r = Replica{endpoint};
     }
+    for (auto it = lane.sockets.begin(); it != lane.sockets.end();) {  // replicas gone for good
+      bool used = false;
+      for (const auto& [name, r] : replicas) used |= r.endpoint == it->first;
+      it = used ? std::next(it) : lane.sockets.erase(it);
+    }
     bool waiting = false;
     for (auto& [name, r] : replicas) waiting |= !r.answered;
     if (!waiting) {
@@ -187,24 +199,31 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    // (Re)send to everyone who has not answered, on a fresh socket.
+    // Send to everyone who has not answered: on the lane's connection to it the first time, on a
+    // fresh one after a timeout (the replica may have restarted, or the connection be stuck).
     std::vector<Replica*> polled;
     for (auto& [name, r] : replicas) {
       if (r.answered) continue;
       try {
-        r.socket = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
-        r.socket->set(zmq::sockopt::linger, 0);
-        if (curve_.enabled()) {
-          r.socket->set(zmq::sockopt::curve_serverkey,
+        auto& socket = lane.sockets[r.endpoint];
+        if (socket == nullptr || r.attempts > 0) {
+          socket = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
+          socket->set(zmq::sockopt::linger, 0);
+          if (curve_.enabled()) {
+            socket->set(zmq::sockopt::curve_serverkey,
                         curve_.server_key.empty() ? curve_.public_key : curve_.server_key);
-          r.socket->set(zmq::sockopt::curve_publickey, curve_.public_key);
-          r.socket->set(zmq::sockopt::curve_secretkey, curve_.secret_key);
+            socket->set(zmq::sockopt::curve_publickey, curve_.public_key);
+            socket->set(zmq::sockopt::curve_secretkey, curve_.secret_key);
+          }
+          socket->connect(r.endpoint);
         }
-        r.socket->connect(r.endpoint);
+        ++r.attempts;
+        r.socket = socket.get();
         r.socket->send(zmq::buffer(request), zmq::send_flags::dontwait);
         polled.push_back(&r);
       } catch (const zmq::error_t&) {
-        r.socket.reset();
+        lane.sockets.erase(r.endpoint);
+        r.socket = nullptr;
       }
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
@@ -243,6 +262,12 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
   size_t behind = 0;
   for (const auto& [name, r] : replicas) behind += r.answered && r.code == 2;
   behind_ += behind;
+  for (const auto& [name, r] : replicas) {  // a newer leader reached this replica: stop for good
+    if (r.answered && r.code == 3) {
+      fenced_ = true;
+      return {Status::Unavailable(who + ": " + name + " " + r.body), {}};
+    }
+  }
   for (const auto& [name, r] : replicas) {
     if (!r.answered) continue;
     if (r.code == 1 && r.body.size() == n) {
@@ -268,9 +293,11 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
 }
 
 StatusOr<std::unique_ptr<UpdateReceiver>> UpdateReceiver::Start(const std::string& host, int port,
-                                                                Apply apply, CurveKeys curve) {
+                                                                Apply apply, CurveKeys curve,
+                                                                Fence* fence) {
   std::unique_ptr<UpdateReceiver> r(new UpdateReceiver());
   r->apply_ = std::move(apply);
+  r->fence_ = fence;
   r->curve_ = std::move(curve);
   r->context_ = std::make_unique<zmq::context_t>(1);
   try {
@@ -326,6 +353,7 @@ void UpdateReceiver::Run() {
       const uint64_t batch = DecodeFixed64(p + 8);
       const uint32_t shard = DecodeFixed32(p + 16);
       const uint64_t prev = DecodeFixed64(p + 20);
+      const uint64_t epoch = DecodeFixed64(p + 28);
       std::string reply;
       auto& cached = replies[{sender, shard}];
       if (cached.first == batch && !cached.second.empty()) {
@@ -333,6 +361,17 @@ void UpdateReceiver::Run() {
       } else {
         PutFixed64(&reply, sender);
         PutFixed64(&reply, batch);
+        if (fence_ != nullptr) {
+          if (Status admitted = fence_->Admit(shard, epoch); !admitted.ok()) {
+            const bool fenced = admitted.message().rfind("fenced:", 0) == 0;
+            reply.push_back(fenced ? 3 : 0);
+            reply += fenced ? admitted.message() : admitted.ToString();
+            ++fenced_batches_;
+            socket_->send(identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+            socket_->send(zmq::buffer(reply), zmq::send_flags::dontwait);
+            continue;
+          }
+        }
         std::vector<engine::Update> updates;
         Status s = engine::DecodeUpdates(
             std::string_view(p + kRequestHeader, request.size() - kRequestHeader), &updates,

@@ -4,10 +4,12 @@
 // round trip to every registered replica of the shard (a DEALER socket each). Each shard server's
 // UpdateReceiver binds a ROUTER socket, applies each batch (persisted) and replies.
 //
-// Request frame: u64 sender | u64 batch | u32 shard | u64 prev | updates (EncodeUpdates with
-//                ids, no flags); prev: the id of the feed's last update before this batch.
+// Request frame: u64 sender | u64 batch | u32 shard | u64 prev | u64 epoch | updates
+//                (EncodeUpdates with ids, no flags); prev: the id of the feed's last update
+//                before this batch; epoch: the sending LogStore leader's (docs/logstore-ha.md).
 // Reply frame:   u64 sender | u64 batch | u8 code | 1 (ok): one "found" byte per update;
-//                2 (behind: the replica has not applied `prev`, applied nothing); 0: an error
+//                2 (behind: the replica has not applied `prev`, applied nothing); 3 (fenced:
+//                the replica has seen a larger epoch, applied nothing): a message; 0: an error
 //                message.
 // A replica that does not answer within the lane's retry interval gets the batch again on a new
 // socket; receivers answer a repeated (sender, shard, batch) from a reply cache, and skip updates
@@ -24,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "engine/updates.h"
+#include "shard/fence.h"
 #include "util/status.h"
 
 namespace zmq {
@@ -99,6 +103,11 @@ class UpdateSender {
   void SetPrev(uint32_t shard, uint64_t id);
   // Whether `member` is a replica of `shard` that batches are sent to now.
   bool IsTarget(uint32_t shard, const std::string& member) const;
+  // The epoch every batch carries from now on (0 until a leader election sets it).
+  void SetEpoch(uint64_t epoch) { epoch_ = epoch; }
+  // A replica answered that it has seen a larger epoch: a newer leader exists. Every batch since,
+  // and every later Post, fails with UNAVAILABLE ("fenced: ...").
+  bool fenced() const { return fenced_.load(); }
 
   uint64_t batches() const { return batches_.load(); }
   uint64_t behind_answers() const { return behind_.load(); }
@@ -113,6 +122,9 @@ class UpdateSender {
     std::condition_variable cv;
     std::deque<std::shared_ptr<Pending>> queue;
     std::atomic<uint64_t> prev{0};
+    // Its connection to each replica, by endpoint (the lane's thread only): kept across batches,
+    // replaced after a timeout.
+    std::map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
     std::thread thread;
   };
   void Run(uint32_t shard);
@@ -130,6 +142,8 @@ class UpdateSender {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> behind_{0};
+  std::atomic<uint64_t> epoch_{0};
+  std::atomic<bool> fenced_{false};
 };
 
 class UpdateReceiver {
@@ -138,15 +152,19 @@ class UpdateReceiver {
   using Apply = std::function<StatusOr<PushAnswer>(uint32_t shard, uint64_t prev,
                                                    const std::vector<engine::Update>&)>;
   // Binds tcp://host:port (port 0: any free port) and starts applying batches. With `curve`, only
-  // clients holding the cluster's key pair get through (a ZAP handler checks their key).
+  // clients holding the cluster's key pair get through (a ZAP handler checks their key). With
+  // `fence` (which must outlive the receiver), a batch is applied only if its epoch is admitted.
   static StatusOr<std::unique_ptr<UpdateReceiver>> Start(const std::string& host, int port,
-                                                         Apply apply, CurveKeys curve = {});
+                                                         Apply apply, CurveKeys curve = {},
+                                                         Fence* fence = nullptr);
   ~UpdateReceiver();
 
   const std::string& endpoint() const { return endpoint_; }
   uint64_t batches() const { return batches_.load(); }
   // Connections refused by the ZAP handler (a client without the cluster's key).
   uint64_t refused_clients() const { return refused_clients_.load(); }
+  // Batches refused by the fence (an old leader's).
+  uint64_t fenced_batches() const { return fenced_batches_.load(); }
 
  private:
   UpdateReceiver() = default;
@@ -159,7 +177,9 @@ class UpdateReceiver {
   std::unique_ptr<zmq::socket_t> socket_;
   std::unique_ptr<zmq::socket_t> zap_;  // the ZAP handler (curve only)
   CurveKeys curve_;
+  Fence* fence_ = nullptr;
   std::atomic<uint64_t> refused_clients_{0};
+  std::atomic<uint64_t> fenced_batches_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
   std::thread thread_;

@@ -1,12 +1,16 @@
 // Tests of the update channel with replicas (shard/update_channel.h, docs/replication.md): a
 // batch goes to every replica in the map and is answered once all have answered or left the map;
 // a replica that has not applied `prev` answers behind and applies nothing; with no replica that
-// answered ok the updates fail with UNAVAILABLE.
+// answered ok the updates fail with UNAVAILABLE; with a fence, a sender of an older epoch than one
+// the shard has seen applies nothing, even after the shard's restart.
 #include "shard/update_channel.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 
 namespace zipg::shard {
@@ -19,7 +23,8 @@ using engine::UpdateOp;
 // function of the update, so replicas agree.
 class Replica {
  public:
-  explicit Replica(std::string name, uint64_t last = 0) : name_(std::move(name)), last_(last) {
+  explicit Replica(std::string name, uint64_t last = 0, Fence* fence = nullptr)
+      : name_(std::move(name)), last_(last) {
     auto r = UpdateReceiver::Start(
         "127.0.0.1", 0, [this](uint32_t, uint64_t prev, const std::vector<Update>& batch) {
           std::lock_guard lock(mu_);
@@ -36,7 +41,8 @@ class Replica {
             last_ = u.id;
           }
           return StatusOr<PushAnswer>(answer);
-        });
+        },
+        CurveKeys{}, fence);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     receiver_ = std::move(*r);
   }
@@ -50,6 +56,7 @@ class Replica {
     return behind_;
   }
   void Stop() { receiver_.reset(); }
+  uint64_t fenced_batches() const { return receiver_->fenced_batches(); }
 
  private:
   const std::string name_;
@@ -175,6 +182,79 @@ TEST(UpdateChannelTest, AReplicaThatLeavesTheMapIsNotWaitedFor) {
 
 // With the cluster's CURVE keys, updates flow; a sender with another key pair, or none, gets no
 // answer at all, and the receiver counts the refused handshakes.
+std::string TempDir() {
+  char dir[] = "/tmp/zipg_fence_test.XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  return dir;
+}
+
+TEST(UpdateChannelTest, AnOldLeaderIsFencedOnceANewerOneReachedTheShard) {
+  const std::string dir = TempDir();
+  auto fence = Fence::Open(dir + "/fence.json");
+  ASSERT_TRUE(fence.ok()) << fence.status().ToString();
+  auto replica = std::make_unique<Replica>("a", 0, fence->get());
+  Map map;
+  map.Set({replica->target()});
+  UpdateSender old_leader(1, map.locate(), 200);
+  old_leader.SetEpoch(7);
+  ASSERT_TRUE(old_leader.Send(0, Updates(1, 2), 5000).ok());
+  UpdateSender new_leader(1, map.locate(), 200);
+  new_leader.SetEpoch(9);
+  new_leader.SetPrev(0, 2);
+  ASSERT_TRUE(new_leader.Send(0, Updates(3, 1), 5000).ok());
+  EXPECT_EQ((*fence)->epoch(0), 9u);
+
+  // The old leader wakes up: its batch is refused whole, and it refuses further writes itself.
+  old_leader.SetPrev(0, 2);
+  auto late = old_leader.Send(0, Updates(4, 2), 5000);
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(late.status().message().find("fenced"), std::string::npos) << late.status().message();
+  EXPECT_TRUE(old_leader.fenced());
+  EXPECT_FALSE(new_leader.fenced());
+  EXPECT_EQ(replica->applied().size(), 3u);
+  EXPECT_EQ(replica->fenced_batches(), 1u);
+  auto post = old_leader.Post(0, Updates(6, 1));
+  EXPECT_EQ(post.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(replica->fenced_batches(), 1u);  // refused before sending
+  // The same epoch as the newest is admitted.
+  ASSERT_TRUE(new_leader.Send(0, Updates(4, 1), 5000).ok());
+  EXPECT_EQ(replica->applied().size(), 4u);
+
+  // After the shard's restart, the epoch it had seen still holds.
+  replica.reset();
+  fence->reset();
+  auto reopened = Fence::Open(dir + "/fence.json");
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ((*reopened)->epoch(0), 9u);
+  EXPECT_EQ((*reopened)->epoch(1), 0u);
+  Replica again("a", 4, reopened->get());
+  map.Set({again.target()});
+  UpdateSender older(1, map.locate(), 200);
+  older.SetEpoch(8);
+  older.SetPrev(0, 4);
+  EXPECT_EQ(older.Send(0, Updates(5, 1), 5000).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(again.applied().empty());
+  UpdateSender newer(1, map.locate(), 200);
+  newer.SetEpoch(10);
+  newer.SetPrev(0, 4);
+  ASSERT_TRUE(newer.Send(0, Updates(5, 1), 5000).ok());
+  EXPECT_EQ(again.applied().size(), 1u);
+  EXPECT_EQ((*reopened)->epoch(0), 10u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FenceTest, ABrokenFileIsRefusedWithItsName) {
+  const std::string dir = TempDir();
+  for (const char* text : {"[1, 2]", "{\"x\": 3}", "{\"0\": -1}", "not json"}) {
+    std::ofstream(dir + "/fence.json") << text;
+    auto fence = Fence::Open(dir + "/fence.json");
+    ASSERT_FALSE(fence.ok()) << text;
+    EXPECT_EQ(fence.status().code(), StatusCode::kCorruption) << text;
+    EXPECT_NE(fence.status().message().find(dir + "/fence.json"), std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(UpdateChannelTest, CurveLetsOnlyHoldersOfTheClusterKeyIn) {
   auto Keys = [] {
     auto text = NewCurveKeyFile();

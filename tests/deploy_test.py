@@ -224,6 +224,22 @@ def main():
     if not check(r.returncode == 0, f"deploy plan: {r.stderr[-800:]!r}"):
         return
     spec = json.loads(r.stdout)
+    # Host names are resolved when no addresses are given; an unknown one is a clear error, and
+    # so is a spec that is not valid JSON.
+    r2 = run([ZIPG, "deploy", "plan", "--hosts", "localhost,127.0.0.2", "--replicas", "2",
+              "--store", STORE])
+    planned = json.loads(r2.stdout) if r2.returncode == 0 else {}
+    check([h["address"] for h in planned.get("hosts", [])] == ["127.0.0.1", "127.0.0.2"],
+          f"deploy plan resolves host names: {r2.stderr[-300:]!r}")
+    r2 = run([ZIPG, "deploy", "plan", "--hosts", "no-such-host.invalid", "--store", STORE])
+    check(r2.returncode != 0 and b"give --addresses" in r2.stderr,
+          f"deploy plan of an unknown host: {r2.returncode} {r2.stderr[-300:]!r}")
+    bad_spec = os.path.join(TMP, "bad.json")
+    with open(bad_spec, "w") as f:
+        f.write('{\n  "store": "/x",\n  "shards": 4,,\n}\n')
+    r2 = run([ZIPG, "node", "start", "--spec", bad_spec, "--host", "h1"])
+    check(r2.returncode != 0 and b"line 3, column" in r2.stderr,
+          f"node start with a broken spec: {r2.stderr[-300:]!r}")
     # The files each host needs, as the plan lists them: copy exactly those to the host's store.
     needs = {}
     for line in r.stderr.decode().splitlines():
