@@ -33,6 +33,10 @@ StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, 
   return index;
 }
 
+Status DeltaIndex::Sync() { return file_->Sync(); }
+
+uint64_t DeltaIndex::unsynced() const { return file_->unsynced_records(); }
+
 DeltaIndex::~DeltaIndex() = default;
 
 uint64_t DeltaIndex::Footprint(const NodeDelta& node) {

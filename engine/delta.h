@@ -74,17 +74,24 @@ struct NodeDelta {
 
 class DeltaIndex {
  public:
-  // Opens (creating) the file at `path` and replays it. `sync`: fdatasync each batch.
+  // Opens (creating) the file at `path` and replays it. `sync`: fdatasync each batch before Apply
+  // returns; without, batches become durable on Sync() (or when the kernel writes them back).
   static StatusOr<std::unique_ptr<DeltaIndex>> Open(const std::string& path, bool sync = true);
   ~DeltaIndex();
 
-  // Applies a batch from the LogStore to the base shard `base`, persists it and returns, per
+  // Applies a batch from the LogStore to the base shard `base`, writes it to the file (synced
+  // before returning if opened with `sync`, else on Sync()) and returns, per
   // update, whether the base held a live version of what it targets (node properties, any edge
   // of the node for DeleteNode, the edge key). An update whose id is not above last_id() was
   // applied before and is skipped (found: false); unnumbered updates (id 0) always apply.
   StatusOr<std::vector<bool>> Apply(const Shard& base, const std::vector<Update>& batch);
-  // The highest update id applied (and persisted); 0 if none.
+  // The highest update id applied; 0 if none.
   uint64_t last_id() const { return last_id_.load(); }
+  // Opened without `sync`: makes every batch applied so far durable (docs/replication.md,
+  // "Durability on the shards"). A no-op if nothing was applied since the last call.
+  Status Sync();
+  // Batches applied but not yet durable.
+  uint64_t unsynced() const;
 
   // The node's current delta, or null if no write touched it.
   std::shared_ptr<const NodeDelta> Lookup(int64_t node) const;

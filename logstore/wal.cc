@@ -256,6 +256,36 @@ Status Wal::WriteBatch(uint64_t offset) {
   return Status::OK();
 }
 
+Status Wal::Sync() {
+  uint64_t records;
+  {
+    std::lock_guard lock(mu_);
+    if (!poisoned_.ok()) return poisoned_;
+    records = stats_.records;
+    if (records == synced_records_) return Status::OK();
+  }
+  // Every record counted above was written before this fdatasync starts.
+  int rc;
+  do {
+    rc = ::fdatasync(fd_);
+  } while (rc != 0 && errno == EINTR);
+  std::lock_guard lock(mu_);
+  if (rc != 0) {
+    Status error = ErrnoStatus("cannot fdatasync", path_);
+    poisoned_ = Status::IOError("write-ahead log '" + path_ +
+                                "' refuses appends after an I/O error: " + error.message());
+    return poisoned_;
+  }
+  ++stats_.syncs;
+  synced_records_ = std::max(synced_records_, records);
+  return Status::OK();
+}
+
+uint64_t Wal::unsynced_records() const {
+  std::lock_guard lock(mu_);
+  return options_.sync ? 0 : stats_.records - synced_records_;
+}
+
 WalStats Wal::stats() const {
   std::lock_guard lock(mu_);
   return stats_;

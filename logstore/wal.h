@@ -54,6 +54,7 @@ struct WalOptions {
 struct WalStats {
   uint64_t records = 0;  // records appended successfully
   uint64_t syncs = 0;    // fdatasync calls made by Append (< records when group commit batched)
+                         // and by Sync
   uint64_t bytes = 0;    // bytes appended, framing included
 };
 
@@ -84,6 +85,12 @@ class Wal {
   // no other caller's records between them, and share the outcome. n == 0 is a no-op.
   Status AppendAll(const std::string_view* payloads, size_t n);
 
+  // With WalOptions::sync false: makes every record appended before the call durable (one
+  // fdatasync, none if nothing was appended since the last). A failure poisons the log.
+  Status Sync();
+  // Records appended but not yet made durable (0 with WalOptions::sync).
+  uint64_t unsynced_records() const;
+
   WalStats stats() const;
   uint64_t size() const;  // bytes in the file: the intact records, replayed and appended
   const std::string& path() const { return path_; }
@@ -109,6 +116,7 @@ class Wal {
   Status poisoned_;              // guarded by mu_; non-OK after the first I/O error
   uint64_t size_;                // guarded by mu_
   WalStats stats_;               // guarded by mu_
+  uint64_t synced_records_ = 0;  // guarded by mu_; records made durable by Sync()
 };
 
 }  // namespace zipg::logstore

@@ -226,7 +226,7 @@ TEST(WalTest, RoundTripAcrossReopensMatchesTheFormatByteForByte) {
   EXPECT_EQ(dropped, 0u);
 }
 
-TEST(WalTest, WithoutSyncFramingIsTheSameAndNoSyncIsCounted) {
+TEST(WalTest, WithoutSyncFramingIsTheSameAndSyncIsExplicit) {
   ScratchDir dir;
   ASSERT_TRUE(dir.ok());
   const std::string path = dir.File("wal.log");
@@ -238,12 +238,25 @@ TEST(WalTest, WithoutSyncFramingIsTheSameAndNoSyncIsCounted) {
     for (const std::string& p : payloads) ASSERT_TRUE((*wal)->Append(p).ok());
     EXPECT_EQ((*wal)->stats().records, payloads.size());
     EXPECT_EQ((*wal)->stats().syncs, 0u);
+    // Sync makes what was appended durable with one fdatasync, and only when there is something.
+    EXPECT_EQ((*wal)->unsynced_records(), payloads.size());
+    ASSERT_TRUE((*wal)->Sync().ok());
+    EXPECT_EQ((*wal)->stats().syncs, 1u);
+    EXPECT_EQ((*wal)->unsynced_records(), 0u);
+    ASSERT_TRUE((*wal)->Sync().ok());
+    EXPECT_EQ((*wal)->stats().syncs, 1u);
+    ASSERT_TRUE((*wal)->Append("one more").ok());
+    EXPECT_EQ((*wal)->unsynced_records(), 1u);
+    ASSERT_TRUE((*wal)->Sync().ok());
+    EXPECT_EQ((*wal)->stats().syncs, 2u);
   }
-  EXPECT_EQ(ReadAll(path), Frames(payloads));
+  std::vector<std::string> all = payloads;
+  all.push_back("one more");
+  EXPECT_EQ(ReadAll(path), Frames(all));
   std::vector<std::string> replayed;
   auto wal = OpenCollect(path, &replayed);
   ASSERT_TRUE(wal.ok()) << wal.status().ToString();
-  EXPECT_EQ(replayed, payloads);
+  EXPECT_EQ(replayed, all);
 }
 
 // A log cut at any byte replays exactly the records that end at or before the cut.

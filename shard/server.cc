@@ -1,6 +1,8 @@
 #include "shard/server.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "graph/partition.h"
@@ -41,12 +43,43 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
           "Rebuild the store with zipg compress and start with an empty " +
           updates_dir);
     }
-    ZIPG_ASSIGN_OR_RETURN(auto index, engine::DeltaIndex::Open(base + ".delta"));
+    ZIPG_ASSIGN_OR_RETURN(auto index, engine::DeltaIndex::Open(base + ".delta", /*sync=*/false));
     g->apply_mu_[s] = std::make_unique<std::mutex>();
     g->merged_[s] = std::make_unique<engine::MergedShard>(g->store_.shards[s].get(),
                                                           std::move(index), g->log_.get());
   }
+  g->syncer_ = std::thread([p = g.get()] { p->SyncLoop(); });
   return g;
+}
+
+ServerGraph::~ServerGraph() {
+  {
+    std::lock_guard lock(sync_mu_);
+    stop_sync_ = true;
+  }
+  sync_cv_.notify_all();
+  if (syncer_.joinable()) syncer_.join();
+}
+
+void ServerGraph::SyncLoop() {
+  // Until stopped, and once more after: every applied batch is durable when the server closes.
+  bool stopping = false;
+  bool reported = false;
+  while (!stopping) {
+    {
+      std::unique_lock lock(sync_mu_);
+      sync_cv_.wait_for(lock, std::chrono::milliseconds(kSyncIntervalMs),
+                        [&] { return stop_sync_; });
+      stopping = stop_sync_;
+    }
+    for (uint32_t s : hosted_) {
+      Status synced = merged_[s]->SyncDelta();
+      if (!synced.ok() && !reported) {  // the delta file refuses appends from now on
+        fprintf(stderr, "zipg shard: shard %u: %s\n", s, synced.ToString().c_str());
+        reported = true;
+      }
+    }
+  }
 }
 
 StatusOr<rpc::RemoteGraph> ServerGraph::LogStoreSource::Remote() const {

@@ -14,10 +14,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/membership.h"
@@ -38,9 +40,13 @@ class ServerGraph final : public ShardRouter {
   // Opens the listed shards of the store at `dir`. `view` and `pools` reach the peers; both
   // must outlive the ServerGraph. `view` may be null (then no peer can be reached).
   // Its applied updates live in `updates_dir` (empty: <dir>/updates), one delta file per shard.
+  // Applied updates are acknowledged once written; a background thread makes them durable
+  // within kSyncIntervalMs (docs/replication.md, "Durability on the shards").
   static StatusOr<std::unique_ptr<ServerGraph>> Open(
       const std::string& dir, const std::vector<uint32_t>& shards, const GraphOpenOptions& options,
       const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir = "");
+  ~ServerGraph() override;
+  static constexpr int kSyncIntervalMs = 50;
 
   const graph::Manifest& manifest() const { return store_.manifest; }
   const std::vector<uint32_t>& hosted() const { return hosted_; }
@@ -113,6 +119,12 @@ class ServerGraph final : public ShardRouter {
   const cluster::ClusterView* view_ = nullptr;
   rpc::PoolSet* pools_ = nullptr;
   ThreadPool fanout_;
+  // Makes the hosted shards' applied updates durable every kSyncIntervalMs.
+  void SyncLoop();
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  bool stop_sync_ = false;  // guarded by sync_mu_
+  std::thread syncer_;
 };
 
 // The Thrift handler: GraphService through the ServerGraph, plus the shipped sub-queries.
