@@ -1,9 +1,7 @@
 #include "shard/update_channel.h"
 
 #include <chrono>
-#include <fstream>
 #include <map>
-#include <random>
 #include <zmq.hpp>
 
 #include "util/coding.h"
@@ -14,43 +12,13 @@ namespace {
 constexpr size_t kMaxBatch = 4096;  // updates per round trip
 constexpr size_t kRequestHeader = 8 + 8 + 4 + 8 + 8;
 constexpr size_t kReplyHeader = 8 + 8 + 1;
-
-uint64_t RandomId() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 }  // namespace
-
-StatusOr<CurveKeys> LoadCurveKeys(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument("cannot read the CURVE key file " + path);
-  CurveKeys keys;
-  std::string word, value;
-  while (in >> word >> value) {
-    if (word == "public") keys.public_key = value;
-    if (word == "secret") keys.secret_key = value;
-  }
-  if (keys.public_key.size() != 40 || keys.secret_key.size() != 40) {
-    return Status::InvalidArgument(path + ": expected lines 'public <40 Z85 characters>' and "
-                                          "'secret <40 Z85 characters>'");
-  }
-  return keys;
-}
-
-StatusOr<std::string> NewCurveKeyFile() {
-  char pub[41], sec[41];
-  if (zmq_curve_keypair(pub, sec) != 0) {
-    return Status::Internal("zmq_curve_keypair failed: this libzmq has no CURVE support");
-  }
-  return "public " + std::string(pub) + "\nsecret " + std::string(sec) + "\n";
-}
 
 UpdateSender::UpdateSender(uint32_t num_shards, Locate locate, int retry_ms, CurveKeys curve)
     : locate_(std::move(locate)),
       retry_ms_(retry_ms),
       curve_(std::move(curve)),
-      sender_id_(RandomId()),
+      sender_id_(RandomSenderId()),
       context_(std::make_unique<zmq::context_t>(1)) {
   for (uint32_t s = 0; s < num_shards; ++s) lanes_.push_back(std::make_unique<Lane>());
   for (uint32_t s = 0; s < num_shards; ++s) {
@@ -207,15 +175,7 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
       try {
         auto& socket = lane.sockets[r.endpoint];
         if (socket == nullptr || r.attempts > 0) {
-          socket = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
-          socket->set(zmq::sockopt::linger, 0);
-          if (curve_.enabled()) {
-            socket->set(zmq::sockopt::curve_serverkey,
-                        curve_.server_key.empty() ? curve_.public_key : curve_.server_key);
-            socket->set(zmq::sockopt::curve_publickey, curve_.public_key);
-            socket->set(zmq::sockopt::curve_secretkey, curve_.secret_key);
-          }
-          socket->connect(r.endpoint);
+          socket = ConnectDealer(*context_, r.endpoint, curve_);
         }
         ++r.attempts;
         r.socket = socket.get();
@@ -298,27 +258,7 @@ StatusOr<std::unique_ptr<UpdateReceiver>> UpdateReceiver::Start(const std::strin
   std::unique_ptr<UpdateReceiver> r(new UpdateReceiver());
   r->apply_ = std::move(apply);
   r->fence_ = fence;
-  r->curve_ = std::move(curve);
-  r->context_ = std::make_unique<zmq::context_t>(1);
-  try {
-    if (r->curve_.enabled()) {
-      // The ZAP handler must be bound before the first CURVE handshake (RFC 27).
-      r->zap_ = std::make_unique<zmq::socket_t>(*r->context_, zmq::socket_type::rep);
-      r->zap_->set(zmq::sockopt::linger, 0);
-      r->zap_->bind("inproc://zeromq.zap.01");
-    }
-    r->socket_ = std::make_unique<zmq::socket_t>(*r->context_, zmq::socket_type::router);
-    r->socket_->set(zmq::sockopt::linger, 0);
-    if (r->curve_.enabled()) {
-      r->socket_->set(zmq::sockopt::curve_server, 1);
-      r->socket_->set(zmq::sockopt::curve_secretkey, r->curve_.secret_key);
-      r->socket_->set(zmq::sockopt::zap_domain, "zipg");
-    }
-    r->socket_->bind("tcp://" + host + ":" + (port == 0 ? std::string("*") : std::to_string(port)));
-    r->endpoint_ = r->socket_->get(zmq::sockopt::last_endpoint);
-  } catch (const zmq::error_t& e) {
-    return Status::IOError("cannot bind the update socket on " + host + ": " + e.what());
-  }
+  ZIPG_ASSIGN_OR_RETURN(r->socket_, RouterEndpoint::Bind(host, port, curve, "the update socket"));
   r->thread_ = std::thread([p = r.get()] { p->Run(); });
   return r;
 }
@@ -333,96 +273,50 @@ void UpdateReceiver::Run() {
   // the latest.
   std::map<std::pair<uint64_t, uint32_t>, std::pair<uint64_t, std::string>> replies;
   while (!stopping_) {
-    zmq::pollitem_t items[2] = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
-                                {zap_ ? zap_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
-    try {
-      zmq::poll(items, zap_ ? 2 : 1, std::chrono::milliseconds(100));
-      if (zap_ && (items[1].revents & ZMQ_POLLIN)) AnswerZap();
-      if (!(items[0].revents & ZMQ_POLLIN)) continue;
-      zmq::message_t identity, request;
-      if (!socket_->recv(identity, zmq::recv_flags::dontwait)) continue;
-      if (!identity.more() || !socket_->recv(request, zmq::recv_flags::dontwait)) continue;
-      while (request.more()) {  // not our protocol: drain the rest of the message
-        zmq::message_t extra;
-        (void)socket_->recv(extra, zmq::recv_flags::dontwait);
-        if (!extra.more()) break;
-      }
-      if (request.size() < kRequestHeader) continue;
-      const auto* p = static_cast<const char*>(request.data());
-      const uint64_t sender = DecodeFixed64(p);
-      const uint64_t batch = DecodeFixed64(p + 8);
-      const uint32_t shard = DecodeFixed32(p + 16);
-      const uint64_t prev = DecodeFixed64(p + 20);
-      const uint64_t epoch = DecodeFixed64(p + 28);
-      std::string reply;
-      auto& cached = replies[{sender, shard}];
-      if (cached.first == batch && !cached.second.empty()) {
-        reply = cached.second;
-      } else {
-        PutFixed64(&reply, sender);
-        PutFixed64(&reply, batch);
-        if (fence_ != nullptr) {
-          if (Status admitted = fence_->Admit(shard, epoch); !admitted.ok()) {
-            const bool fenced = admitted.message().rfind("fenced:", 0) == 0;
-            reply.push_back(fenced ? 3 : 0);
-            reply += fenced ? admitted.message() : admitted.ToString();
-            ++fenced_batches_;
-            socket_->send(identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-            socket_->send(zmq::buffer(reply), zmq::send_flags::dontwait);
-            continue;
-          }
-        }
-        std::vector<engine::Update> updates;
-        Status s = engine::DecodeUpdates(
-            std::string_view(p + kRequestHeader, request.size() - kRequestHeader), &updates,
-            nullptr);
-        StatusOr<PushAnswer> answer = s.ok() ? apply_(shard, prev, updates) : s;
-        if (!answer.ok()) {
-          reply.push_back(0);
-          reply += answer.status().ToString();
-        } else if (answer->behind) {
-          reply.push_back(2);
-        } else {
-          reply.push_back(1);
-          for (bool f : answer->found) reply.push_back(f ? 1 : 0);
-          cached = {batch, reply};
-        }
-        ++batches_;
-      }
-      socket_->send(identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-      socket_->send(zmq::buffer(reply), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
+    zmq::message_t identity, request;
+    if (!socket_->Receive(&identity, &request, std::chrono::milliseconds(100))) continue;
+    if (request.size() < kRequestHeader) continue;
+    const auto* p = static_cast<const char*>(request.data());
+    const uint64_t sender = DecodeFixed64(p);
+    const uint64_t batch = DecodeFixed64(p + 8);
+    const uint32_t shard = DecodeFixed32(p + 16);
+    const uint64_t prev = DecodeFixed64(p + 20);
+    const uint64_t epoch = DecodeFixed64(p + 28);
+    std::string reply;
+    PutFixed64(&reply, sender);
+    PutFixed64(&reply, batch);
+    auto& cached = replies[{sender, shard}];
+    if (cached.first == batch && !cached.second.empty()) {
+      socket_->Reply(identity, cached.second);
+      continue;
     }
+    if (fence_ != nullptr) {
+      if (Status admitted = fence_->Admit(shard, epoch); !admitted.ok()) {
+        const bool fenced = admitted.message().rfind("fenced:", 0) == 0;
+        reply.push_back(fenced ? 3 : 0);
+        reply += fenced ? admitted.message() : admitted.ToString();
+        ++fenced_batches_;
+        socket_->Reply(identity, reply);
+        continue;
+      }
+    }
+    std::vector<engine::Update> updates;
+    Status s = engine::DecodeUpdates(
+        std::string_view(p + kRequestHeader, request.size() - kRequestHeader), &updates, nullptr);
+    StatusOr<PushAnswer> answer = s.ok() ? apply_(shard, prev, updates) : s;
+    if (!answer.ok()) {
+      reply.push_back(0);
+      reply += answer.status().ToString();
+    } else if (answer->behind) {
+      reply.push_back(2);
+    } else {
+      reply.push_back(1);
+      for (bool f : answer->found) reply.push_back(f ? 1 : 0);
+      cached = {batch, reply};
+    }
+    ++batches_;
+    socket_->Reply(identity, reply);
   }
-}
-
-void UpdateReceiver::AnswerZap() {
-  // RFC 27: version, request id, domain, address, identity, mechanism, credentials...
-  std::vector<zmq::message_t> frames;
-  while (true) {
-    zmq::message_t frame;
-    if (!zap_->recv(frame, zmq::recv_flags::dontwait)) break;
-    const bool more = frame.more();
-    frames.push_back(std::move(frame));
-    if (!more) break;
-  }
-  if (frames.size() < 6) return;
-  const std::string mechanism = frames[5].to_string();
-  bool allowed = false;
-  if (mechanism == "CURVE" && frames.size() >= 7 && frames[6].size() == 32) {
-    char z85[41];
-    zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
-    allowed = curve_.public_key == z85;
-  }
-  if (!allowed) ++refused_clients_;
-  const std::string status = allowed ? "200" : "400";
-  zap_->send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
-  zap_->send(zmq::buffer(frames[1].to_string()), zmq::send_flags::sndmore);
-  zap_->send(zmq::buffer(status), zmq::send_flags::sndmore);
-  zap_->send(zmq::buffer(allowed ? std::string("OK") : std::string("not a cluster member")),
-             zmq::send_flags::sndmore);
-  zap_->send(zmq::str_buffer(""), zmq::send_flags::sndmore);
-  zap_->send(zmq::str_buffer(""), zmq::send_flags::none);
 }
 
 }  // namespace zipg::shard

@@ -35,6 +35,7 @@
 
 #include "engine/updates.h"
 #include "shard/fence.h"
+#include "shard/zmq_link.h"
 #include "util/status.h"
 
 namespace zmq {
@@ -43,21 +44,6 @@ class socket_t;
 }  // namespace zmq
 
 namespace zipg::shard {
-
-// The cluster's CURVE key pair (ZeroMQ's CurveZMQ: encryption and authentication of the update
-// traffic, docs/deploy.md "TLS"). Every shard server uses it as its server key, the LogStore as its
-// client key, and a receiver accepts only clients holding it: only a member that has the secret
-// can send updates or read them. Empty: plaintext.
-struct CurveKeys {
-  std::string public_key;  // Z85, 40 characters
-  std::string secret_key;
-  std::string server_key;  // a sender's view of the receivers' public key; empty: public_key
-  bool enabled() const { return !public_key.empty(); }
-};
-// Reads a key file: "public <z85>" and "secret <z85>" lines.
-StatusOr<CurveKeys> LoadCurveKeys(const std::string& path);
-// A new key pair, in that file's form.
-StatusOr<std::string> NewCurveKeyFile();
 
 // A replica to send to: its member name and update endpoint ("tcp://host:port").
 struct UpdateTarget {
@@ -159,26 +145,20 @@ class UpdateReceiver {
                                                          Fence* fence = nullptr);
   ~UpdateReceiver();
 
-  const std::string& endpoint() const { return endpoint_; }
+  const std::string& endpoint() const { return socket_->endpoint(); }
   uint64_t batches() const { return batches_.load(); }
   // Connections refused by the ZAP handler (a client without the cluster's key).
-  uint64_t refused_clients() const { return refused_clients_.load(); }
+  uint64_t refused_clients() const { return socket_->refused_clients(); }
   // Batches refused by the fence (an old leader's).
   uint64_t fenced_batches() const { return fenced_batches_.load(); }
 
  private:
   UpdateReceiver() = default;
-  void AnswerZap();
   void Run();
 
   Apply apply_;
-  std::string endpoint_;
-  std::unique_ptr<zmq::context_t> context_;
-  std::unique_ptr<zmq::socket_t> socket_;
-  std::unique_ptr<zmq::socket_t> zap_;  // the ZAP handler (curve only)
-  CurveKeys curve_;
+  std::unique_ptr<RouterEndpoint> socket_;
   Fence* fence_ = nullptr;
-  std::atomic<uint64_t> refused_clients_{0};
   std::atomic<uint64_t> fenced_batches_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
