@@ -87,6 +87,24 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
   store->sink_ = sink;
   store->publish_ = std::move(publish);
   ZIPG_RETURN_IF_ERROR(store->Recover());
+  if (!options.standby && !options.standby_endpoint.empty()) {
+    // In sync only if the standby is exactly where this log is (catching up a standby that is
+    // not is the next step of docs/logstore-ha.md; until then the leader goes on alone).
+    store->ship_ = std::make_unique<ShipSender>(options.standby_endpoint, options.ship_curve);
+    auto where = store->ship_->Send(ShipKind::kProbe, options.epoch, 0, 0, {},
+                                    options.ship_timeout_ms);
+    if (!where.ok()) {
+      store->Degrade(where.status().ToString());
+    } else if (where->code != ShipCode::kOk ||
+               where->generation != static_cast<uint64_t>(store->generation_) ||
+               where->next_index != store->records_in_generation_) {
+      store->Degrade("the standby is at generation " + std::to_string(where->generation) +
+                     " record " + std::to_string(where->next_index) + ", this log at " +
+                     std::to_string(store->generation_) + " record " +
+                     std::to_string(store->records_in_generation_) +
+                     (where->message.empty() ? "" : " (" + where->message + ")"));
+    }
+  }
   store->compactor_ = std::thread([p = store.get()] { p->CompactionLoop(); });
   return store;
 }
@@ -196,6 +214,7 @@ Status LogStore::Recover() {
         const size_t end = std::min(log[s].size(), at + kResendChunk);
         std::vector<Update> chunk(log[s].begin() + at, log[s].begin() + end);
         ZIPG_RETURN_IF_ERROR(feeds_[s]->Append(chunk));
+        if (options_.standby) continue;  // its leader posts them
         // Replicas that are behind say so and read the feed once this LogStore serves.
         auto sent = sink_->Send(s, std::move(chunk), 60000);
         if (!sent.ok() && sent.status().code() != StatusCode::kUnavailable) return sent.status();
@@ -291,6 +310,7 @@ StatusOr<std::string> LogStore::Encode(const LogRecord& record) {
 }
 
 StatusOr<bool> LogStore::Write(const LogRecord& record) {
+  if (options_.standby) return Status::Unavailable("this LogStore is a standby: write to its leader");
   ZIPG_ASSIGN_OR_RETURN(std::string payload, Encode(record));
   Waiter waiter;
   std::vector<Commit> commits;
@@ -396,6 +416,20 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   }
   const uint64_t first = records_in_generation_;
   records_in_generation_ += group.size();
+  if (ship_ && !degraded_) {
+    // The standby must have the group durably before any shard sees it (docs/logstore-ha.md).
+    auto shipped = ship_->Send(ShipKind::kAppend, options_.epoch, generation, first, views,
+                               options_.ship_timeout_ms);
+    if (!shipped.ok()) {
+      Degrade(shipped.status().ToString());
+    } else if (shipped->code != ShipCode::kOk || shipped->next_index != first + group.size()) {
+      Degrade("the standby answered code " + std::to_string(static_cast<int>(shipped->code)) +
+              " at generation " + std::to_string(shipped->generation) + " record " +
+              std::to_string(shipped->next_index) + ": " + shipped->message);
+    } else {
+      ++shipped_groups_;
+    }
+  }
   for (uint32_t s = 0; s < num_shards; ++s) {
     if (fanout->members[s].empty()) continue;
     std::vector<Update> updates;
@@ -570,6 +604,10 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<zipg::Write>&
 }
 
 std::vector<StatusOr<bool>> LogStore::CommitUnconditional(const std::vector<LogRecord>& records) {
+  if (options_.standby) {
+    return std::vector<StatusOr<bool>>(
+        records.size(), Status::Unavailable("this LogStore is a standby: write to its leader"));
+  }
   std::vector<StatusOr<bool>> out(records.size(), StatusOr<bool>(false));
   std::vector<LogRecord> valid;  // normalized copies of the good records
   std::vector<size_t> index;     // their positions in `records`
@@ -773,8 +811,19 @@ StatusOr<bool> LogStore::Freeze() {
     memtable_ = std::make_unique<Memtable>();
     generation_ = g + 1;
   }
+  const uint64_t last_count = records_in_generation_;
   records_in_generation_ = 0;
   wal_ = std::move(next);
+  if (ship_ && !degraded_) {
+    auto shipped = ship_->Send(ShipKind::kFreeze, options_.epoch, static_cast<uint64_t>(g + 1),
+                               last_count, {}, options_.ship_timeout_ms);
+    if (!shipped.ok()) {
+      Degrade(shipped.status().ToString());
+    } else if (shipped->code != ShipCode::kOk) {
+      Degrade("the standby refused the freeze of generation " + std::to_string(g) + ": " +
+              shipped->message);
+    }
+  }
   return true;
 }
 
@@ -861,6 +910,7 @@ Status LogStore::BuildFrozen(json* summary) {
 StatusOr<std::string> LogStore::CompactNow() {
   std::lock_guard lock(compact_mu_);
   json summary = {{"compacted", false}};
+  if (!frozen_ && options_.standby) return summary.dump();  // it freezes when its leader does
   if (!frozen_) {
     // Woken by the memory threshold. Groups applied while the previous compaction was freezing
     // may have woken the loop again for the generation already frozen: only a memtable still
@@ -886,6 +936,9 @@ StatusOr<std::string> LogStore::CompactNow() {
 }
 
 StatusOr<std::string> LogStore::Compact() {
+  if (options_.standby) {
+    return Status::Unavailable("this LogStore is a standby: it compacts when its leader does");
+  }
   // Freeze now (so the caller knows which generation is being compressed); the build runs on the
   // compaction thread, and StatusJson reports when it is published.
   int64_t generation;
@@ -937,6 +990,95 @@ std::vector<int64_t> LogStore::LogShards() const {
   return out;
 }
 
+void LogStore::Degrade(const std::string& reason) {
+  if (degraded_.exchange(true)) return;
+  std::cerr << "LogStore: the standby is out of sync; acknowledging alone from now on: " << reason
+            << "\n";
+  std::lock_guard lock(stats_mu_);
+  degraded_reason_ = reason;
+}
+
+ShipReply LogStore::Position(ShipCode code) const {
+  ShipReply r;
+  r.code = code;
+  r.epoch = shipped_epoch_;
+  r.generation = static_cast<uint64_t>(generation_);
+  r.next_index = records_in_generation_;
+  return r;
+}
+
+ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
+  if (!options_.standby) {
+    ShipReply r = Position(ShipCode::kError);
+    r.message = "this LogStore is not a standby";
+    return r;
+  }
+  if (q.epoch < shipped_epoch_) {
+    ShipReply r = Position(ShipCode::kFenced);
+    r.message = "fenced: this standby has seen epoch " + std::to_string(shipped_epoch_);
+    return r;
+  }
+  shipped_epoch_ = q.epoch;
+  auto failed = [&](const Status& s) {
+    ShipReply r = Position(ShipCode::kError);
+    r.message = s.ToString();
+    return r;
+  };
+  if (q.kind == ShipKind::kProbe) return Position(ShipCode::kOk);
+  if (q.kind == ShipKind::kFreeze) {
+    // The leader froze generation_ after first_index records and now logs generation_ + 1.
+    if (q.generation != static_cast<uint64_t>(generation_) + 1 ||
+        q.first_index != records_in_generation_) {
+      return Position(ShipCode::kElsewhere);
+    }
+    std::lock_guard compacting(compact_mu_);
+    if (frozen_) {  // the previous generation is still being built here: finish it first
+      json summary;
+      if (Status built = BuildFrozen(&summary); !built.ok()) return failed(built);
+    }
+    auto frozen = Freeze();
+    if (!frozen.ok()) return failed(frozen.status());
+    if (*frozen) {
+      std::lock_guard lock(loop_mu_);
+      wake_ = true;
+      loop_cv_.notify_one();
+    }
+    return Position(ShipCode::kOk);
+  }
+  // An append: records first_index.. of wal-<generation>.
+  if (q.generation != static_cast<uint64_t>(generation_) || q.first_index != records_in_generation_) {
+    return Position(ShipCode::kElsewhere);
+  }
+  std::vector<LogRecord> records(q.records.size());
+  for (size_t i = 0; i < q.records.size(); ++i) {
+    if (Status s = DecodeRecord(q.records[i], &records[i]); !s.ok()) return failed(s);
+  }
+  if (Status s = wal_->AppendAll(q.records.data(), q.records.size()); !s.ok()) return failed(s);
+  // The feed, as the leader's LogGroup fills it: a promoted standby serves replicas from it.
+  const uint32_t num_shards = sink_->num_shards();
+  std::vector<std::vector<Update>> per_shard(num_shards);
+  for (size_t i = 0; i < records.size(); ++i) {
+    Update u = records[i].ToUpdate(generation_);
+    u.id = UpdateId(generation_, q.first_index + i);
+    per_shard[ShardOf(records[i].node, num_shards)].push_back(u);
+  }
+  for (uint32_t s = 0; s < num_shards; ++s) {
+    if (per_shard[s].empty()) continue;
+    if (Status fed = feeds_[s]->Append(per_shard[s]); !fed.ok()) return failed(fed);
+  }
+  {
+    std::unique_lock data(data_mu_);
+    for (const LogRecord& r : records) {
+      if (auto applied = ApplyLocal(r, generation_); !applied.ok()) return failed(applied.status());
+    }
+  }
+  if (Status flushed = FlushDeletes(); !flushed.ok()) return failed(flushed);
+  records_in_generation_ += records.size();
+  writes_ += records.size();
+  ++applied_groups_;
+  return Position(ShipCode::kOk);
+}
+
 json LogStore::StatusJson() const {
   json j;
   {
@@ -966,6 +1108,16 @@ json LogStore::StatusJson() const {
   for (const auto& feed : feeds_) feed_bytes += feed->size();
   j["feed_bytes"] = feed_bytes;
   std::lock_guard lock(stats_mu_);
+  if (options_.standby) {
+    j["standby"] = {{"role", "standby"},
+                    {"applied_groups", applied_groups_.load()},
+                    {"epoch", shipped_epoch_.load()}};
+  } else if (ship_) {
+    j["standby"] = {{"endpoint", ship_->endpoint()},
+                    {"sync", degraded_ ? "degraded" : "in_sync"},
+                    {"shipped_groups", shipped_groups_.load()}};
+    if (degraded_) j["standby"]["reason"] = degraded_reason_;
+  }
   json reads = json::object();
   for (const auto& [g, n] : fragment_reads_) reads[std::to_string(g)] = n;
   j["fragment_reads"] = reads;

@@ -35,6 +35,7 @@
 #include "logstore/feed.h"
 #include "logstore/memtable.h"
 #include "logstore/record.h"
+#include "logstore/ship.h"
 #include "logstore/wal.h"
 #include "shard/update_channel.h"
 
@@ -52,6 +53,18 @@ struct LogStoreOptions {
   // available when it starts (graph/memory_plan.h). A generation too large to build in one
   // partition within it is built as several (a log shard is a small hash-partitioned store).
   uint64_t compaction_memory_bytes = 0;
+
+  // Standby (docs/logstore-ha.md): the LogStore takes no writes and posts nothing to the shards;
+  // it applies the groups its leader ships (ApplyShipped) and compacts when the leader does.
+  bool standby = false;
+  // Leader with a standby: every commit group is shipped to this endpoint ("tcp://host:port")
+  // and acknowledged only once the standby has it durably. A standby that does not answer in
+  // ship_timeout_ms, or is not where the leader is, makes the leader go on alone ("degraded").
+  std::string standby_endpoint;
+  int ship_timeout_ms = 1000;
+  shard::CurveKeys ship_curve;
+  // The leader's epoch (docs/logstore-ha.md, "Election"); shipped with every group.
+  uint64_t epoch = 0;
 };
 
 class LogStore final : public GraphWriteApi {
@@ -102,6 +115,11 @@ class LogStore final : public GraphWriteApi {
   };
   StatusOr<FeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member);
   static constexpr size_t kFeedChunkUpdates = 1 << 16;
+
+  // Standby: applies one request of the leader's log shipping (logstore/ship.h): an append is
+  // logged (with fdatasync) and applied if it starts where this standby is; a freeze switches
+  // to the next generation after the leader's last record of this one and compacts it.
+  ShipReply ApplyShipped(const ShipRequest& request);
 
   std::vector<int64_t> LogShards() const;
   nlohmann::json StatusJson() const;
@@ -260,6 +278,18 @@ class LogStore final : public GraphWriteApi {
   std::vector<LogShard> log_shards_;
 
   std::mutex compact_mu_;  // one compaction at a time
+
+  // Log shipping. Leader: ship_ (null without a standby), degraded_ once it goes on alone.
+  std::unique_ptr<ShipSender> ship_;
+  std::atomic<bool> degraded_{false};
+  std::atomic<uint64_t> shipped_groups_{0};
+  std::string degraded_reason_;  // guarded by stats_mu_
+  // Marks the standby out of sync: the leader acknowledges alone from now on.
+  void Degrade(const std::string& reason);
+  // Standby: the largest epoch shipped to it (one request at a time, on the receiver's thread).
+  std::atomic<uint64_t> shipped_epoch_{0};
+  std::atomic<uint64_t> applied_groups_{0};
+  ShipReply Position(ShipCode code) const;
   std::mutex loop_mu_;
   std::condition_variable loop_cv_;
   bool stopping_ = false;

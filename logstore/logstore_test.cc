@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <latch>
 #include <limits>
 #include <map>
@@ -36,7 +37,8 @@ using engine::UpdateOp;
 class Harness {
  public:
   explicit Harness(const std::string& dir, GraphApi* reader = nullptr,
-                   uint64_t compaction_memory_bytes = 0) {
+                   uint64_t compaction_memory_bytes = 0,
+                   const std::function<void(LogStoreOptions*)>& adjust = {}) {
     auto receiver = shard::UpdateReceiver::Start(
         "127.0.0.1", 0, [this](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
           received_ += updates.size();
@@ -53,6 +55,7 @@ class Harness {
     options.dir = dir;
     options.memtable_bytes = 0;
     options.compaction_memory_bytes = compaction_memory_bytes;
+    if (adjust) adjust(&options);
     auto store = LogStore::Open(options, reader, sender_.get(), [](std::vector<int64_t>) {});
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
@@ -686,6 +689,108 @@ TEST(LogStoreTest, BatchesRaceWithSingleAndConditionalWrites) {
   EXPECT_GT(live, 5u);
   Harness reopened(dir.path());
   EXPECT_EQ(NodeSnapshot(reopened.store(), nodes), before);
+}
+
+// A standby (docs/logstore-ha.md) holds exactly what its leader acknowledged: every group is
+// shipped before it is acknowledged, a compaction of the leader is one of the standby, and the
+// standby recovers the same state from its own log. Without the standby the leader goes on
+// alone and says so; the standby itself takes no writes.
+TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
+  ScratchDir dir("logstore_standby_test");
+  ASSERT_TRUE(dir.ok());
+  const std::string leader_dir = dir.path() + "/leader", standby_dir = dir.path() + "/standby";
+  auto standby = std::make_unique<Harness>(standby_dir, nullptr, 0,
+                                           [](LogStoreOptions* o) { o->standby = true; });
+  LogStore* standby_store = &standby->store();
+  auto receiver = ShipReceiver::Start("127.0.0.1", 0, [&](const ShipRequest& q) {
+    return standby_store->ApplyShipped(q);
+  });
+  ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
+  const std::string endpoint = (*receiver)->endpoint();
+  Harness leader(leader_dir, nullptr, 0, [&](LogStoreOptions* o) {
+    o->standby_endpoint = endpoint;
+    o->ship_timeout_ms = 300;
+    o->epoch = 4;
+  });
+  ASSERT_EQ(leader.store().StatusJson()["standby"]["sync"], "in_sync")
+      << leader.store().StatusJson().dump();
+
+  std::vector<int64_t> srcs;
+  for (int64_t n = 1; n <= 40; ++n) srcs.push_back(n);
+  auto write_some = [&](int rounds, uint64_t seed) {
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(seed + static_cast<uint64_t>(t));
+        for (int i = 0; i < rounds; ++i) {
+          const int64_t src = srcs[rng() % srcs.size()];
+          const uint64_t x = rng() % 10;
+          Status s;
+          if (x < 7) {
+            s = leader.store()
+                    .AssocAdd(Edge{src, static_cast<int64_t>(rng() % 3), static_cast<int64_t>(rng() % 9),
+                                   static_cast<int64_t>(rng() % 100), {{"v", std::to_string(rng() % 50)}}})
+                    .status();
+          } else if (x < 9) {
+            s = leader.store().AssocDelete(src, static_cast<int64_t>(rng() % 3),
+                                           static_cast<int64_t>(rng() % 9)).status();
+          } else {
+            s = leader.store().ObjDelete(src).status();
+          }
+          if (!s.ok()) ++failures;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+  };
+  write_some(150, 1);
+  auto compacted = leader.store().Compact();
+  ASSERT_TRUE(compacted.ok()) << compacted.status().ToString();
+  const int64_t frozen = nlohmann::json::parse(*compacted)["generation"].get<int64_t>();
+  write_some(150, 100);  // while both compact generation `frozen`
+  WaitForCompaction(leader.store(), frozen);
+  WaitForCompaction(*standby_store, frozen);
+  write_some(100, 200);
+
+  const auto leader_status = leader.store().StatusJson();
+  EXPECT_EQ(leader_status["standby"]["sync"], "in_sync") << leader_status.dump();
+  EXPECT_GT(leader_status["standby"]["shipped_groups"].get<uint64_t>(), 0u);
+  EXPECT_EQ(standby_store->StatusJson()["standby"]["applied_groups"],
+            leader_status["standby"]["shipped_groups"]);
+  EXPECT_EQ(standby_store->StatusJson()["standby"]["epoch"], 4u);
+  EXPECT_EQ(standby_store->LogShards(), leader.store().LogShards());
+  EXPECT_EQ(standby_store->StatusJson()["generation"], leader_status["generation"]);
+  EXPECT_EQ(standby_store->StatusJson()["writes"], leader_status["writes"]);
+  const auto want = Snapshot(leader.store(), srcs);
+  EXPECT_EQ(Snapshot(*standby_store, srcs), want);
+
+  // The standby takes no writes, and an older epoch cannot ship to it.
+  EXPECT_EQ(standby_store->AssocAdd(Edge{1, 0, 1, 1, {}}).status().code(),
+            StatusCode::kUnavailable);
+  ShipRequest old;
+  old.kind = ShipKind::kProbe;
+  old.epoch = 3;
+  EXPECT_EQ(standby_store->ApplyShipped(old).code, ShipCode::kFenced);
+
+  // It recovers the same state from its own directory.
+  receiver->reset();
+  standby.reset();
+  standby = std::make_unique<Harness>(standby_dir, nullptr, 0,
+                                      [](LogStoreOptions* o) { o->standby = true; });
+  EXPECT_EQ(Snapshot(standby->store(), srcs), want);
+
+  // With the standby gone, the leader acknowledges alone once its ship times out, and says so.
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(leader.store().AssocAdd(Edge{1, 0, 1000, 5, {}}).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  const auto alone = leader.store().StatusJson();
+  EXPECT_EQ(alone["standby"]["sync"], "degraded") << alone.dump();
+  EXPECT_NE(alone["standby"]["reason"].get<std::string>().find("did not answer"),
+            std::string::npos);
+  ASSERT_TRUE(leader.store().AssocAdd(Edge{1, 0, 1001, 5, {}}).ok());
+  EXPECT_NE(Snapshot(leader.store(), {1}), Snapshot(standby->store(), {1}));
 }
 
 }  // namespace
