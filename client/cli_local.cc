@@ -55,6 +55,9 @@ const char kUsage[] =
     "  --replicas R     every shard served by R shard-server processes, no two copies on one\n"
     "                   (default 1); each keeps its writes in STORE/updates/server-K\n"
     "  --aggregators N  aggregator processes (default: one per shard server)\n"
+    "  --logstores N    1, or 2: the LogStore and a standby it ships every commit group to\n"
+    "                   before acknowledging it (docs/logstore-ha.md; its data in\n"
+    "                   STORE/logstore-standby)\n"
     "  --host H         address every server binds (default 127.0.0.1)\n"
     "  --port P         first aggregator port, the next ones follow (default 0: free ports)\n"
     "  --etcd HOST:PORT use this etcd instead of starting one\n"
@@ -208,6 +211,9 @@ class Starter {
       if (args_.Has("no-verify")) argv.push_back("--no-verify");
       ZIPG_RETURN_IF_ERROR(SpawnServer(argv, name, 0));
     }
+    ZIPG_ASSIGN_OR_RETURN(uint64_t logstores, args_.GetUint("logstores", 1));
+    if (logstores < 1 || logstores > 2) return Status::InvalidArgument("--logstores must be 1 or 2");
+    logstores_ = logstores;
     std::vector<std::string> logstore_argv = {self_, "serve", "logstore", "--store", store_};
     if (auto mb = args_.Get("memtable-mb")) {
       ZIPG_RETURN_IF_ERROR(args_.GetUint("memtable-mb", 0).status());
@@ -218,6 +224,19 @@ class Starter {
       logstore_argv.insert(logstore_argv.end(), {"--compaction-memory", *limit});
     }
     if (args_.Has("no-sync")) logstore_argv.push_back("--no-sync");
+    if (logstores == 2) {
+      // The standby first: the leader checks at start that it is where the leader's log is.
+      ZIPG_ASSIGN_OR_RETURN(int ship_port, FreePort(host_));
+      std::vector<std::string> standby_argv = logstore_argv;
+      standby_argv.insert(standby_argv.end(),
+                          {"--standby", "--ship-port", std::to_string(ship_port),
+                           "--logstore-dir", store_ + "/logstore-standby"});
+      ZIPG_RETURN_IF_ERROR(SpawnServer(standby_argv, "logstore-standby", 0));
+      logstore_argv.insert(logstore_argv.end(),
+                           {"--standby-endpoint",
+                            "tcp://" + host_ + ":" + std::to_string(ship_port)});
+      ZIPG_RETURN_IF_ERROR(WaitRegistered("logstore-standby", deadline));
+    }
     ZIPG_RETURN_IF_ERROR(SpawnServer(logstore_argv, "logstore", 0));
     for (uint64_t k = 0; k < aggregators; ++k) {
       std::vector<std::string> argv = {self_, "serve", "aggregator"};
@@ -317,6 +336,22 @@ class Starter {
     return Status::OK();
   }
 
+  // A member named `name` is registered in etcd (a process of ours that exited fails at once).
+  Status WaitRegistered(const std::string& name, Clock::time_point deadline) {
+    while (Clock::now() < deadline) {
+      ZIPG_RETURN_IF_ERROR(CheckChildren());
+      auto kvs = etcd_->GetPrefix(cluster::ClusterPrefix(cluster_) + "servers/");
+      if (kvs.ok()) {
+        for (const auto& kv : *kvs) {
+          auto m = cluster::MemberInfo::FromJson(kv.value);
+          if (m.ok() && m->name == name) return Status::OK();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return Status::DeadlineExceeded(name + " did not register in time");
+  }
+
   // Every process registered, every shard served, and each aggregator answers and says healthy.
   Status WaitHealthy(uint64_t servers, uint64_t aggregators, Clock::time_point deadline) {
     std::string why = "not started";
@@ -325,17 +360,19 @@ class Starter {
       auto kvs = etcd_->GetPrefix(cluster::ClusterPrefix(cluster_) + "servers/");
       if (kvs.ok()) {
         std::vector<std::string> aggs;
-        uint64_t shard_servers = 0;
+        uint64_t shard_servers = 0, standbys = 0;
         for (const auto& kv : *kvs) {
           auto m = cluster::MemberInfo::FromJson(kv.value);
           if (!m.ok()) continue;
           if (m->role == "aggregator") aggs.push_back(m->endpoint.ToString());
           if (m->role == "shard") ++shard_servers;
-          if (m->role == "logstore") logstore_endpoint_ = m->endpoint.ToString();
+          if (m->role == "logstore" && m->leader) logstore_endpoint_ = m->endpoint.ToString();
+          if (m->role == "logstore" && !m->leader) ++standbys;
         }
         why = std::to_string(shard_servers) + "/" + std::to_string(servers) + " shard servers, " +
               std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators";
-        if (shard_servers == servers && aggs.size() == aggregators && !logstore_endpoint_.empty()) {
+        if (shard_servers == servers && aggs.size() == aggregators && !logstore_endpoint_.empty() &&
+            standbys + 1 >= logstores_) {
           bool all_healthy = true;
           for (const auto& a : aggs) {
             auto client = Connect(a);
@@ -387,6 +424,7 @@ class Starter {
   std::vector<Process> processes_;
   std::vector<std::string> aggregator_endpoints_;
   std::string logstore_endpoint_;
+  uint64_t logstores_ = 1;
 };
 
 }  // namespace
@@ -431,7 +469,7 @@ int RunLocal(int argc, char** argv) {
                                    "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
                                    "memtable-mb", "compaction-memory", "no-sync",
                                    "write-batches", "replicas", "tls-ca", "tls-cert", "tls-key",
-                                   "tls-curve-key"});
+                                   "tls-curve-key", "logstores"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

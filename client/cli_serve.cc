@@ -37,7 +37,8 @@ const char kUsage[] =
     "  zipg serve aggregator --etcd HOST:PORT [options]\n"
     "      the client-facing service; routes by the shard map in etcd\n"
     "  zipg serve logstore --store DIR --etcd HOST:PORT [options]\n"
-    "      the cluster's single LogStore (writes); its data lives in DIR/logstore\n"
+    "      the cluster's LogStore (writes; or its standby with --standby); its data lives in\n"
+    "      DIR/logstore\n"
     "options:\n"
     "  --host H        address to bind (default 127.0.0.1)\n"
     "  --port P        port to bind (default 0: any free port, printed at start)\n"
@@ -57,6 +58,12 @@ const char kUsage[] =
     "  --compaction-memory SIZE  logstore: memory a compaction may use to build its log shard\n"
     "                  (e.g. 2G; default 80% of the memory available when it starts)\n"
     "  --no-sync       logstore: do not fsync the log (benchmarks only: writes are not durable)\n"
+    "  --logstore-dir D  logstore: its directory (default STORE/logstore)\n"
+    "  --standby       logstore: a standby (docs/logstore-ha.md): takes no writes, applies what\n"
+    "                  its leader ships to --ship-port P (default 0: any free port)\n"
+    "  --standby-endpoint tcp://H:P  logstore: ship every commit group to this standby before\n"
+    "                  acknowledging it; without an answer in --ship-timeout-ms (default 1000)\n"
+    "                  go on alone (\"degraded\" in status)\n"
     "  --write-batches N  aggregator: write_batch calls in flight to the LogStore (default 8;\n"
     "                  concurrent writes beyond them queue and go together)\n"
     "stops cleanly (leaving etcd at once) on SIGTERM or SIGINT\n";
@@ -94,7 +101,7 @@ int WaitForStop(const sigset_t& set) {
 }  // namespace
 
 int RunServe(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync"});
+  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync", "standby"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (args->positional().size() != 1) return UsageError("serve needs shard or aggregator", kUsage);
   const std::string role = args->positional()[0];
@@ -104,7 +111,8 @@ int RunServe(int argc, char** argv) {
   Status known = args->CheckKnown(
       WithTls({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
                "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory",
-               "no-sync", "write-batches", "updates-dir", "tls-curve-key"}));
+               "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
+               "ship-port", "standby-endpoint", "ship-timeout-ms", "logstore-dir"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -179,6 +187,7 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<aggregator::ClusterGraph> cluster_graph;
   std::unique_ptr<shard::UpdateSender> sender;
   std::unique_ptr<logstore::LogStore> log_store;
+  std::unique_ptr<logstore::ShipReceiver> ship_receiver;  // a standby's; goes before log_store
   std::shared_ptr<apache::thrift::TProcessor> processor;
   if (role == "shard") {
     const auto store = args->Get("store");
@@ -286,7 +295,25 @@ int RunServe(int argc, char** argv) {
         },
         1000, curve);
     logstore::LogStoreOptions log_options;
-    log_options.dir = *store + "/logstore";
+    log_options.dir = args->Get("logstore-dir").value_or(*store + "/logstore");
+    log_options.standby = args->Has("standby");
+    if (log_options.standby && args->Has("standby-endpoint")) {
+      return UsageError("a standby LogStore takes no --standby-endpoint", kUsage);
+    }
+    log_options.standby_endpoint = args->Get("standby-endpoint").value_or("");
+    auto ship_timeout = args->GetUint("ship-timeout-ms", 1000);
+    if (!ship_timeout.ok() || *ship_timeout < 1 || *ship_timeout > 600000) {
+      return UsageError("--ship-timeout-ms must be 1..600000", kUsage);
+    }
+    log_options.ship_timeout_ms = static_cast<int>(*ship_timeout);
+    log_options.ship_curve = curve;
+    info.leader = !log_options.standby;
+    if (!log_options.standby_endpoint.empty()) info.sync = "in_sync";
+    log_options.on_degraded = [&](const std::string&) {
+      std::lock_guard lock(info_mu);
+      info.sync = "degraded";
+      if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
+    };
     log_options.memtable_bytes = *memtable_mb << 20;
     if (auto limit = args->Get("compaction-memory")) {
       auto bytes = ParseByteSize(*limit);
@@ -307,6 +334,19 @@ int RunServe(int argc, char** argv) {
         });
     if (!opened.ok()) return Fail(opened.status());
     log_store = std::move(*opened);
+    if (log_options.standby) {
+      auto ship_port = args->GetUint("ship-port", 0);
+      if (!ship_port.ok() || *ship_port > 65535) {
+        return UsageError("--ship-port must be 0..65535", kUsage);
+      }
+      auto receiver = logstore::ShipReceiver::Start(
+          args->Get("host").value_or("127.0.0.1"), static_cast<int>(*ship_port),
+          [l = log_store.get()](const logstore::ShipRequest& q) { return l->ApplyShipped(q); },
+          curve);
+      if (!receiver.ok()) return Fail(receiver.status());
+      ship_receiver = std::move(*receiver);
+      info.ship_endpoint = ship_receiver->endpoint();
+    }
     info.store = *store;
     info.generations = log_store->LogShards();
     auto handler = std::make_shared<logstore::LogStoreHandler>(
@@ -407,6 +447,7 @@ int RunServe(int argc, char** argv) {
   update_receiver.reset();
   catch_up.reset();
   (*server)->Stop();
+  ship_receiver.reset();  // before the standby LogStore it applies to
   log_store.reset();  // before the sender and the view it uses
   return serving_failed ? kExitFailure : kExitOk;
 }

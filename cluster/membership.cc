@@ -19,7 +19,12 @@ json MemberInfo::ToJson() const {
     j["update_endpoint"] = update_endpoint;
     j["serving"] = serving;
   }
-  if (role == "logstore") j["generations"] = generations;
+  if (role == "logstore") {
+    j["generations"] = generations;
+    j["leader"] = leader;
+    if (!ship_endpoint.empty()) j["ship_endpoint"] = ship_endpoint;
+    if (!sync.empty()) j["sync"] = sync;
+  }
   return j;
 }
 
@@ -44,6 +49,9 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
     }
     if (m.role == "logstore") {
       m.generations = j.value("generations", std::vector<int64_t>());
+      m.leader = j.value("leader", true);
+      m.ship_endpoint = j.value("ship_endpoint", std::string());
+      m.sync = j.value("sync", std::string());
     }
     return m;
   } catch (const json::exception& e) {
@@ -71,11 +79,13 @@ std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
   map->replicas.resize(map->num_shards);
   for (size_t i = 0; i < map->members.size(); ++i) {
     if (map->members[i].role != "logstore") continue;
-    if (map->logstore) {
-      map->problem = "two LogStores are registered (" + map->members[*map->logstore].name +
-                     " and " + map->members[i].name + ")";
+    auto& slot = map->members[i].leader ? map->logstore : map->standby;
+    if (slot) {
+      map->problem = std::string("two ") + (map->members[i].leader ? "leader" : "standby") +
+                     " LogStores are registered (" + map->members[*slot].name + " and " +
+                     map->members[i].name + ")";
     }
-    map->logstore = i;
+    slot = i;
   }
   for (size_t i = 0; i < map->members.size(); ++i) {
     const auto& m = map->members[i];

@@ -41,6 +41,10 @@ struct MemberInfo {
   bool serving = true;               // shard servers: caught up and answering reads
                                      // (docs/replication.md)
   std::vector<int64_t> generations;  // LogStore: the published log shards
+  bool leader = true;                // LogStore: takes the writes (false: a standby,
+                                     // docs/logstore-ha.md)
+  std::string ship_endpoint;         // standby LogStore: where its leader ships the log
+  std::string sync;                  // leader LogStore with a standby: "in_sync" or "degraded"
   int64_t pid = 0;
 
   nlohmann::json ToJson() const;
@@ -55,7 +59,8 @@ struct ShardMap {
   // replicas[s]: every registered server of shard s, serving or catching up (updates go to all).
   std::vector<std::vector<size_t>> owners;
   std::vector<std::vector<size_t>> replicas;
-  std::optional<size_t> logstore;  // index into members of the LogStore, if registered
+  std::optional<size_t> logstore;  // index into members of the leader LogStore, if registered
+  std::optional<size_t> standby;   // index into members of a standby LogStore, if registered
   std::string problem;  // non-empty if the shard servers disagree on the store (e.g. shard count)
   int64_t revision = 0;
 

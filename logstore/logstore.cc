@@ -994,8 +994,11 @@ void LogStore::Degrade(const std::string& reason) {
   if (degraded_.exchange(true)) return;
   std::cerr << "LogStore: the standby is out of sync; acknowledging alone from now on: " << reason
             << "\n";
-  std::lock_guard lock(stats_mu_);
-  degraded_reason_ = reason;
+  {
+    std::lock_guard lock(stats_mu_);
+    degraded_reason_ = reason;
+  }
+  if (options_.on_degraded) options_.on_degraded(reason);
 }
 
 ShipReply LogStore::Position(ShipCode code) const {

@@ -65,6 +65,8 @@ struct LogStoreOptions {
   shard::CurveKeys ship_curve;
   // The leader's epoch (docs/logstore-ha.md, "Election"); shipped with every group.
   uint64_t epoch = 0;
+  // Called (once) when the leader goes on without its standby, with the reason.
+  std::function<void(const std::string&)> on_degraded;
 };
 
 class LogStore final : public GraphWriteApi {
