@@ -309,9 +309,9 @@ int RunServe(int argc, char** argv) {
     log_options.ship_curve = curve;
     info.leader = !log_options.standby;
     if (!log_options.standby_endpoint.empty()) info.sync = "in_sync";
-    log_options.on_degraded = [&](const std::string&) {
+    log_options.on_sync = [&](const std::string& state, const std::string&) {
       std::lock_guard lock(info_mu);
-      info.sync = "degraded";
+      info.sync = state;
       if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
     };
     log_options.memtable_bytes = *memtable_mb << 20;

@@ -104,6 +104,7 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
                      std::to_string(store->records_in_generation_) +
                      (where->message.empty() ? "" : " (" + where->message + ")"));
     }
+    store->resync_ = std::thread([p = store.get()] { p->ResyncLoop(); });
   }
   store->compactor_ = std::thread([p = store.get()] { p->CompactionLoop(); });
   return store;
@@ -115,7 +116,9 @@ LogStore::~LogStore() {
     stopping_ = true;
   }
   loop_cv_.notify_all();
+  resync_cv_.notify_all();
   if (compactor_.joinable()) compactor_.join();
+  if (resync_.joinable()) resync_.join();
 }
 
 Status LogStore::Recover() {
@@ -782,21 +785,23 @@ StatusOr<LogStore::FeedChunk> LogStore::UpdatesSince(uint32_t shard, uint64_t af
   return chunk;
 }
 
+LogStore::CommitPause::CommitPause(LogStore* store) : store_(store) {
+  std::unique_lock lock(store->commit_mu_);
+  store->freezing_ = true;
+  store->order_cv_.wait(lock, [&] {
+    return !store->logging_ && store->applied_ticket_ == store->next_ticket_;
+  });
+}
+
+LogStore::CommitPause::~CommitPause() {
+  std::lock_guard lock(store_->commit_mu_);
+  store_->freezing_ = false;
+  if (!store_->commits_.empty()) store_->commits_.front()->waiter->cv.notify_one();
+}
+
 StatusOr<bool> LogStore::Freeze() {
   // Hold back new commit groups and wait for those in flight to be applied.
-  {
-    std::unique_lock lock(commit_mu_);
-    freezing_ = true;
-    order_cv_.wait(lock, [&] { return !logging_ && applied_ticket_ == next_ticket_; });
-  }
-  struct Resume {
-    LogStore* store;
-    ~Resume() {
-      std::lock_guard lock(store->commit_mu_);
-      store->freezing_ = false;
-      if (!store->commits_.empty()) store->commits_.front()->waiter->cv.notify_one();
-    }
-  } resume{this};
+  CommitPause pause(this);
   if (wal_->size() == 0) return false;
   const int64_t g = generation_;
   WalOptions wal_options;
@@ -998,7 +1003,105 @@ void LogStore::Degrade(const std::string& reason) {
     std::lock_guard lock(stats_mu_);
     degraded_reason_ = reason;
   }
-  if (options_.on_degraded) options_.on_degraded(reason);
+  if (options_.on_sync) options_.on_sync("degraded", reason);
+}
+
+Status LogStore::CatchUpStandby() {
+  // One pass; the caller repeats it. Freezes wait meanwhile (compact_mu_), so the generations
+  // stay put; new groups go on being logged (alone) until the last step.
+  std::lock_guard compacting(compact_mu_);
+  constexpr size_t kChunk = 4096;
+  ZIPG_ASSIGN_OR_RETURN(ShipReply where, ship_->Send(ShipKind::kProbe, options_.epoch, 0, 0, {},
+                                                     options_.ship_timeout_ms));
+  if (where.code != ShipCode::kOk) {
+    return Status::Unavailable("the standby answered the probe with code " +
+                               std::to_string(static_cast<int>(where.code)) + ": " +
+                               where.message);
+  }
+  uint64_t generation = where.generation, next = where.next_index;
+  auto ship = [&](ShipKind kind, uint64_t g, uint64_t first,
+                  const std::vector<std::string>& records) -> Status {
+    std::vector<std::string_view> views(records.begin(), records.end());
+    ZIPG_ASSIGN_OR_RETURN(ShipReply r, ship_->Send(kind, options_.epoch, g, first, views,
+                                                   options_.ship_timeout_ms));
+    if (r.code != ShipCode::kOk) {
+      return Status::Unavailable("the standby refused a catch-up request (code " +
+                                 std::to_string(static_cast<int>(r.code)) + ") at generation " +
+                                 std::to_string(r.generation) + " record " +
+                                 std::to_string(r.next_index) + ": " + r.message);
+    }
+    generation = r.generation;
+    next = r.next_index;
+    return Status::OK();
+  };
+  // Older generations whose logs are still here (frozen, being compacted): their rest, then the
+  // freeze that ends each.
+  while (generation < static_cast<uint64_t>(generation_)) {
+    const std::string path = WalPath(static_cast<int64_t>(generation));
+    if (!fs::exists(path)) {
+      return Status::Unavailable(
+          "the standby is at generation " + std::to_string(generation) +
+          ", which this LogStore has compacted and no longer logs: copy this LogStore's "
+          "directory to the standby's and restart it");
+    }
+    std::vector<std::string> records;
+    do {
+      records.clear();
+      ZIPG_RETURN_IF_ERROR(Wal::ReadRecords(path, next, kChunk, &records));
+      if (!records.empty()) ZIPG_RETURN_IF_ERROR(ship(ShipKind::kAppend, generation, next, records));
+    } while (records.size() == kChunk);
+    ZIPG_RETURN_IF_ERROR(ship(ShipKind::kFreeze, generation + 1, next, {}));
+  }
+  if (generation != static_cast<uint64_t>(generation_)) {
+    return Status::Internal("the standby is at generation " + std::to_string(generation) +
+                            ", ahead of this LogStore's " + std::to_string(generation_));
+  }
+  // The live log, while writes go on; then its last records with new groups held back.
+  std::vector<std::string> records;
+  for (;;) {
+    records.clear();
+    ZIPG_RETURN_IF_ERROR(Wal::ReadRecords(WalPath(generation_), next, kChunk, &records));
+    if (records.size() < kChunk) break;
+    ZIPG_RETURN_IF_ERROR(ship(ShipKind::kAppend, generation, next, records));
+  }
+  CommitPause pause(this);
+  for (;;) {
+    records.clear();
+    ZIPG_RETURN_IF_ERROR(Wal::ReadRecords(WalPath(generation_), next, kChunk, &records));
+    if (records.empty()) break;
+    ZIPG_RETURN_IF_ERROR(ship(ShipKind::kAppend, generation, next, records));
+  }
+  if (next != records_in_generation_) {
+    return Status::Internal("the standby is at record " + std::to_string(next) +
+                            " of generation " + std::to_string(generation) + "; this log has " +
+                            std::to_string(records_in_generation_));
+  }
+  degraded_ = false;  // the next group is shipped (groups are held back until `pause` ends)
+  {
+    std::lock_guard lock(stats_mu_);
+    degraded_reason_.clear();
+    ++resyncs_;
+  }
+  std::cerr << "LogStore: the standby caught up at generation " << generation << " record "
+            << next << "; in sync again\n";
+  if (options_.on_sync) options_.on_sync("in_sync", "");
+  return Status::OK();
+}
+
+void LogStore::ResyncLoop() {
+  std::unique_lock lock(loop_mu_);
+  while (!stopping_) {
+    resync_cv_.wait_for(lock, std::chrono::milliseconds(kResyncIntervalMs),
+                        [this] { return stopping_; });
+    if (stopping_ || !degraded_) continue;
+    lock.unlock();
+    Status s = CatchUpStandby();
+    if (!s.ok()) {
+      std::lock_guard stats(stats_mu_);
+      degraded_reason_ = "catching up: " + s.ToString();
+    }
+    lock.lock();
+  }
 }
 
 ShipReply LogStore::Position(ShipCode code) const {
@@ -1118,7 +1221,8 @@ json LogStore::StatusJson() const {
   } else if (ship_) {
     j["standby"] = {{"endpoint", ship_->endpoint()},
                     {"sync", degraded_ ? "degraded" : "in_sync"},
-                    {"shipped_groups", shipped_groups_.load()}};
+                    {"shipped_groups", shipped_groups_.load()},
+                    {"caught_up", resyncs_}};
     if (degraded_) j["standby"]["reason"] = degraded_reason_;
   }
   json reads = json::object();

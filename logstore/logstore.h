@@ -65,8 +65,9 @@ struct LogStoreOptions {
   shard::CurveKeys ship_curve;
   // The leader's epoch (docs/logstore-ha.md, "Election"); shipped with every group.
   uint64_t epoch = 0;
-  // Called (once) when the leader goes on without its standby, with the reason.
-  std::function<void(const std::string&)> on_degraded;
+  // Called when the leader goes on without its standby ("degraded", with the reason) and when
+  // the standby has caught up again ("in_sync").
+  std::function<void(const std::string& state, const std::string& reason)> on_sync;
 };
 
 class LogStore final : public GraphWriteApi {
@@ -288,6 +289,25 @@ class LogStore final : public GraphWriteApi {
   std::string degraded_reason_;  // guarded by stats_mu_
   // Marks the standby out of sync: the leader acknowledges alone from now on.
   void Degrade(const std::string& reason);
+  // Degraded: ships the standby what it lacks from this LogStore's logs (older generations still
+  // logged, then the live one, its last records with new groups held back), then ships every
+  // group again. UNAVAILABLE if the standby is unreachable or behind a generation compacted here.
+  Status CatchUpStandby();
+  void ResyncLoop();  // CatchUpStandby every kResyncIntervalMs while degraded
+  static constexpr int kResyncIntervalMs = 1000;
+  std::thread resync_;
+  std::condition_variable resync_cv_;  // with loop_mu_ and stopping_
+  uint64_t resyncs_ = 0;               // guarded by stats_mu_
+  // Holds back new commit groups and waits for those in flight to be applied (Freeze, the end of
+  // a catch-up); they resume when it is destroyed.
+  class CommitPause {
+   public:
+    explicit CommitPause(LogStore* store);
+    ~CommitPause();
+
+   private:
+    LogStore* store_;
+  };
   // Standby: the largest epoch shipped to it (one request at a time, on the receiver's thread).
   std::atomic<uint64_t> shipped_epoch_{0};
   std::atomic<uint64_t> applied_groups_{0};

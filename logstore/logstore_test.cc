@@ -793,5 +793,79 @@ TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
   EXPECT_NE(Snapshot(leader.store(), {1}), Snapshot(standby->store(), {1}));
 }
 
+// A standby that was down catches up from the leader's log (docs/logstore-ha.md, "Catch-up") and
+// is shipped every group again once it has; one that missed a generation the leader has
+// compacted cannot, and the leader says why and goes on alone.
+TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
+  ScratchDir dir("logstore_catch_up_test");
+  ASSERT_TRUE(dir.ok());
+  const std::string leader_dir = dir.path() + "/leader", standby_dir = dir.path() + "/standby";
+  auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
+  auto standby = std::make_unique<Harness>(standby_dir, nullptr, 0, as_standby);
+  auto serve = [&](int port) {
+    auto r = ShipReceiver::Start("127.0.0.1", port, [s = &standby->store()](const ShipRequest& q) {
+      return s->ApplyShipped(q);
+    });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return std::move(*r);
+  };
+  auto receiver = serve(0);
+  const std::string endpoint = receiver->endpoint();
+  const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  Harness leader(leader_dir, nullptr, 0, [&](LogStoreOptions* o) {
+    o->standby_endpoint = endpoint;
+    o->ship_timeout_ms = 300;
+  });
+  std::vector<int64_t> srcs = {1, 2, 3, 4, 5, 6, 7, 8};
+  int64_t dst = 0;
+  auto write = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t src = srcs[static_cast<size_t>(i) % srcs.size()];
+      ASSERT_TRUE(leader.store().AssocAdd(Edge{src, i % 2, ++dst, i, {{"i", std::to_string(i)}}}).ok());
+      if (i % 7 == 0) ASSERT_TRUE(leader.store().AssocDelete(src, 0, std::max<int64_t>(dst - 3, 0)).ok());
+    }
+  };
+  auto wait_for = [&](const std::string& state) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (leader.store().StatusJson()["standby"]["sync"] == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "not " << state << ": " << leader.store().StatusJson().dump();
+    return false;
+  };
+  write(50);
+  // Down: the leader goes on alone.
+  receiver.reset();
+  standby.reset();
+  write(30);
+  ASSERT_TRUE(wait_for("degraded"));
+  write(40);
+  // Back: within a resync interval it has everything, and groups are shipped again.
+  standby = std::make_unique<Harness>(standby_dir, nullptr, 0, as_standby);
+  receiver = serve(port);
+  ASSERT_TRUE(wait_for("in_sync"));
+  write(25);
+  EXPECT_EQ(Snapshot(standby->store(), srcs), Snapshot(leader.store(), srcs));
+  EXPECT_EQ(leader.store().StatusJson()["standby"]["caught_up"], 1u);
+
+  // Down again, and the leader compacts the generation the standby is in: it cannot catch up.
+  receiver.reset();
+  standby.reset();
+  write(10);
+  ASSERT_TRUE(wait_for("degraded"));
+  auto compacted = leader.store().Compact();
+  ASSERT_TRUE(compacted.ok()) << compacted.status().ToString();
+  WaitForCompaction(leader.store(), nlohmann::json::parse(*compacted)["generation"].get<int64_t>());
+  standby = std::make_unique<Harness>(standby_dir, nullptr, 0, as_standby);
+  receiver = serve(port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const auto status = leader.store().StatusJson();
+  EXPECT_EQ(status["standby"]["sync"], "degraded") << status.dump();
+  EXPECT_NE(status["standby"]["reason"].get<std::string>().find("compacted"), std::string::npos)
+      << status.dump();
+  write(5);  // the leader still acknowledges alone
+}
+
 }  // namespace
 }  // namespace zipg::logstore

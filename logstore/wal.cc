@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <utility>
 
 #include "util/checksum.h"
@@ -99,7 +100,48 @@ class Reader {
   uint64_t buffer_offset_ = 0;  // file offset of buffer_[0]
 };
 
+// Calls `each` with every intact record from the start of the file, up to the first one that is
+// short or fails its checksum, or until `each` sets *stop; returns the end of the last record
+// passed to `each`.
+StatusOr<uint64_t> ReplayIntact(int fd, const std::string& path, uint64_t file_size,
+                                const std::function<Status(std::string_view, bool*)>& each) {
+  Reader reader(fd, path, file_size);
+  uint64_t end = 0;  // end of the last intact record
+  bool stop = false;
+  while (!stop && file_size - end >= kWalHeaderSize) {
+    char* record;
+    ZIPG_RETURN_IF_ERROR(reader.Read(end, kWalHeaderSize, &record));
+    const uint32_t length = DecodeFixed32(record);
+    if (length > kMaxWalPayload || length > file_size - end - kWalHeaderSize) break;
+    ZIPG_RETURN_IF_ERROR(reader.Read(end, kWalHeaderSize + length, &record));
+    const uint64_t stored = DecodeFixed64(record + 4);
+    // The checksum covers the length followed by the payload: copy the length over the second
+    // half of the (already decoded) checksum so that the two are contiguous.
+    std::memcpy(record + 8, record, 4);
+    if (Checksum64(record + 8, 4 + size_t{length}) != stored) break;
+    ZIPG_RETURN_IF_ERROR(each(std::string_view(record + kWalHeaderSize, length), &stop));
+    end += kWalHeaderSize + length;
+  }
+  return end;
+}
+
 }  // namespace
+
+Status Wal::ReadRecords(const std::string& path, uint64_t first, size_t max,
+                        std::vector<std::string>* out) {
+  FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus("cannot open", path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("cannot stat", path);
+  uint64_t index = 0;
+  return ReplayIntact(fd.get(), path, static_cast<uint64_t>(st.st_size),
+                      [&](std::string_view payload, bool* stop) {
+                        if (index++ >= first) out->emplace_back(payload);
+                        *stop = out->size() >= max;
+                        return Status::OK();
+                      })
+      .status();
+}
 
 struct Wal::Writer {
   explicit Writer(const std::string_view* p, size_t n) : payloads(p), count(n) {}
@@ -129,22 +171,11 @@ StatusOr<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const Replay& 
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
 
   // Replay up to the first record that is short or fails its checksum.
-  Reader reader(fd.get(), path, file_size);
-  uint64_t end = 0;  // end of the last intact record
-  while (file_size - end >= kWalHeaderSize) {
-    char* record;
-    ZIPG_RETURN_IF_ERROR(reader.Read(end, kWalHeaderSize, &record));
-    const uint32_t length = DecodeFixed32(record);
-    if (length > kMaxWalPayload || length > file_size - end - kWalHeaderSize) break;
-    ZIPG_RETURN_IF_ERROR(reader.Read(end, kWalHeaderSize + length, &record));
-    const uint64_t stored = DecodeFixed64(record + 4);
-    // The checksum covers the length followed by the payload: copy the length over the second
-    // half of the (already decoded) checksum so that the two are contiguous.
-    std::memcpy(record + 8, record, 4);
-    if (Checksum64(record + 8, 4 + size_t{length}) != stored) break;
-    if (replay) ZIPG_RETURN_IF_ERROR(replay(std::string_view(record + kWalHeaderSize, length)));
-    end += kWalHeaderSize + length;
-  }
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t end,
+                        ReplayIntact(fd.get(), path, file_size,
+                                     [&](std::string_view payload, bool*) {
+                                       return replay ? replay(payload) : Status::OK();
+                                     }));
 
   if (end < file_size) {
     if (::ftruncate(fd.get(), static_cast<off_t>(end)) != 0) {

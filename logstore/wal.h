@@ -72,6 +72,12 @@ class Wal {
                                              const WalOptions& options = {},
                                              uint64_t* dropped_bytes = nullptr);
   ~Wal();  // closes the file (no sync needed: every successful Append already synced)
+
+  // Reads, without changing the file, up to `max` intact records from record `first` (0-based)
+  // into *out; fewer where the intact records end. The file may be a log another Wal appends to:
+  // what is read is a prefix of what it has written.
+  static Status ReadRecords(const std::string& path, uint64_t first, size_t max,
+                            std::vector<std::string>* out);
   Wal(const Wal&) = delete;
   Wal& operator=(const Wal&) = delete;
 
