@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <limits>
 
@@ -405,7 +406,29 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   std::vector<std::string_view> views;
   views.reserve(group.size());
   for (const Commit* c : group) views.push_back(c->payload);
-  ZIPG_RETURN_IF_ERROR(wal->AppendAll(views.data(), views.size()));
+  // The standby logs the group while this LogStore does (docs/logstore-ha.md, "Log shipping").
+  const uint64_t first = records_in_generation_;
+  std::optional<std::future<StatusOr<ShipReply>>> shipping;
+  if (ship_ && !degraded_) {
+    shipping = ship_->SendAsync(ShipKind::kAppend, options_.epoch, generation, first, views,
+                                options_.ship_timeout_ms);
+  }
+  const Status logged = wal->AppendAll(views.data(), views.size());
+  if (shipping) {
+    StatusOr<ShipReply> shipped = shipping->get();  // `views` must outlive the send
+    if (!shipped.ok()) {
+      Degrade(shipped.status().ToString());
+    } else if (shipped->code != ShipCode::kOk || shipped->next_index != first + group.size()) {
+      Degrade("the standby answered code " + std::to_string(static_cast<int>(shipped->code)) +
+              " at generation " + std::to_string(shipped->generation) + " record " +
+              std::to_string(shipped->next_index) + ": " + shipped->message);
+    } else {
+      ++shipped_groups_;
+    }
+  }
+  // Had this failed after the standby logged the group, the standby holds records this log does
+  // not: its outcome is unknown to the writers (they fail), as for any failed write.
+  ZIPG_RETURN_IF_ERROR(logged);
 
   // One batch per base shard, all in flight at once; a lane delivers its batches in post order.
   const uint32_t num_shards = sink_->num_shards();
@@ -417,22 +440,7 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   for (size_t i = 0; i < group.size(); ++i) {
     fanout->members[ShardOf(group[i]->record->node, num_shards)].push_back(i);
   }
-  const uint64_t first = records_in_generation_;
   records_in_generation_ += group.size();
-  if (ship_ && !degraded_) {
-    // The standby must have the group durably before any shard sees it (docs/logstore-ha.md).
-    auto shipped = ship_->Send(ShipKind::kAppend, options_.epoch, generation, first, views,
-                               options_.ship_timeout_ms);
-    if (!shipped.ok()) {
-      Degrade(shipped.status().ToString());
-    } else if (shipped->code != ShipCode::kOk || shipped->next_index != first + group.size()) {
-      Degrade("the standby answered code " + std::to_string(static_cast<int>(shipped->code)) +
-              " at generation " + std::to_string(shipped->generation) + " record " +
-              std::to_string(shipped->next_index) + ": " + shipped->message);
-    } else {
-      ++shipped_groups_;
-    }
-  }
   for (uint32_t s = 0; s < num_shards; ++s) {
     if (fanout->members[s].empty()) continue;
     std::vector<Update> updates;

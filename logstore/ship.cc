@@ -60,8 +60,40 @@ ShipSender::ShipSender(std::string endpoint, shard::CurveKeys curve)
       context_(std::make_unique<zmq::context_t>(1)) {}
 
 ShipSender::~ShipSender() {
+  {
+    std::lock_guard lock(async_mu_);
+    async_stopping_ = true;
+  }
+  async_cv_.notify_all();
+  if (async_thread_.joinable()) async_thread_.join();
   std::lock_guard lock(mu_);
   socket_.reset();
+}
+
+std::future<StatusOr<ShipReply>> ShipSender::SendAsync(
+    ShipKind kind, uint64_t epoch, uint64_t generation, uint64_t first_index,
+    const std::vector<std::string_view>& records, int timeout_ms) {
+  std::packaged_task<StatusOr<ShipReply>()> task(
+      [=, this] { return Send(kind, epoch, generation, first_index, records, timeout_ms); });
+  auto future = task.get_future();
+  std::lock_guard lock(async_mu_);
+  if (!async_thread_.joinable()) async_thread_ = std::thread([this] { RunAsync(); });
+  async_queue_.push_back(std::move(task));
+  async_cv_.notify_one();
+  return future;
+}
+
+void ShipSender::RunAsync() {
+  std::unique_lock lock(async_mu_);
+  while (true) {
+    async_cv_.wait(lock, [this] { return async_stopping_ || !async_queue_.empty(); });
+    if (async_queue_.empty()) return;  // stopping, and nothing left to send
+    auto task = std::move(async_queue_.front());
+    async_queue_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
 }
 
 StatusOr<ShipReply> ShipSender::Send(ShipKind kind, uint64_t epoch, uint64_t generation,

@@ -22,7 +22,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,9 +68,17 @@ class ShipSender {
   StatusOr<ShipReply> Send(ShipKind kind, uint64_t epoch, uint64_t generation,
                            uint64_t first_index, const std::vector<std::string_view>& records,
                            int timeout_ms);
+  // Send on the sender's own thread, so that the caller can log the same group meanwhile. The
+  // records must stay valid until the future is ready; requests are sent in call order.
+  std::future<StatusOr<ShipReply>> SendAsync(ShipKind kind, uint64_t epoch, uint64_t generation,
+                                             uint64_t first_index,
+                                             const std::vector<std::string_view>& records,
+                                             int timeout_ms);
   const std::string& endpoint() const { return endpoint_; }
 
  private:
+  void RunAsync();
+
   const std::string endpoint_;
   const shard::CurveKeys curve_;
   const uint64_t sender_id_;
@@ -75,6 +86,12 @@ class ShipSender {
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<zmq::socket_t> socket_;  // guarded by mu_; null after a timeout
   uint64_t seq_ = 0;                       // guarded by mu_
+  // SendAsync's queue and thread (started on first use).
+  std::mutex async_mu_;
+  std::condition_variable async_cv_;
+  std::deque<std::packaged_task<StatusOr<ShipReply>()>> async_queue_;  // guarded by async_mu_
+  bool async_stopping_ = false;                                         // guarded by async_mu_
+  std::thread async_thread_;
 };
 
 class ShipReceiver {

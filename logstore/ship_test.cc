@@ -107,6 +107,28 @@ TEST(ShipTest, GroupsArriveWholeAndInOrderAndTheReplyIsTheHandlers) {
   EXPECT_EQ(standby.receiver().requests(), 43u);
 }
 
+TEST(ShipTest, AsyncSendsGoInCallOrder) {
+  Standby standby;
+  ShipSender sender(standby.endpoint());
+  std::vector<std::string> all;
+  std::vector<std::vector<std::string>> groups;
+  for (int g = 0; g < 20; ++g) groups.push_back({std::to_string(g), std::string(g, 'x')});
+  std::vector<std::future<StatusOr<ShipReply>>> futures;
+  std::vector<std::vector<std::string_view>> views;
+  for (const auto& group : groups) views.push_back(Views(group));
+  for (size_t g = 0; g < groups.size(); ++g) {
+    futures.push_back(sender.SendAsync(ShipKind::kAppend, 1, 1, all.size(), views[g], 5000));
+    all.insert(all.end(), groups[g].begin(), groups[g].end());
+  }
+  for (size_t g = 0; g < futures.size(); ++g) {
+    auto reply = futures[g].get();
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_EQ(reply->code, ShipCode::kOk) << g;
+    EXPECT_EQ(reply->next_index, 2 * (g + 1));
+  }
+  EXPECT_EQ(standby.log(), all);
+}
+
 TEST(ShipTest, ALateReplyIsNeverTakenForTheNextRequests) {
   Standby standby;
   ShipSender sender(standby.endpoint());
