@@ -117,6 +117,20 @@ class Procs:
             time.sleep(0.01)
         return [p for p in pids if self.alive(p)]
 
+    def local_stop(self, check, store, zipg):
+        """The end of a test: close the sessions, stop the servers the test restarted itself (not
+        in run/cluster.json), `zipg local stop`, and check that no process is left."""
+        for s in list(self.sessions):
+            s.close()
+        self.sessions.clear()
+        self.kill_and_wait([p for p in self.children if self.alive(p)], signal.SIGTERM, 10.0)
+        r = subprocess.run([zipg, "local", "stop", "--store", store], capture_output=True,
+                           timeout=60)
+        check(r.returncode == 0, f"local stop: {r.stderr[-300:]!r}")
+        time.sleep(0.2)
+        left = [p for p in self.known_pids if p and self.alive(p)]
+        check(not left, f"processes left after stop: {[(p, cmdline(p)) for p in left]}")
+
     def cleanup(self):
         if self.cleaned:
             return

@@ -289,16 +289,7 @@ def main():
 
     # ---- D ------------------------------------------------------------------------------------
     section("D. zipg local stop")
-    for s in list(procs.sessions):
-        s.close()
-    procs.sessions.clear()
-    procs.kill_and_wait([p for p in procs.children if procs.alive(p)], signal.SIGTERM, 10.0)
-    r = zipg("local", "stop", "--store", STORE, timeout=60)
-    check(r.returncode == 0, f"local stop: {r.stderr[-300:]!r}")
-    time.sleep(0.2)
-    left = [p for p in procs.known_pids if p and procs.alive(p)]
-    check(not left, f"processes left after stop: {[(p, cluster_procs.cmdline(p)) for p in left]}")
-
+    procs.local_stop(check, STORE, ZIPG)
 
 if __name__ == "__main__":
     cluster_procs.run_test("replicas_test", main, report, procs.cleanup)
