@@ -172,3 +172,20 @@ def run_test(name, main, report, cleanup):
     finally:
         cleanup()
     sys.exit(report.finish(name))
+
+
+class TestSetup:
+    """The start of an end-to-end test: its usage (`doc`) unless given the zipg binary, a private
+    copy of it in a fresh directory, the store's path there, the process bookkeeping and the
+    report. `name` names the test in messages."""
+
+    def __init__(self, name, doc, max_printed=60):
+        if len(sys.argv) != 2:
+            print(doc)
+            sys.exit(2)
+        self.tmp, self.zipg = private_binary(sys.argv[1], f"zipg-{name.replace('_', '-')}-")
+        self.store = os.path.join(self.tmp, "store")
+        self.procs = Procs(name, self.tmp, self.zipg, self.store)
+        self.report = Report(max_printed=max_printed)
+        self.check, self.section, self.note = (self.report.check, self.report.section,
+                                               self.report.note)

@@ -52,16 +52,10 @@ from write_model import (WriteModel, acceptable, random_write, recv_exact, shard
 
 SEED = 20261126
 rnd = random.Random(SEED)
-report = cluster_procs.Report(max_printed=60)
-check, section, note = report.check, report.section, report.note
-
-if len(sys.argv) != 2:
-    print(__doc__)
-    sys.exit(2)
-TMP, ZIPG = cluster_procs.private_binary(sys.argv[1], "zipg-deploy-test-")
-STORE = os.path.join(TMP, "store")  # where the store is made; each host gets its own copy
+T = cluster_procs.TestSetup("deploy_test", __doc__)
+check, section, note = T.check, T.section, T.note
+TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
 TLS = os.path.join(TMP, "tls")
-procs = cluster_procs.Procs("deploy_test", TMP, ZIPG, STORE)
 SHARDS = 4
 HOSTS = ["h1", "h2", "h3", "h4"]
 TAG = f"zt{os.getpid() % 100000}"  # names of the namespaces, bridge and veths (<= 15 chars)

@@ -39,16 +39,10 @@ from write_model import (WriteModel, acceptable, random_write, raw_status,  # no
 
 SEED = 20261125
 rnd = random.Random(SEED)
-report = cluster_procs.Report(max_printed=60)
-check, section, note = report.check, report.section, report.note
-
-if len(sys.argv) != 2:
-    print(__doc__)
-    sys.exit(2)
-TMP, ZIPG = cluster_procs.private_binary(sys.argv[1], "zipg-replicas-test-")
-STORE = os.path.join(TMP, "store")
+T = cluster_procs.TestSetup("replicas_test", __doc__)
+check, section, note = T.check, T.section, T.note
+TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
 RUN = os.path.join(STORE, "run")
-procs = cluster_procs.Procs("replicas_test", TMP, ZIPG, STORE)
 SHARDS = 4
 
 

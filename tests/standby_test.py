@@ -32,15 +32,9 @@ from write_model import WriteModel, acceptable, random_write, raw_status, short 
 
 SEED = 20261127
 rnd = random.Random(SEED)
-report = cluster_procs.Report(max_printed=60)
-check, section, note = report.check, report.section, report.note
-
-if len(sys.argv) != 2:
-    print(__doc__)
-    sys.exit(2)
-TMP, ZIPG = cluster_procs.private_binary(sys.argv[1], "zipg-standby-test-")
-STORE = os.path.join(TMP, "store")
-procs = cluster_procs.Procs("standby_test", TMP, ZIPG, STORE)
+T = cluster_procs.TestSetup("standby_test", __doc__)
+check, section, note = T.check, T.section, T.note
+TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
 SHARDS = 4
 
 
