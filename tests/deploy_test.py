@@ -45,9 +45,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "client", "python", "tests"))
 import cluster_procs  # noqa: E402
-from graph_model import Input, Model, load_model, requests  # noqa: E402
+from graph_model import Model, load_model, requests  # noqa: E402
 import write_model  # noqa: E402
-from write_model import (WriteModel, acceptable, random_write, recv_exact, shard_of,  # noqa: E402
+from write_model import (acceptable, random_write, recv_exact, shard_of,  # noqa: E402
                          short, tframe, tstr)
 
 SEED = 20261126
@@ -188,13 +188,10 @@ def main():
     client_zipg = net.client_command()
 
     section("setup: compress (4 shards), deploy certs, deploy plan, per-host stores, deploy start")
-    inp = Input(rnd, num_ids=400, num_nodes=300, num_edges=3000, id_range=5000)
-    nodes_csv, edges_csv = inp.write(TMP)
-    r = run([ZIPG, "compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", STORE,
-             "--shards", str(SHARDS)])
-    if not check(r.returncode == 0, f"compress: {r.stderr[-500:]!r}"):
+    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, SHARDS, check)
+    if made is None:
         return
-    model = WriteModel(*load_model(nodes_csv, edges_csv))
+    inp, nodes_csv, edges_csv, model = made
     addresses = ",".join(net.addresses[h] for h in HOSTS)
     r = run([ZIPG, "deploy", "certs", "--hosts", ",".join(HOSTS), "--addresses", addresses,
              "--out", TLS, "--days", "2"])

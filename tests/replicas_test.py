@@ -32,9 +32,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_procs  # noqa: E402
-from graph_model import Input, Model, load_model, requests  # noqa: E402
+from graph_model import Model, load_model, requests  # noqa: E402
 import write_model  # noqa: E402
-from write_model import (WriteModel, acceptable, random_write, raw_status,  # noqa: E402
+from write_model import (acceptable, random_write, raw_status,  # noqa: E402
                          shard_of, short)
 
 SEED = 20261125
@@ -66,13 +66,10 @@ def start_server(argv, name):
 
 def main():
     section("setup: edge-case input, compress (4 shards), local start --replicas 2 --servers 4")
-    inp = Input(rnd, num_ids=400, num_nodes=300, num_edges=3000, id_range=5000)
-    nodes_csv, edges_csv = inp.write(TMP)
-    r = zipg("compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", STORE,
-             "--shards", str(SHARDS))
-    if not check(r.returncode == 0, f"compress: {r.stderr[-500:]!r}"):
+    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, SHARDS, check)
+    if made is None:
         return
-    model = WriteModel(*load_model(nodes_csv, edges_csv))
+    inp, nodes_csv, edges_csv, model = made
     t = time.monotonic()
     r = zipg("local", "start", "--store", STORE, "--replicas", "2", "--servers", "4",
              "--aggregators", "2", "--lease-ttl", "2", "--no-verify", "--write-batches", "1",

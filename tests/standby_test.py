@@ -26,9 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_procs  # noqa: E402
-from graph_model import Input, load_model  # noqa: E402
 import write_model  # noqa: E402
-from write_model import WriteModel, acceptable, random_write, raw_status, short  # noqa: E402
+from write_model import acceptable, random_write, raw_status, short  # noqa: E402
 
 SEED = 20261127
 rnd = random.Random(SEED)
@@ -44,13 +43,10 @@ def zipg(*args, timeout=120):
 
 def main():
     section("setup: compress (4 shards), local start --logstores 2")
-    inp = Input(rnd, num_ids=400, num_nodes=300, num_edges=3000, id_range=5000)
-    nodes_csv, edges_csv = inp.write(TMP)
-    r = zipg("compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", STORE,
-             "--shards", str(SHARDS))
-    if not check(r.returncode == 0, f"compress: {r.stderr[-500:]!r}"):
+    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, SHARDS, check)
+    if made is None:
         return
-    model = WriteModel(*load_model(nodes_csv, edges_csv))
+    inp, nodes_csv, edges_csv, model = made
     r = zipg("local", "start", "--store", STORE, "--logstores", "2", "--servers", "2",
              "--lease-ttl", "2", "--memtable-mb", "0", "--no-verify", timeout=180)
     state_path = os.path.join(STORE, "run", "cluster.json")

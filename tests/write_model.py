@@ -12,8 +12,8 @@ import subprocess
 import time
 from collections import defaultdict
 
-from graph_model import (CODES, COMMON, EDGE_PROPS, INT64_MAX, NODE_PROPS, TYPES, Model,  # noqa: F401
-                         same, value)
+from graph_model import (CODES, COMMON, EDGE_PROPS, INT64_MAX, NODE_PROPS, TYPES, Input,  # noqa: F401
+                         Model, load_model, same, value)
 
 # Raw Thrift status() (framed, strict binary protocol): a cheap poll that counts as one call.
 def tstr(s):
@@ -291,6 +291,19 @@ def wvalue(r):
 
 def node_props(r):
     return {n: wvalue(r) for n in r.sample(PROP_NAMES, r.randint(0, 4))}
+
+
+def compressed_input(zipg, tmp, store, rnd, shards, check):
+    """A random edge-case input (graph_model.Input: 300 nodes, 3000 edges) written to `tmp` and
+    compressed into `store` with `shards` shards: (input, nodes.csv, edges.csv, its WriteModel),
+    or None after a failed check."""
+    inp = Input(rnd, num_ids=400, num_nodes=300, num_edges=3000, id_range=5000)
+    nodes_csv, edges_csv = inp.write(tmp)
+    r = subprocess.run([zipg, "compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out",
+                        store, "--shards", str(shards)], capture_output=True, timeout=300)
+    if not check(r.returncode == 0, f"compress: {r.stderr[-500:]!r}"):
+        return None
+    return inp, nodes_csv, edges_csv, WriteModel(*load_model(nodes_csv, edges_csv))
 
 
 def random_write(model, w, hot, universe):
