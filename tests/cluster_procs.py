@@ -5,6 +5,7 @@ whether they are alive, and stopping every one of them whatever happens (atexit,
 then removing the test directory.
 """
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -116,6 +117,20 @@ class Procs:
         while any(self.alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
         return [p for p in pids if self.alive(p)]
+
+    def local_start(self, check, *args):
+        """`zipg local start --store STORE ARGS...`; the pids it started become known. Returns
+        (completed process, run/cluster.json as a dict, or None after a failed check)."""
+        r = subprocess.run([self.zipg, "local", "start", "--store", self.store, *args],
+                           capture_output=True, timeout=180)
+        state = {}
+        path = os.path.join(self.store, "run", "cluster.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                state = json.load(f)
+            self.known_pids.update(p["pid"] for p in state.get("processes", []))
+        ok = check(r.returncode == 0, f"local start: {r.stdout[-500:]!r} {r.stderr[-1500:]!r}")
+        return r, (state if ok else None)
 
     def local_stop(self, check, store, zipg):
         """The end of a test: close the sessions, stop the servers the test restarted itself (not

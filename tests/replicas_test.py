@@ -21,7 +21,6 @@ C. both replicas of shard 0 killed (so every shard they both hold is down): read
 D. `zipg local stop` leaves no process.
 
 Usage: replicas_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
-import json
 import os
 import random
 import signal
@@ -71,15 +70,9 @@ def main():
         return
     inp, nodes_csv, edges_csv, model = made
     t = time.monotonic()
-    r = zipg("local", "start", "--store", STORE, "--replicas", "2", "--servers", "4",
-             "--aggregators", "2", "--lease-ttl", "2", "--no-verify", "--write-batches", "1",
-             timeout=180)
-    state_path = os.path.join(RUN, "cluster.json")
-    if os.path.exists(state_path):
-        with open(state_path) as f:
-            state = json.load(f)
-        procs.known_pids.update(p["pid"] for p in state.get("processes", []))
-    if not check(r.returncode == 0, f"local start: {r.stdout[-500:]!r} {r.stderr[-1500:]!r}"):
+    r, state = procs.local_start(check, "--replicas", "2", "--servers", "4", "--aggregators",
+                                 "2", "--lease-ttl", "2", "--no-verify", "--write-batches", "1")
+    if state is None:
         return
     aggs = state["aggregators"]
     note(f"cluster up in {time.monotonic() - t:.2f} s: {r.stdout.decode().splitlines()[0]}")

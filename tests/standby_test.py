@@ -15,7 +15,6 @@ B. kill -9 of the standby during a closed-loop write load of 8 clients: 0 failed
 C. `zipg local stop` leaves no process.
 
 Usage: standby_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
-import json
 import os
 import random
 import signal
@@ -47,15 +46,9 @@ def main():
     if made is None:
         return
     inp, nodes_csv, edges_csv, model = made
-    r = zipg("local", "start", "--store", STORE, "--logstores", "2", "--servers", "2",
-             "--lease-ttl", "2", "--memtable-mb", "0", "--no-verify", timeout=180)
-    state_path = os.path.join(STORE, "run", "cluster.json")
-    state = {}
-    if os.path.exists(state_path):
-        with open(state_path) as f:
-            state = json.load(f)
-        procs.known_pids.update(p["pid"] for p in state.get("processes", []))
-    if not check(r.returncode == 0, f"local start: {r.stdout[-500:]!r} {r.stderr[-1500:]!r}"):
+    r, state = procs.local_start(check, "--logstores", "2", "--servers", "2", "--lease-ttl", "2",
+                                 "--memtable-mb", "0", "--no-verify")
+    if state is None:
         return
     aggs = state["aggregators"]
 
