@@ -52,9 +52,14 @@ def run_once(a, local_args):
                  if p.get("role") != "etcd"}
         before = {pid: cpu_ticks(pid) for pid in procs}
         usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # A TLS cluster: the bench uses the same files (any certificate of the cluster's CA).
+        tls = []
+        for flag in ("--tls-ca", "--tls-cert", "--tls-key"):
+            if flag in local_args:
+                tls += [flag, local_args[local_args.index(flag) + 1]]
         bench = subprocess.run([a.zipg, "bench", "--connect", ",".join(state["aggregators"]),
                                 "--mix", a.mix, "--connections", str(a.connections),
-                                "--duration", str(a.duration), "--warmup", "1", "--json"],
+                                "--duration", str(a.duration), "--warmup", "1", "--json", *tls],
                                capture_output=True, text=True)
         usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         after = {pid: cpu_ticks(pid) for pid in procs}
