@@ -121,6 +121,33 @@ class Network:
                 self._ip("-n", ns, "link", "set", "lo", "up")
         except OSError as e:
             return str(e)
+        return self._reachable()
+
+    def _reachable(self):
+        """"" if a TCP connection from the client's namespace reaches h1's and the root
+        namespace's addresses (a host firewall may drop bridged traffic), else why not."""
+        for target_ns, address in ((f"{TAG}-h1", f"{SUBNET}.1"), (None, f"{SUBNET}.254")):
+            prefix = ["ip", "netns", "exec", target_ns] if target_ns else []
+            server = subprocess.Popen(
+                [*prefix, sys.executable, "-c",
+                 "import socket,sys\n"
+                 f"s=socket.create_server(('{address}', 0)); print(s.getsockname()[1], flush=True)\n"
+                 "s.settimeout(5)\n"
+                 "try:\n c,_=s.accept(); c.sendall(b'ok')\n"
+                 "except OSError: pass\n"],
+                stdout=subprocess.PIPE, text=True)
+            try:
+                port = server.stdout.readline().strip()
+                probe = run(["ip", "netns", "exec", f"{TAG}-c", sys.executable, "-c",
+                             "import socket\n"
+                             f"c=socket.create_connection(('{address}', {port or 0}), timeout=3)\n"
+                             "assert c.recv(2)==b'ok'\n"], timeout=15)
+                if probe.returncode != 0:
+                    return (f"the namespaces cannot reach {address} over the bridge (a firewall?): "
+                            f"{probe.stderr.decode().strip().splitlines()[-1:]}")
+            finally:
+                server.kill()
+                server.wait()
         return ""
 
     def client_command(self):
@@ -183,7 +210,7 @@ def main():
     if net.netns:
         note(f"network namespaces {TAG}-h1..h4 and {TAG}-c on bridge {TAG}br, {SUBNET}.0/24")
     else:
-        note(f"NOTE: network namespaces cannot be made here ({net.reason}); the hosts run on "
+        note(f"NOTE: network namespaces cannot be used here ({net.reason}); the hosts run on "
              f"loopback addresses 127.77.0.1-4 instead")
     client_zipg = net.client_command()
 
