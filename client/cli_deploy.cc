@@ -348,13 +348,6 @@ class Node {
 
 // ---- deploy -------------------------------------------------------------------------------------
 
-std::string Replace(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
-    s.replace(at, from.size(), to);
-  }
-  return s;
-}
-
 // Runs argv and returns its exit status (-1 if it could not run). With `out`, its stdout (and
 // stderr too, if merge_stderr) is captured there; without, its output passes through.
 int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
@@ -400,7 +393,7 @@ class Deployer {
   std::vector<std::string> OnHost(const SpecHost& h, std::vector<std::string> command) const {
     std::vector<std::string> argv;
     for (const auto& word : SplitList(prefix_, ' ')) {
-      argv.push_back(Replace(Replace(word, "{host}", h.name), "{address}", h.address));
+      argv.push_back(cluster::ExpandHost(word, h));
     }
     argv.push_back(zipg_);
     argv.insert(argv.end(), command.begin(), command.end());

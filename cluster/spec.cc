@@ -300,16 +300,20 @@ std::string ClusterSpec::StoreOf(const SpecHost& host) const {
 
 SpecTls ClusterSpec::TlsOf(const SpecHost& host) const {
   SpecTls t = tls;
-  t.cert = Replace(t.cert, "{host}", host.name);
-  t.key = Replace(t.key, "{host}", host.name);
+  t.cert = ExpandHost(t.cert, host);
+  t.key = ExpandHost(t.key, host);
   t.curve_key = CurveKeyOf(host);
   return t;
 }
 
 std::string ClusterSpec::CurveKeyOf(const SpecHost& host) const {
-  if (!tls.curve_key.empty()) return Replace(tls.curve_key, "{host}", host.name);
+  if (!tls.curve_key.empty()) return ExpandHost(tls.curve_key, host);
   const size_t slash = tls.ca.rfind('/');
   return (slash == std::string::npos ? std::string() : tls.ca.substr(0, slash + 1)) + "curve.key";
+}
+
+std::string ExpandHost(std::string text, const SpecHost& host) {
+  return Replace(Replace(std::move(text), "{host}", host.name), "{address}", host.address);
 }
 
 StatusOr<ClusterSpec> PlanCluster(const PlanOptions& o) {

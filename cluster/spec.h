@@ -17,7 +17,8 @@
 namespace zipg::cluster {
 
 struct SpecTls {
-  // Paths on the hosts; "{host}" in cert and key is replaced by the host's name.
+  // Paths on the hosts; in cert, key and curve_key, "{host}" and "{address}" are replaced
+  // (ExpandHost).
   std::string ca, cert, key;
   std::string curve_key;  // the cluster's CURVE key pair; empty: curve.key next to ca
   bool enabled() const { return !ca.empty(); }
@@ -86,5 +87,8 @@ struct PlanOptions {
   std::string cluster = "zipg";
 };
 StatusOr<ClusterSpec> PlanCluster(const PlanOptions& options);
+
+// `text` with "{host}" and "{address}" replaced by the host's name and address.
+std::string ExpandHost(std::string text, const SpecHost& host);
 
 }  // namespace zipg::cluster

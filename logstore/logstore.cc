@@ -61,6 +61,22 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
+// Why a log shipping answer leaves the standby out of step with this log: "" if it answered ok
+// and is at (generation, next_index), as it must be after the request.
+std::string ShipMismatch(const StatusOr<ShipReply>& reply, uint64_t generation,
+                         uint64_t next_index) {
+  if (!reply.ok()) return reply.status().ToString();
+  if (reply->code == ShipCode::kOk && reply->generation == generation &&
+      reply->next_index == next_index) {
+    return "";
+  }
+  return "the standby answered code " + std::to_string(static_cast<int>(reply->code)) +
+         " at generation " + std::to_string(reply->generation) + " record " +
+         std::to_string(reply->next_index) + ", this log at generation " +
+         std::to_string(generation) + " record " + std::to_string(next_index) +
+         (reply->message.empty() ? "" : ": " + reply->message);
+}
+
 }  // namespace
 
 std::string LogStore::WalPath(int64_t g) const {
@@ -92,19 +108,10 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
     // In sync only if the standby is exactly where this log is (catching up a standby that is
     // not is the next step of docs/logstore-ha.md; until then the leader goes on alone).
     store->ship_ = std::make_unique<ShipSender>(options.standby_endpoint, options.ship_curve);
-    auto where = store->ship_->Send(ShipKind::kProbe, options.epoch, 0, 0, {},
-                                    options.ship_timeout_ms);
-    if (!where.ok()) {
-      store->Degrade(where.status().ToString());
-    } else if (where->code != ShipCode::kOk ||
-               where->generation != static_cast<uint64_t>(store->generation_) ||
-               where->next_index != store->records_in_generation_) {
-      store->Degrade("the standby is at generation " + std::to_string(where->generation) +
-                     " record " + std::to_string(where->next_index) + ", this log at " +
-                     std::to_string(store->generation_) + " record " +
-                     std::to_string(store->records_in_generation_) +
-                     (where->message.empty() ? "" : " (" + where->message + ")"));
-    }
+    const std::string mismatch = ShipMismatch(
+        store->ship_->Send(ShipKind::kProbe, options.epoch, 0, 0, {}, options.ship_timeout_ms),
+        static_cast<uint64_t>(store->generation_), store->records_in_generation_);
+    if (!mismatch.empty()) store->Degrade(mismatch);
     store->resync_ = std::thread([p = store.get()] { p->ResyncLoop(); });
   }
   store->compactor_ = std::thread([p = store.get()] { p->CompactionLoop(); });
@@ -192,9 +199,8 @@ Status LogStore::Recover() {
                               [&](std::string_view payload) -> Status {
                                 LogRecord record;
                                 ZIPG_RETURN_IF_ERROR(DecodeRecord(payload, &record));
-                                Update u = record.ToUpdate(g);
-                                u.id = UpdateId(g, index++);
-                                resend[i][ShardOf(record.node, sink_->num_shards())].push_back(u);
+                                resend[i][ShardOf(record.node, sink_->num_shards())].push_back(
+                                    NumberedUpdate(record, g, index++));
                                 return ApplyLocal(record, g).status();
                               },
                               wal_options, &dropped));
@@ -415,15 +421,13 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   }
   const Status logged = wal->AppendAll(views.data(), views.size());
   if (shipping) {
-    StatusOr<ShipReply> shipped = shipping->get();  // `views` must outlive the send
-    if (!shipped.ok()) {
-      Degrade(shipped.status().ToString());
-    } else if (shipped->code != ShipCode::kOk || shipped->next_index != first + group.size()) {
-      Degrade("the standby answered code " + std::to_string(static_cast<int>(shipped->code)) +
-              " at generation " + std::to_string(shipped->generation) + " record " +
-              std::to_string(shipped->next_index) + ": " + shipped->message);
-    } else {
+    // `views` must outlive the send.
+    const std::string mismatch = ShipMismatch(shipping->get(), static_cast<uint64_t>(generation),
+                                              first + group.size());
+    if (mismatch.empty()) {
       ++shipped_groups_;
+    } else {
+      Degrade(mismatch);
     }
   }
   // Had this failed after the standby logged the group, the standby holds records this log does
@@ -446,8 +450,7 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
     std::vector<Update> updates;
     updates.reserve(fanout->members[s].size());
     for (size_t i : fanout->members[s]) {
-      updates.push_back(group[i]->record->ToUpdate(generation));
-      updates.back().id = UpdateId(generation, first + i);
+      updates.push_back(NumberedUpdate(*group[i]->record, generation, first + i));
     }
     // Into the feed before any replica can see it (docs/replication.md). Had this failed, the
     // writes are logged and still posted and applied; their outcome is unknown.
@@ -828,14 +831,11 @@ StatusOr<bool> LogStore::Freeze() {
   records_in_generation_ = 0;
   wal_ = std::move(next);
   if (ship_ && !degraded_) {
-    auto shipped = ship_->Send(ShipKind::kFreeze, options_.epoch, static_cast<uint64_t>(g + 1),
-                               last_count, {}, options_.ship_timeout_ms);
-    if (!shipped.ok()) {
-      Degrade(shipped.status().ToString());
-    } else if (shipped->code != ShipCode::kOk) {
-      Degrade("the standby refused the freeze of generation " + std::to_string(g) + ": " +
-              shipped->message);
-    }
+    const std::string mismatch =
+        ShipMismatch(ship_->Send(ShipKind::kFreeze, options_.epoch, static_cast<uint64_t>(g + 1),
+                                 last_count, {}, options_.ship_timeout_ms),
+                     static_cast<uint64_t>(g + 1), 0);
+    if (!mismatch.empty()) Degrade("the freeze of generation " + std::to_string(g) + ": " + mismatch);
   }
   return true;
 }
@@ -1030,16 +1030,12 @@ Status LogStore::CatchUpStandby() {
   auto ship = [&](ShipKind kind, uint64_t g, uint64_t first,
                   const std::vector<std::string>& records) -> Status {
     std::vector<std::string_view> views(records.begin(), records.end());
-    ZIPG_ASSIGN_OR_RETURN(ShipReply r, ship_->Send(kind, options_.epoch, g, first, views,
-                                                   options_.ship_timeout_ms));
-    if (r.code != ShipCode::kOk) {
-      return Status::Unavailable("the standby refused a catch-up request (code " +
-                                 std::to_string(static_cast<int>(r.code)) + ") at generation " +
-                                 std::to_string(r.generation) + " record " +
-                                 std::to_string(r.next_index) + ": " + r.message);
-    }
-    generation = r.generation;
-    next = r.next_index;
+    const uint64_t want_next = kind == ShipKind::kFreeze ? 0 : first + records.size();
+    const std::string mismatch = ShipMismatch(
+        ship_->Send(kind, options_.epoch, g, first, views, options_.ship_timeout_ms), g, want_next);
+    if (!mismatch.empty()) return Status::Unavailable("catching up: " + mismatch);
+    generation = g;
+    next = want_next;
     return Status::OK();
   };
   // Older generations whose logs are still here (frozen, being compacted): their rest, then the
@@ -1172,9 +1168,8 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
   const uint32_t num_shards = sink_->num_shards();
   std::vector<std::vector<Update>> per_shard(num_shards);
   for (size_t i = 0; i < records.size(); ++i) {
-    Update u = records[i].ToUpdate(generation_);
-    u.id = UpdateId(generation_, q.first_index + i);
-    per_shard[ShardOf(records[i].node, num_shards)].push_back(u);
+    per_shard[ShardOf(records[i].node, num_shards)].push_back(
+        NumberedUpdate(records[i], generation_, q.first_index + i));
   }
   for (uint32_t s = 0; s < num_shards; ++s) {
     if (per_shard[s].empty()) continue;

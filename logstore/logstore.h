@@ -152,6 +152,13 @@ class LogStore final : public GraphWriteApi {
   static uint64_t UpdateId(int64_t generation, uint64_t index) {
     return static_cast<uint64_t>(generation) << 32 | (index + 1);
   }
+  // Record `index` of wal-<generation> as the update the shards get, numbered with its id.
+  static engine::Update NumberedUpdate(const LogRecord& record, int64_t generation,
+                                       uint64_t index) {
+    engine::Update u = record.ToUpdate(generation);
+    u.id = UpdateId(generation, index);
+    return u;
+  }
   Status WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs);
 
   // Per-node ordering of writes. A stripe is held shared by unconditional writes (assoc_add and
