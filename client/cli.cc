@@ -1,5 +1,4 @@
 #include "client/cli.h"
-#include "client/client.h"
 
 #include <algorithm>
 #include <charconv>

@@ -11,11 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "rpc/tls.h"
-
 #include <nlohmann/json.hpp>
 
 #include "client/client.h"
+#include "rpc/tls.h"
 #include "util/status.h"
 
 namespace zipg::cli {
