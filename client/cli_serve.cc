@@ -313,6 +313,7 @@ int RunServe(int argc, char** argv) {
       std::lock_guard lock(info_mu);
       info.sync = state;
       if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
+      return Status::OK();
     };
     log_options.memtable_bytes = *memtable_mb << 20;
     if (auto limit = args->Get("compaction-memory")) {

@@ -372,10 +372,11 @@ StatusOr<std::string> EtcdClient::Post(const char* op, const char* path, const s
   // The current endpoint first; where it cannot answer (down, no leader), the next ones. When a
   // member was reached but could not answer (no leader, or no reply in time: an election is under
   // way after the leader's loss; timeouts count only with several endpoints), go round again
-  // until kElectionWindow has passed: a new leader
-  // is normally elected within two election timeouts. If no member could even be connected to,
+  // until kElectionWindow has passed. If no member could even be connected to,
   // fail at once.
-  constexpr auto kElectionWindow = std::chrono::milliseconds(3000);
+  // A new leader takes one or two election timeouts (1 s each by default); on a loaded machine
+  // whose members miss heartbeats, elections can follow one another for longer.
+  constexpr auto kElectionWindow = std::chrono::milliseconds(5000);
   const auto start = std::chrono::steady_clock::now();
   const size_t n = endpoints_.size();
   StatusOr<std::string> reply = Status::Unavailable("no etcd endpoint");
@@ -508,6 +509,23 @@ StatusOr<bool> EtcdClient::PutIfAbsent(const std::string& key, const std::string
   ZIPG_ASSIGN_OR_RETURN(std::string body, Post("PutIfAbsent", "/v3/kv/txn", Dump(request)));
   ZIPG_ASSIGN_OR_RETURN(Json reply, ParseObject(where, body));
   return GetBool(reply, "succeeded");  // omitted when false
+}
+
+StatusOr<bool> EtcdClient::PutIfGuard(const std::string& key, const std::string& value,
+                                      const std::string& guard_key, int64_t guard_revision) {
+  const std::string where = Where(endpoint(), "PutIfGuard");
+  ZIPG_RETURN_IF_ERROR(CheckKey(where, key));
+  ZIPG_RETURN_IF_ERROR(CheckKey(where, guard_key));
+  Json request = {
+      {"compare", Json::array({{{"key", Base64Encode(guard_key)},
+                                {"target", "CREATE"},
+                                {"result", "EQUAL"},
+                                {"create_revision", std::to_string(guard_revision)}}})},
+      {"success", Json::array({{{"request_put", PutRequest(key, value, 0)}}})},
+  };
+  ZIPG_ASSIGN_OR_RETURN(std::string body, Post("PutIfGuard", "/v3/kv/txn", Dump(request)));
+  ZIPG_ASSIGN_OR_RETURN(Json reply, ParseObject(where, body));
+  return GetBool(reply, "succeeded");
 }
 
 StatusOr<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) {

@@ -59,7 +59,7 @@ class EtcdClient {
   // "https://a:2379,https://b:2379". A unary call goes to the current endpoint and, if that one
   // cannot answer (UNAVAILABLE, DEADLINE_EXCEEDED), to the next ones in turn; the one that
   // answered becomes current; while members answer but cannot serve (a leader election), the
-  // round is repeated for up to 3 s. A watch that breaks moves to the next endpoint for the caller's
+  // round is repeated for up to 5 s. A watch that breaks moves to the next endpoint for the caller's
   // retry. timeout bounds each unary request per endpoint (connect included) and the connect
   // phase of a Watch.
   explicit EtcdClient(std::string endpoints,
@@ -87,6 +87,11 @@ class EtcdClient {
   Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
   // Creates key only if it does not exist (txn on create_revision == 0); true if created.
   StatusOr<bool> PutIfAbsent(const std::string& key, const std::string& value, int64_t lease = 0);
+  // Puts key only while guard_key exists with create revision guard_revision (txn); true if put.
+  // A leader writes its records this way: once its leadership key is gone or re-created by
+  // another candidate, its writes are refused.
+  StatusOr<bool> PutIfGuard(const std::string& key, const std::string& value,
+                            const std::string& guard_key, int64_t guard_revision);
   StatusOr<std::optional<KeyValue>> Get(const std::string& key);
   // Every key starting with prefix (all keys if empty), in key (byte) order; *revision (if
   // non-null) = the store revision of the read, a good start_revision - 1 for a following Watch.

@@ -817,9 +817,13 @@ TEST(EtcdClusterTest, ClientsSurviveTheLossOfAMember) {
     }
     const std::string key = "/c/k" + std::to_string(i);
     Status put = etcd.Put(key, "v" + std::to_string(i), i % 2 ? *lease : 0);
-    ASSERT_TRUE(put.ok()) << "put " << i << ": " << put.ToString();
+    ASSERT_TRUE(put.ok()) << "put " << i << ": " << put.ToString() << "\nmember logs:\n"
+                          << ReadLog(dir + "/m1.log") << ReadLog(dir + "/m2.log");
     want[key] = "v" + std::to_string(i);
-    if (i % 20 == 0) ASSERT_TRUE(etcd.LeaseKeepAlive(*lease).ok()) << i;
+    if (i % 20 == 0) {
+      Status renewed = etcd.LeaseKeepAlive(*lease);
+      ASSERT_TRUE(renewed.ok()) << i << ": " << renewed.ToString();
+    }
   }
   EXPECT_NE(etcd.endpoint(), client_urls[0]);
   auto listed = etcd.GetPrefix("/c/k");

@@ -91,7 +91,9 @@ std::string LogStore::ShardDir(int64_t g) const {
 }
 
 Status LogStore::WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs) {
-  const std::string text = json{{"shards", shards}, {"logs", logs}}.dump() + "\n";
+  json ends = json::object();
+  for (const auto& [g, n] : ends_) ends[std::to_string(g)] = n;
+  const std::string text = json{{"shards", shards}, {"logs", logs}, {"ends", ends}}.dump() + "\n";
   return WriteFileAtomically(options_.dir + "/" + kStateName,
                              [&](const FileSink& sink) { return sink(text); });
 }
@@ -103,17 +105,25 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
   store->reader_ = reader;
   store->sink_ = sink;
   store->publish_ = std::move(publish);
-  ZIPG_RETURN_IF_ERROR(store->Recover());
+  store->sink_->SetEpoch(options.epoch);
+  ZIPG_RETURN_IF_ERROR(store->Recover(/*post=*/!options.standby));
   if (!options.standby && !options.standby_endpoint.empty()) {
-    // In sync only if the standby is exactly where this log is (catching up a standby that is
-    // not is the next step of docs/logstore-ha.md; until then the leader goes on alone).
+    // In sync only if the standby is exactly where this log is; otherwise the leader goes on
+    // alone and the resync thread catches the standby up.
     store->ship_ = std::make_unique<ShipSender>(options.standby_endpoint, options.ship_curve);
+    {
+      std::lock_guard lock(store->stats_mu_);
+      store->ship_endpoint_ = options.standby_endpoint;
+    }
     const std::string mismatch = ShipMismatch(
         store->ship_->Send(ShipKind::kProbe, options.epoch, 0, 0, {}, options.ship_timeout_ms),
         static_cast<uint64_t>(store->generation_), store->records_in_generation_);
-    if (!mismatch.empty()) store->Degrade(mismatch);
-    store->resync_ = std::thread([p = store.get()] { p->ResyncLoop(); });
+    if (!mismatch.empty()) {
+      if (Status s = store->Degrade(mismatch); !s.ok()) return s;
+    }
   }
+  if (store->frozen_) store->wake_ = true;  // finish the interrupted compaction
+  store->resync_ = std::thread([p = store.get()] { p->ResyncLoop(); });
   store->compactor_ = std::thread([p = store.get()] { p->CompactionLoop(); });
   return store;
 }
@@ -129,7 +139,7 @@ LogStore::~LogStore() {
   if (resync_.joinable()) resync_.join();
 }
 
-Status LogStore::Recover() {
+Status LogStore::Recover(bool post) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
@@ -141,7 +151,11 @@ Status LogStore::Recover() {
     try {
       shards = j.at("shards").get<std::vector<int64_t>>();
       logs = j.at("logs").get<std::vector<int64_t>>();
-    } catch (const json::exception& e) {
+      ends_.clear();
+      if (auto it = j.find("ends"); it != j.end()) {  // absent in directories of before 2026-11
+        for (const auto& [g, n] : it->items()) ends_[std::stoll(g)] = n.get<uint64_t>();
+      }
+    } catch (const std::exception& e) {
       return Status::Corruption(state_path + ": " + e.what());
     }
     if (logs.empty() || logs.size() > 2) return Status::Corruption(state_path + ": bad log list");
@@ -218,22 +232,114 @@ Status LogStore::Recover() {
   }
   // Redo the fan-out of every logged write: a write logged before a crash may not have reached
   // its base shard. Updates are idempotent, so resending what did arrive changes nothing.
+  std::vector<bool> posted(sink_->num_shards(), false);
+  auto send = [&](uint32_t s, std::vector<Update> chunk) -> Status {
+    // Replicas that are behind say so and read the feed once this LogStore serves.
+    posted[s] = true;
+    auto sent = sink_->Send(s, std::move(chunk), 60000);
+    if (!sent.ok() && sent.status().code() != StatusCode::kUnavailable) return sent.status();
+    return Status::OK();
+  };
   for (const auto& log : resend) {
     for (uint32_t s = 0; s < log.size(); ++s) {
       for (size_t at = 0; at < log[s].size(); at += kResendChunk) {
         const size_t end = std::min(log[s].size(), at + kResendChunk);
         std::vector<Update> chunk(log[s].begin() + at, log[s].begin() + end);
         ZIPG_RETURN_IF_ERROR(feeds_[s]->Append(chunk));
-        if (options_.standby) continue;  // its leader posts them
-        // Replicas that are behind say so and read the feed once this LogStore serves.
-        auto sent = sink_->Send(s, std::move(chunk), 60000);
-        if (!sent.ok() && sent.status().code() != StatusCode::kUnavailable) return sent.status();
+        if (!post) continue;  // a standby's leader posts them
+        ZIPG_RETURN_IF_ERROR(send(s, std::move(chunk)));
       }
     }
   }
-  ZIPG_RETURN_IF_ERROR(FlushDeletes());  // what the replay found again, for the file's next reader
-  if (frozen_) wake_ = true;             // finish the interrupted compaction
+  // An elected leader reaches every shard with its epoch before it takes a write, so that each
+  // one fences the leaders before it (docs/logstore-ha.md, "Election and takeover").
+  if (post && epoch_ > 0) {
+    for (uint32_t s = 0; s < sink_->num_shards(); ++s) {
+      if (!posted[s]) ZIPG_RETURN_IF_ERROR(send(s, {}));
+    }
+  }
+  // What the replay found again, for the file's next reader (FlushDeletes without its lock: Open
+  // runs alone, Reload holds the data lock).
+  for (auto& ls : log_shards_) ZIPG_RETURN_IF_ERROR(ls.deletes->Flush());
   return Status::OK();
+}
+
+Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records) {
+  std::unique_lock data(data_mu_);
+  for (auto& ls : log_shards_) retired_.push_back(std::move(ls));
+  log_shards_.clear();
+  frozen_.reset();
+  const std::string live = wal_ ? wal_->path() : "";
+  wal_.reset();
+  if (keep_live_records && !live.empty()) {
+    ZIPG_RETURN_IF_ERROR(Wal::Truncate(live, *keep_live_records));
+  }
+  ZIPG_RETURN_IF_ERROR(Recover(post));
+  data.unlock();
+  if (frozen_) {  // finish the interrupted compaction
+    std::lock_guard lock(loop_mu_);
+    wake_ = true;
+    loop_cv_.notify_one();
+  }
+  return Status::OK();
+}
+
+Status LogStore::Promote(uint64_t epoch) {
+  std::lock_guard role(role_mu_);
+  if (!standby_) return Status::InvalidArgument("this LogStore is the leader already");
+  if (epoch <= shipped_epoch_) {
+    return Status::InvalidArgument("epoch " + std::to_string(epoch) + " is not above " +
+                                   std::to_string(shipped_epoch_.load()) + ", already seen");
+  }
+  shipped_epoch_ = epoch;  // the old leader's shipments are fenced from here on
+  std::lock_guard compacting(compact_mu_);
+  epoch_ = epoch;
+  sink_->SetEpoch(epoch);
+  // The live logs again, and their updates to every shard with the new epoch (Recover).
+  ZIPG_RETURN_IF_ERROR(Reload(/*post=*/true));
+  if (frozen_) {  // an older generation still being built: finish it before the next freeze
+    json summary;
+    ZIPG_RETURN_IF_ERROR(BuildFrozen(&summary));
+  }
+  ZIPG_ASSIGN_OR_RETURN(bool frozen, Freeze(/*force=*/true));
+  if (frozen) {
+    std::lock_guard lock(loop_mu_);
+    wake_ = true;
+    loop_cv_.notify_one();
+  }
+  std::cerr << "LogStore: the leader now, epoch " << epoch << ", generation " << generation_
+            << "\n";
+  standby_ = false;
+  return Status::OK();
+}
+
+void LogStore::AttachStandby(const std::string& endpoint) {
+  std::lock_guard role(role_mu_);
+  std::lock_guard compacting(compact_mu_);  // no catch-up, no freeze meanwhile
+  CommitPause pause(this);                  // and no commit group in flight
+  {
+    std::lock_guard lock(stats_mu_);
+    if (ship_endpoint_ == endpoint) return;
+    ship_endpoint_ = endpoint;
+  }
+  ship_.reset();
+  degraded_ = false;
+  if (endpoint.empty()) return;
+  ship_ = std::make_unique<ShipSender>(endpoint, options_.ship_curve);
+  // Until the resync thread has caught it up. If that cannot be recorded, the next group ships
+  // to it and degrades then.
+  (void)Degrade("a new standby at " + endpoint + ": catching it up");
+  resync_cv_.notify_all();
+}
+
+void LogStore::StopWrites(const std::string& reason) {
+  {
+    std::lock_guard lock(stats_mu_);
+    if (writes_stopped_) return;
+    stop_reason_ = reason;
+  }
+  writes_stopped_ = true;
+  std::cerr << "LogStore: no more writes: " << reason << "\n";
 }
 
 StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation,
@@ -319,8 +425,17 @@ StatusOr<std::string> LogStore::Encode(const LogRecord& record) {
   return payload;
 }
 
+std::string LogStore::Refusal() const {
+  if (standby_) return "this LogStore is a standby: write to its leader";
+  if (writes_stopped_) {
+    std::lock_guard lock(stats_mu_);
+    return stop_reason_;
+  }
+  return "";
+}
+
 StatusOr<bool> LogStore::Write(const LogRecord& record) {
-  if (options_.standby) return Status::Unavailable("this LogStore is a standby: write to its leader");
+  if (std::string why = Refusal(); !why.empty()) return Status::Unavailable(why);
   ZIPG_ASSIGN_OR_RETURN(std::string payload, Encode(record));
   Waiter waiter;
   std::vector<Commit> commits;
@@ -416,18 +531,30 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   const uint64_t first = records_in_generation_;
   std::optional<std::future<StatusOr<ShipReply>>> shipping;
   if (ship_ && !degraded_) {
-    shipping = ship_->SendAsync(ShipKind::kAppend, options_.epoch, generation, first, views,
+    shipping = ship_->SendAsync(ShipKind::kAppend, epoch_, generation, first, views,
                                 options_.ship_timeout_ms);
+  }
+  // A group logged here while another leader has taken over is never posted: the standby fences
+  // it (below), the shards fence it, and in a cluster the in-sync set cannot be changed by a
+  // leader whose key is gone.
+  if (std::string why = Refusal(); !why.empty()) {
+    if (shipping) shipping->wait();  // `views` must outlive the send
+    return Status::Unavailable(why);
   }
   const Status logged = wal->AppendAll(views.data(), views.size());
   if (shipping) {
     // `views` must outlive the send.
-    const std::string mismatch = ShipMismatch(shipping->get(), static_cast<uint64_t>(generation),
-                                              first + group.size());
+    const StatusOr<ShipReply> reply = shipping->get();
+    const std::string mismatch =
+        ShipMismatch(reply, static_cast<uint64_t>(generation), first + group.size());
     if (mismatch.empty()) {
       ++shipped_groups_;
+    } else if (reply.ok() && reply->code == ShipCode::kFenced) {
+      StopWrites("fenced: the standby has a newer leader (epoch " +
+                 std::to_string(reply->epoch) + "); write to it");
+      return Status::Unavailable(Refusal());
     } else {
-      Degrade(mismatch);
+      ZIPG_RETURN_IF_ERROR(Degrade(mismatch));
     }
   }
   // Had this failed after the standby logged the group, the standby holds records this log does
@@ -618,9 +745,8 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<zipg::Write>&
 }
 
 std::vector<StatusOr<bool>> LogStore::CommitUnconditional(const std::vector<LogRecord>& records) {
-  if (options_.standby) {
-    return std::vector<StatusOr<bool>>(
-        records.size(), Status::Unavailable("this LogStore is a standby: write to its leader"));
+  if (std::string why = Refusal(); !why.empty()) {
+    return std::vector<StatusOr<bool>>(records.size(), Status::Unavailable(why));
   }
   std::vector<StatusOr<bool>> out(records.size(), StatusOr<bool>(false));
   std::vector<LogRecord> valid;  // normalized copies of the good records
@@ -810,16 +936,18 @@ LogStore::CommitPause::~CommitPause() {
   if (!store_->commits_.empty()) store_->commits_.front()->waiter->cv.notify_one();
 }
 
-StatusOr<bool> LogStore::Freeze() {
+StatusOr<bool> LogStore::Freeze(bool force) {
   // Hold back new commit groups and wait for those in flight to be applied.
   CommitPause pause(this);
-  if (wal_->size() == 0) return false;
+  if (wal_->size() == 0 && !force) return false;
   const int64_t g = generation_;
   WalOptions wal_options;
   wal_options.sync = options_.sync;
   std::error_code ec;
   fs::remove(WalPath(g + 1), ec);
   ZIPG_ASSIGN_OR_RETURN(auto next, Wal::Open(WalPath(g + 1), {}, wal_options));
+  ends_[g] = records_in_generation_;
+  while (ends_.size() > kKeptEnds) ends_.erase(ends_.begin());
   ZIPG_RETURN_IF_ERROR(WriteState(LogShards(), {g, g + 1}));
   {
     std::unique_lock data(data_mu_);
@@ -832,10 +960,14 @@ StatusOr<bool> LogStore::Freeze() {
   wal_ = std::move(next);
   if (ship_ && !degraded_) {
     const std::string mismatch =
-        ShipMismatch(ship_->Send(ShipKind::kFreeze, options_.epoch, static_cast<uint64_t>(g + 1),
+        ShipMismatch(ship_->Send(ShipKind::kFreeze, epoch_, static_cast<uint64_t>(g + 1),
                                  last_count, {}, options_.ship_timeout_ms),
                      static_cast<uint64_t>(g + 1), 0);
-    if (!mismatch.empty()) Degrade("the freeze of generation " + std::to_string(g) + ": " + mismatch);
+    // Nothing is acknowledged by a freeze: if the degradation cannot be recorded, the next
+    // group tries again.
+    if (!mismatch.empty()) {
+      (void)Degrade("the freeze of generation " + std::to_string(g) + ": " + mismatch);
+    }
   }
   return true;
 }
@@ -923,7 +1055,7 @@ Status LogStore::BuildFrozen(json* summary) {
 StatusOr<std::string> LogStore::CompactNow() {
   std::lock_guard lock(compact_mu_);
   json summary = {{"compacted", false}};
-  if (!frozen_ && options_.standby) return summary.dump();  // it freezes when its leader does
+  if (!frozen_ && standby_) return summary.dump();  // it freezes when its leader does
   if (!frozen_) {
     // Woken by the memory threshold. Groups applied while the previous compaction was freezing
     // may have woken the loop again for the generation already frozen: only a memtable still
@@ -949,7 +1081,7 @@ StatusOr<std::string> LogStore::CompactNow() {
 }
 
 StatusOr<std::string> LogStore::Compact() {
-  if (options_.standby) {
+  if (standby_) {
     return Status::Unavailable("this LogStore is a standby: it compacts when its leader does");
   }
   // Freeze now (so the caller knows which generation is being compressed); the build runs on the
@@ -1003,23 +1135,32 @@ std::vector<int64_t> LogStore::LogShards() const {
   return out;
 }
 
-void LogStore::Degrade(const std::string& reason) {
-  if (degraded_.exchange(true)) return;
+Status LogStore::Degrade(const std::string& reason) {
+  if (degraded_) return Status::OK();
+  // Recorded (the cluster's in-sync set) before anything is acknowledged alone.
+  if (options_.on_sync) {
+    if (Status s = options_.on_sync("degraded", reason); !s.ok()) {
+      return Status::Unavailable("the standby is out of sync (" + reason +
+                                 ") and that could not be recorded: " + s.ToString());
+    }
+  }
   std::cerr << "LogStore: the standby is out of sync; acknowledging alone from now on: " << reason
             << "\n";
   {
     std::lock_guard lock(stats_mu_);
     degraded_reason_ = reason;
   }
-  if (options_.on_sync) options_.on_sync("degraded", reason);
+  degraded_ = true;
+  return Status::OK();
 }
 
 Status LogStore::CatchUpStandby() {
   // One pass; the caller repeats it. Freezes wait meanwhile (compact_mu_), so the generations
   // stay put; new groups go on being logged (alone) until the last step.
   std::lock_guard compacting(compact_mu_);
+  if (!ship_ || !degraded_ || standby_) return Status::OK();
   constexpr size_t kChunk = 4096;
-  ZIPG_ASSIGN_OR_RETURN(ShipReply where, ship_->Send(ShipKind::kProbe, options_.epoch, 0, 0, {},
+  ZIPG_ASSIGN_OR_RETURN(ShipReply where, ship_->Send(ShipKind::kProbe, epoch_, 0, 0, {},
                                                      options_.ship_timeout_ms));
   if (where.code != ShipCode::kOk) {
     return Status::Unavailable("the standby answered the probe with code " +
@@ -1032,7 +1173,7 @@ Status LogStore::CatchUpStandby() {
     std::vector<std::string_view> views(records.begin(), records.end());
     const uint64_t want_next = kind == ShipKind::kFreeze ? 0 : first + records.size();
     const std::string mismatch = ShipMismatch(
-        ship_->Send(kind, options_.epoch, g, first, views, options_.ship_timeout_ms), g, want_next);
+        ship_->Send(kind, epoch_, g, first, views, options_.ship_timeout_ms), g, want_next);
     if (!mismatch.empty()) return Status::Unavailable("catching up: " + mismatch);
     generation = g;
     next = want_next;
@@ -1040,21 +1181,29 @@ Status LogStore::CatchUpStandby() {
   };
   // Older generations whose logs are still here (frozen, being compacted): their rest, then the
   // freeze that ends each.
+  // A standby past a generation's end here holds a tail its old leader logged and never had
+  // acknowledged (docs/logstore-ha.md, "Election and takeover"): the freeze ends its generation
+  // where this history ends it, and the standby drops the rest.
   while (generation < static_cast<uint64_t>(generation_)) {
-    const std::string path = WalPath(static_cast<int64_t>(generation));
-    if (!fs::exists(path)) {
+    const int64_t g = static_cast<int64_t>(generation);
+    const std::string path = WalPath(g);
+    const auto end = ends_.find(g);
+    const bool beyond = end != ends_.end() && next >= end->second;
+    if (!beyond && !fs::exists(path)) {
       return Status::Unavailable(
           "the standby is at generation " + std::to_string(generation) +
           ", which this LogStore has compacted and no longer logs: copy this LogStore's "
           "directory to the standby's and restart it");
     }
     std::vector<std::string> records;
-    do {
+    while (!beyond) {
       records.clear();
       ZIPG_RETURN_IF_ERROR(Wal::ReadRecords(path, next, kChunk, &records));
       if (!records.empty()) ZIPG_RETURN_IF_ERROR(ship(ShipKind::kAppend, generation, next, records));
-    } while (records.size() == kChunk);
-    ZIPG_RETURN_IF_ERROR(ship(ShipKind::kFreeze, generation + 1, next, {}));
+      if (records.size() < kChunk) break;
+    }
+    ZIPG_RETURN_IF_ERROR(
+        ship(ShipKind::kFreeze, generation + 1, end != ends_.end() ? end->second : next, {}));
   }
   if (generation != static_cast<uint64_t>(generation_)) {
     return Status::Internal("the standby is at generation " + std::to_string(generation) +
@@ -1088,7 +1237,14 @@ Status LogStore::CatchUpStandby() {
   }
   std::cerr << "LogStore: the standby caught up at generation " << generation << " record "
             << next << "; in sync again\n";
-  if (options_.on_sync) options_.on_sync("in_sync", "");
+  if (options_.on_sync) {
+    // Not recorded: the standby is not counted in sync by the cluster (it cannot take over), but
+    // it gets every group; the next catch-up is not needed for that.
+    if (Status s = options_.on_sync("in_sync", ""); !s.ok()) {
+      std::cerr << "LogStore: the standby is in sync, but that could not be recorded: "
+                << s.ToString() << "\n";
+    }
+  }
   return Status::OK();
 }
 
@@ -1118,14 +1274,19 @@ ShipReply LogStore::Position(ShipCode code) const {
 }
 
 ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
-  if (!options_.standby) {
-    ShipReply r = Position(ShipCode::kError);
-    r.message = "this LogStore is not a standby";
-    return r;
-  }
+  std::lock_guard role(role_mu_);
   if (q.epoch < shipped_epoch_) {
     ShipReply r = Position(ShipCode::kFenced);
-    r.message = "fenced: this standby has seen epoch " + std::to_string(shipped_epoch_);
+    r.message = "fenced: this LogStore has seen epoch " + std::to_string(shipped_epoch_);
+    return r;
+  }
+  if (!standby_) {
+    ShipReply r = Position(ShipCode::kError);
+    r.message = "this LogStore is not a standby";
+    if (q.epoch > epoch_) {
+      StopWrites("a leader of epoch " + std::to_string(q.epoch) +
+                 " ships to this LogStore: it is no longer the leader");
+    }
     return r;
   }
   shipped_epoch_ = q.epoch;
@@ -1138,10 +1299,23 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
   if (q.kind == ShipKind::kFreeze) {
     // The leader froze generation_ after first_index records and now logs generation_ + 1.
     if (q.generation != static_cast<uint64_t>(generation_) + 1 ||
-        q.first_index != records_in_generation_) {
+        q.first_index > records_in_generation_) {
       return Position(ShipCode::kElsewhere);
     }
     std::lock_guard compacting(compact_mu_);
+    if (q.first_index < records_in_generation_) {
+      // The leader's history ends this generation earlier: the rest was logged by a leader that
+      // lost its leadership before shipping it, never acknowledged nor posted. Drop it.
+      std::cerr << "LogStore: dropping records " << q.first_index << ".."
+                << records_in_generation_ - 1 << " of generation " << generation_
+                << ": the leader's history ends the generation before them\n";
+      if (Status s = Reload(/*post=*/false, q.first_index); !s.ok()) return failed(s);
+      if (q.first_index != records_in_generation_) {
+        return failed(Status::Internal("after dropping its tail, generation " +
+                                       std::to_string(generation_) + " holds " +
+                                       std::to_string(records_in_generation_) + " records"));
+      }
+    }
     if (frozen_) {  // the previous generation is still being built here: finish it first
       json summary;
       if (Status built = BuildFrozen(&summary); !built.ok()) return failed(built);
@@ -1216,13 +1390,15 @@ json LogStore::StatusJson() const {
   uint64_t feed_bytes = 0;
   for (const auto& feed : feeds_) feed_bytes += feed->size();
   j["feed_bytes"] = feed_bytes;
+  j["epoch"] = epoch_.load();
   std::lock_guard lock(stats_mu_);
-  if (options_.standby) {
+  if (writes_stopped_) j["writes_stopped"] = stop_reason_;
+  if (standby_) {
     j["standby"] = {{"role", "standby"},
                     {"applied_groups", applied_groups_.load()},
                     {"epoch", shipped_epoch_.load()}};
-  } else if (ship_) {
-    j["standby"] = {{"endpoint", ship_->endpoint()},
+  } else if (!ship_endpoint_.empty()) {
+    j["standby"] = {{"endpoint", ship_endpoint_},
                     {"sync", degraded_ ? "degraded" : "in_sync"},
                     {"shipped_groups", shipped_groups_.load()},
                     {"caught_up", resyncs_}};

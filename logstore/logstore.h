@@ -63,11 +63,14 @@ struct LogStoreOptions {
   std::string standby_endpoint;
   int ship_timeout_ms = 1000;
   shard::CurveKeys ship_curve;
-  // The leader's epoch (docs/logstore-ha.md, "Election"); shipped with every group.
+  // The leader's epoch (docs/logstore-ha.md, "Election"); shipped with every group and carried
+  // by every update batch.
   uint64_t epoch = 0;
-  // Called when the leader goes on without its standby ("degraded", with the reason) and when
-  // the standby has caught up again ("in_sync").
-  std::function<void(const std::string& state, const std::string& reason)> on_sync;
+  // Called when the leader goes on without its standby ("degraded", with the reason), before it
+  // acknowledges anything alone, and when the standby has caught up ("in_sync"). If it fails
+  // to record "degraded" (the cluster's in-sync set could not be written), the group fails and
+  // the next one tries again: a write is never acknowledged alone unless that was recorded.
+  std::function<Status(const std::string& state, const std::string& reason)> on_sync;
 };
 
 class LogStore final : public GraphWriteApi {
@@ -122,7 +125,25 @@ class LogStore final : public GraphWriteApi {
   // Standby: applies one request of the leader's log shipping (logstore/ship.h): an append is
   // logged (with fdatasync) and applied if it starts where this standby is; a freeze switches
   // to the next generation after the leader's last record of this one and compacts it.
+  // An append or freeze of a lower epoch than one seen is refused (fenced), whatever the role.
+  // A freeze that ends the generation before this standby's last record (its tail was never
+  // acknowledged: it was logged by a leader that lost its leadership) discards that tail first.
   ShipReply ApplyShipped(const ShipRequest& request);
+
+  // Standby -> leader once this process holds the leadership of `epoch` (docs/logstore-ha.md,
+  // "Election and takeover"): shipments of lower epochs are refused from now on; the live logs
+  // are replayed and re-sent to the base shards with the new epoch (an empty batch to the
+  // others), so that every shard fences the old leader; then a new generation starts, so that
+  // nothing is ever logged after the old leader's last shipped record. Writes are taken once it
+  // returns OK.
+  Status Promote(uint64_t epoch);
+  // Leader: ships every group to the standby at `endpoint` from now on, once it has caught up
+  // (until then it counts as degraded, and on_sync says "in_sync" when it is). "" stops shipping.
+  void AttachStandby(const std::string& endpoint);
+  // Every write fails from now on with UNAVAILABLE(reason): this LogStore lost its leadership.
+  void StopWrites(const std::string& reason);
+  bool standby() const { return standby_.load(); }
+  uint64_t epoch() const { return epoch_.load(); }
 
   std::vector<int64_t> LogShards() const;
   nlohmann::json StatusJson() const;
@@ -143,8 +164,17 @@ class LogStore final : public GraphWriteApi {
     std::unordered_map<int64_t, engine::NodeUpdates> overlay;  // deletes since the freeze
   };
 
-  explicit LogStore(const LogStoreOptions& options) : options_(options) {}
-  Status Recover();
+  explicit LogStore(const LogStoreOptions& options)
+      : options_(options), standby_(options.standby), epoch_(options.epoch) {}
+  // `post`: send the live logs' updates to the base shards (a leader; a standby's leader does).
+  Status Recover(bool post);
+  // Drops the in-memory state and recovers it from the directory again (compact_mu_ held, no
+  // commit group in flight). Log shards stay alive in retired_: readers may hold pointers.
+  // `post`: re-send the live logs' updates to the shards (a promotion); `keep_live_records`: first
+  // cut the live log after that many records (a standby dropping a tail).
+  Status Reload(bool post, std::optional<uint64_t> keep_live_records = std::nullopt);
+  // Why a write cannot be taken now ("" if it can): a standby, or writes stopped.
+  std::string Refusal() const;
   std::string WalPath(int64_t generation) const;
   std::string FeedPath(uint32_t shard) const;
   std::string ShardDir(int64_t generation) const;
@@ -160,6 +190,11 @@ class LogStore final : public GraphWriteApi {
     return u;
   }
   Status WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs);
+  // Per generation frozen here: how many records its log ended with (STATE "ends"; compact_mu_
+  // held or no other thread yet). The leader ends a rejoining standby's generation there, also
+  // once that log is compacted; the last kKeptEnds generations are kept.
+  std::map<int64_t, uint64_t> ends_;
+  static constexpr size_t kKeptEnds = 64;
 
   // Per-node ordering of writes. A stripe is held shared by unconditional writes (assoc_add and
   // the deletes) from their check-free decision until they are applied, and exclusively by
@@ -246,7 +281,8 @@ class LogStore final : public GraphWriteApi {
       const std::vector<int64_t>* generations, std::optional<int64_t> id) const;
 
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.
-  StatusOr<bool> Freeze();
+  // `force`: a new generation even if the live log is empty (a takeover).
+  StatusOr<bool> Freeze(bool force = false);
   Status BuildFrozen(nlohmann::json* summary);
   // The compaction thread's step: build the frozen generation, or, with none frozen, freeze and
   // build the memtable if it is (still) past the memory threshold.
@@ -254,6 +290,12 @@ class LogStore final : public GraphWriteApi {
   void CompactionLoop();
 
   const LogStoreOptions options_;
+  std::atomic<bool> standby_;
+  std::atomic<uint64_t> epoch_;
+  std::atomic<bool> writes_stopped_{false};
+  std::string stop_reason_;  // guarded by stats_mu_
+  // ApplyShipped, Promote and AttachStandby, one at a time.
+  std::mutex role_mu_;
   GraphApi* reader_ = nullptr;
   shard::UpdateSender* sink_ = nullptr;
   std::function<void(std::vector<int64_t>)> publish_;
@@ -286,6 +328,7 @@ class LogStore final : public GraphWriteApi {
   std::unique_ptr<Memtable> memtable_;
   std::optional<Frozen> frozen_;
   std::vector<LogShard> log_shards_;
+  std::vector<LogShard> retired_;  // dropped by Reload; kept until destruction
 
   std::mutex compact_mu_;  // one compaction at a time
 
@@ -294,8 +337,10 @@ class LogStore final : public GraphWriteApi {
   std::atomic<bool> degraded_{false};
   std::atomic<uint64_t> shipped_groups_{0};
   std::string degraded_reason_;  // guarded by stats_mu_
-  // Marks the standby out of sync: the leader acknowledges alone from now on.
-  void Degrade(const std::string& reason);
+  std::string ship_endpoint_;  // guarded by stats_mu_
+  // Marks the standby out of sync: the leader acknowledges alone from now on. Fails (and stays
+  // in sync) if on_sync could not record it.
+  Status Degrade(const std::string& reason);
   // Degraded: ships the standby what it lacks from this LogStore's logs (older generations still
   // logged, then the live one, its last records with new groups held back), then ships every
   // group again. UNAVAILABLE if the standby is unreachable or behind a generation compacted here.

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "graph/memory_plan.h"
+#include "shard/fence.h"
 #include "shard/update_channel.h"
 #include "util/scratch_dir.h"
 
@@ -36,18 +37,23 @@ using engine::UpdateOp;
 // answers the conditional writes' checks (none: they must not be used).
 class Harness {
  public:
+  // `base`: the base shard's update endpoint, if not this harness's own.
   explicit Harness(const std::string& dir, GraphApi* reader = nullptr,
                    uint64_t compaction_memory_bytes = 0,
-                   const std::function<void(LogStoreOptions*)>& adjust = {}) {
-    auto receiver = shard::UpdateReceiver::Start(
-        "127.0.0.1", 0, [this](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
-          received_ += updates.size();
-          return StatusOr<shard::PushAnswer>(
-              shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
-        });
-    EXPECT_TRUE(receiver.ok()) << receiver.status().ToString();
-    receiver_ = std::move(*receiver);
-    const std::string endpoint = receiver_->endpoint();
+                   const std::function<void(LogStoreOptions*)>& adjust = {},
+                   const std::string& base = "") {
+    std::string endpoint = base;
+    if (endpoint.empty()) {
+      auto receiver = shard::UpdateReceiver::Start(
+          "127.0.0.1", 0, [this](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
+            received_ += updates.size();
+            return StatusOr<shard::PushAnswer>(
+                shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
+          });
+      EXPECT_TRUE(receiver.ok()) << receiver.status().ToString();
+      receiver_ = std::move(*receiver);
+      endpoint = receiver_->endpoint();
+    }
     sender_ = std::make_unique<shard::UpdateSender>(1, [endpoint](uint32_t) {
       return std::vector<shard::UpdateTarget>{{"base", endpoint}};
     });
@@ -865,6 +871,120 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
   EXPECT_NE(status["standby"]["reason"].get<std::string>().find("compacted"), std::string::npos)
       << status.dump();
   write(5);  // the leader still acknowledges alone
+}
+
+// Takeover (docs/logstore-ha.md, "Election and takeover"): the in-sync standby promoted with a
+// larger epoch holds every acknowledged write, reaches the base shard with its epoch, and fences
+// the old leader (its next group fails and reaches no shard). The old leader, restarted as the
+// standby with a tail it logged but never shipped, drops that tail and catches up.
+TEST(LogStoreTest, APromotedStandbyFencesTheOldLeaderWhichRejoinsWithoutItsTail) {
+  ScratchDir dir("logstore_takeover_test");
+  ASSERT_TRUE(dir.ok());
+  const std::string a_dir = dir.path() + "/a", b_dir = dir.path() + "/b";
+  // The base shard: a fence, and every edge it was sent.
+  auto fence = shard::Fence::Open(dir.path() + "/fence.json");
+  ASSERT_TRUE(fence.ok());
+  std::mutex base_mu;
+  std::set<int64_t> base_dsts;
+  auto base = shard::UpdateReceiver::Start(
+      "127.0.0.1", 0,
+      [&](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
+        std::lock_guard lock(base_mu);
+        for (const auto& u : updates) base_dsts.insert(u.dst);
+        return StatusOr<shard::PushAnswer>(
+            shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
+      },
+      {}, fence->get());
+  ASSERT_TRUE(base.ok());
+  const std::string base_endpoint = (*base)->endpoint();
+  auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
+  auto serve = [](LogStore* store, int port) {
+    auto r = ShipReceiver::Start("127.0.0.1", port,
+                                 [store](const ShipRequest& q) { return store->ApplyShipped(q); });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return std::move(*r);
+  };
+  auto b = std::make_unique<Harness>(b_dir, nullptr, 0, as_standby, base_endpoint);
+  auto b_ship = serve(&b->store(), 0);
+  auto a = std::make_unique<Harness>(a_dir, nullptr, 0, [&](LogStoreOptions* o) {
+    o->standby_endpoint = b_ship->endpoint();
+    o->ship_timeout_ms = 500;
+    o->epoch = 1;
+  }, base_endpoint);
+  ASSERT_EQ(a->store().StatusJson()["standby"]["sync"], "in_sync");
+  const std::vector<int64_t> srcs = {1, 2, 3, 4, 5};
+  int64_t dst = 0;
+  auto write = [&](LogStore& store, int n) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t src = srcs[static_cast<size_t>(i) % srcs.size()];
+      ASSERT_TRUE(store.AssocAdd(Edge{src, 0, ++dst, i, {}}).ok()) << dst;
+    }
+  };
+  write(a->store(), 60);
+  auto frozen = a->store().Compact();  // a generation in a log shard, one live
+  ASSERT_TRUE(frozen.ok());
+  WaitForCompaction(a->store(), nlohmann::json::parse(*frozen)["generation"].get<int64_t>());
+  write(a->store(), 40);
+  const auto acknowledged = Snapshot(a->store(), srcs);
+  const int64_t a_generation = a->store().StatusJson()["generation"].get<int64_t>();
+
+  // B takes over with epoch 2: everything A acknowledged, a new generation, the base fenced.
+  ASSERT_TRUE(b->store().Promote(2).ok());
+  EXPECT_FALSE(b->store().standby());
+  EXPECT_EQ(fence->get()->epoch(0), 2u);
+  EXPECT_EQ(b->store().StatusJson()["generation"].get<int64_t>(), a_generation + 1);
+  EXPECT_EQ(Snapshot(b->store(), srcs), acknowledged);
+  EXPECT_EQ(b->store().Promote(3).code(), StatusCode::kInvalidArgument);  // not a standby now
+
+  // A, paused through the takeover, wakes up: its next write is fenced by B and reaches no one.
+  const size_t base_before = [&] {
+    std::lock_guard lock(base_mu);
+    return base_dsts.size();
+  }();
+  auto late = a->store().AssocAdd(Edge{1, 0, 9999, 1, {}});
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable) << late.status().ToString();
+  EXPECT_NE(late.status().message().find("fenced"), std::string::npos) << late.status().ToString();
+  EXPECT_EQ(a->store().AssocAdd(Edge{1, 0, 9998, 1, {}}).status().code(), StatusCode::kUnavailable);
+  {
+    std::lock_guard lock(base_mu);
+    EXPECT_EQ(base_dsts.size(), base_before);
+    EXPECT_EQ(base_dsts.count(9999), 0u);
+  }
+  EXPECT_EQ(Snapshot(b->store(), srcs), acknowledged);
+  write(b->store(), 30);  // B acknowledges alone (no standby yet)
+
+  // A stops; its log gains a tail it never shipped (as if it had logged a group and died before
+  // the standby answered). Restarted as the standby, it must drop that tail and catch up.
+  a.reset();
+  {
+    auto wal = Wal::Open(a_dir + "/wal-" + std::to_string(a_generation) + ".log", {});
+    ASSERT_TRUE(wal.ok()) << wal.status().ToString();
+    for (int64_t d : {7001, 7002, 7003}) {
+      const std::string payload = EncodeRecord(LogRecord{UpdateOp::kPutEdge, 2, 0, d, 1, {}});
+      ASSERT_TRUE((*wal)->Append(payload).ok());
+    }
+  }
+  a = std::make_unique<Harness>(a_dir, nullptr, 0, as_standby, base_endpoint);
+  ASSERT_EQ(Snapshot(a->store(), {2})[2].size(), acknowledged.at(2).size() + 3);  // the tail
+  auto a_ship = serve(&a->store(), 0);
+  b->store().AttachStandby(a_ship->endpoint());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (b->store().StatusJson()["standby"]["sync"] != "in_sync" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(b->store().StatusJson()["standby"]["sync"], "in_sync") << b->store().StatusJson().dump();
+  write(b->store(), 20);  // shipped to A
+  const auto want = Snapshot(b->store(), srcs);
+  EXPECT_EQ(Snapshot(a->store(), srcs), want);
+  for (const auto& [src, edges] : want) {
+    for (const Edge& e : edges) EXPECT_LT(e.dst, 7001) << "a dropped tail came back";
+  }
+  EXPECT_EQ(a->store().StatusJson()["generation"], b->store().StatusJson()["generation"]);
+  {
+    std::lock_guard lock(base_mu);
+    for (int64_t d : {7001, 7002, 7003, 9998, 9999}) EXPECT_EQ(base_dsts.count(d), 0u) << d;
+  }
 }
 
 }  // namespace

@@ -143,6 +143,25 @@ Status Wal::ReadRecords(const std::string& path, uint64_t first, size_t max,
       .status();
 }
 
+Status Wal::Truncate(const std::string& path, uint64_t keep) {
+  FdGuard fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoStatus("cannot open", path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("cannot stat", path);
+  uint64_t index = 0;
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t end,
+                        ReplayIntact(fd.get(), path, static_cast<uint64_t>(st.st_size),
+                                     [&](std::string_view, bool* stop) {
+                                       *stop = ++index >= keep;
+                                       return Status::OK();
+                                     }));
+  const uint64_t cut = keep == 0 ? 0 : end;
+  if (cut >= static_cast<uint64_t>(st.st_size)) return Status::OK();
+  if (::ftruncate(fd.get(), static_cast<off_t>(cut)) != 0) return ErrnoStatus("cannot truncate", path);
+  if (::fdatasync(fd.get()) != 0) return ErrnoStatus("cannot sync", path);
+  return Status::OK();
+}
+
 struct Wal::Writer {
   explicit Writer(const std::string_view* p, size_t n) : payloads(p), count(n) {}
   const std::string_view* payloads;  // the caller's records, written back to back

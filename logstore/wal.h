@@ -78,6 +78,10 @@ class Wal {
   // what is read is a prefix of what it has written.
   static Status ReadRecords(const std::string& path, uint64_t first, size_t max,
                             std::vector<std::string>* out);
+  // Cuts the log at `path` (not open in any Wal) after its first `keep` intact records, and
+  // syncs it: a standby drops a tail that its new leader never had (docs/logstore-ha.md). OK and
+  // unchanged if it holds no more than `keep` records.
+  static Status Truncate(const std::string& path, uint64_t keep);
   Wal(const Wal&) = delete;
   Wal& operator=(const Wal&) = delete;
 
