@@ -55,8 +55,9 @@ const char kUsage[] =
     "  --replicas R     every shard served by R shard-server processes, no two copies on one\n"
     "                   (default 1); each keeps its writes in STORE/updates/server-K\n"
     "  --aggregators N  aggregator processes (default: one per shard server)\n"
-    "  --logstores N    1, or 2: the LogStore and a standby it ships every commit group to\n"
-    "                   before acknowledging it (docs/logstore-ha.md; its data in\n"
+    "  --logstores N    1, or 2: two LogStores that elect a leader in etcd; the leader ships\n"
+    "                   every commit group to the other before acknowledging it, and the\n"
+    "                   other takes over if the leader dies (docs/logstore-ha.md; its data in\n"
     "                   STORE/logstore-standby)\n"
     "  --host H         address every server binds (default 127.0.0.1)\n"
     "  --port P         first aggregator port, the next ones follow (default 0: free ports)\n"
@@ -225,19 +226,20 @@ class Starter {
     }
     if (args_.Has("no-sync")) logstore_argv.push_back("--no-sync");
     if (logstores == 2) {
-      // The standby first: the leader checks at start that it is where the leader's log is.
-      ZIPG_ASSIGN_OR_RETURN(int ship_port, FreePort(host_));
-      std::vector<std::string> standby_argv = logstore_argv;
-      standby_argv.insert(standby_argv.end(),
-                          {"--standby", "--ship-port", std::to_string(ship_port),
-                           "--logstore-dir", store_ + "/logstore-standby"});
-      ZIPG_RETURN_IF_ERROR(SpawnServer(standby_argv, "logstore-standby", 0));
-      logstore_argv.insert(logstore_argv.end(),
-                           {"--standby-endpoint",
-                            "tcp://" + host_ + ":" + std::to_string(ship_port)});
-      ZIPG_RETURN_IF_ERROR(WaitRegistered("logstore-standby", deadline));
+      // Two LogStores that elect their leader (docs/logstore-ha.md): "logstore" first, so that
+      // it wins the first election; "logstore-standby" then follows it.
+      logstore_argv.push_back("--elect");
+      for (const char* name : {"logstore", "logstore-standby"}) {
+        std::vector<std::string> argv = logstore_argv;
+        if (std::string(name) != "logstore") {
+          argv.insert(argv.end(), {"--logstore-dir", store_ + "/" + name});
+        }
+        ZIPG_RETURN_IF_ERROR(SpawnServer(argv, name, 0));
+        ZIPG_RETURN_IF_ERROR(WaitRegistered(name, deadline));
+      }
+    } else {
+      ZIPG_RETURN_IF_ERROR(SpawnServer(logstore_argv, "logstore", 0));
     }
-    ZIPG_RETURN_IF_ERROR(SpawnServer(logstore_argv, "logstore", 0));
     for (uint64_t k = 0; k < aggregators; ++k) {
       std::vector<std::string> argv = {self_, "serve", "aggregator"};
       if (auto n = args_.Get("write-batches")) {
@@ -361,18 +363,22 @@ class Starter {
       if (kvs.ok()) {
         std::vector<std::string> aggs;
         uint64_t shard_servers = 0, standbys = 0;
+        std::string leader_sync;
         for (const auto& kv : *kvs) {
           auto m = cluster::MemberInfo::FromJson(kv.value);
           if (!m.ok()) continue;
           if (m->role == "aggregator") aggs.push_back(m->endpoint.ToString());
           if (m->role == "shard") ++shard_servers;
-          if (m->role == "logstore" && m->leader) logstore_endpoint_ = m->endpoint.ToString();
+          if (m->role == "logstore" && m->leader) {
+            logstore_endpoint_ = m->endpoint.ToString();
+            leader_sync = m->sync;
+          }
           if (m->role == "logstore" && !m->leader) ++standbys;
         }
         why = std::to_string(shard_servers) + "/" + std::to_string(servers) + " shard servers, " +
               std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators";
         if (shard_servers == servers && aggs.size() == aggregators && !logstore_endpoint_.empty() &&
-            standbys + 1 >= logstores_) {
+            standbys + 1 >= logstores_ && (logstores_ == 1 || leader_sync == "in_sync")) {
           bool all_healthy = true;
           for (const auto& a : aggs) {
             auto client = Connect(a);

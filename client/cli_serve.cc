@@ -18,6 +18,7 @@
 #include "aggregator/aggregator.h"
 #include "client/cli.h"
 #include "cluster/membership.h"
+#include "logstore/ha.h"
 #include "logstore/logstore.h"
 #include "logstore/server.h"
 #include "rpc/server.h"
@@ -64,6 +65,9 @@ const char kUsage[] =
     "  --standby-endpoint tcp://H:P  logstore: ship every commit group to this standby before\n"
     "                  acknowledging it; without an answer in --ship-timeout-ms (default 1000)\n"
     "                  go on alone (\"degraded\" in status)\n"
+    "  --elect         logstore: one of two LogStores that elect their leader in etcd (needs\n"
+    "                  --name): the leader takes writes and ships them to the other, which takes\n"
+    "                  over when the leader's key expires (--leader-ttl S, default 2)\n"
     "  --write-batches N  aggregator: write_batch calls in flight to the LogStore (default 8;\n"
     "                  concurrent writes beyond them queue and go together)\n"
     "stops cleanly (leaving etcd at once) on SIGTERM or SIGINT\n";
@@ -101,7 +105,7 @@ int WaitForStop(const sigset_t& set) {
 }  // namespace
 
 int RunServe(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync", "standby"});
+  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync", "standby", "elect"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (args->positional().size() != 1) return UsageError("serve needs shard or aggregator", kUsage);
   const std::string role = args->positional()[0];
@@ -112,7 +116,8 @@ int RunServe(int argc, char** argv) {
       WithTls({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
                "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory",
                "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
-               "ship-port", "standby-endpoint", "ship-timeout-ms", "logstore-dir"}));
+               "ship-port", "standby-endpoint", "ship-timeout-ms", "logstore-dir", "elect",
+               "leader-ttl"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -188,6 +193,8 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<shard::UpdateSender> sender;
   std::unique_ptr<logstore::LogStore> log_store;
   std::unique_ptr<logstore::ShipReceiver> ship_receiver;  // a standby's; goes before log_store
+  std::unique_ptr<logstore::HaCoordinator> ha;             // --elect; goes before log_store
+  std::atomic<logstore::LogStore*> store_ptr{nullptr};     // for the receiver and ha callbacks
   std::shared_ptr<apache::thrift::TProcessor> processor;
   if (role == "shard") {
     const auto store = args->Get("store");
@@ -300,6 +307,18 @@ int RunServe(int argc, char** argv) {
     if (log_options.standby && args->Has("standby-endpoint")) {
       return UsageError("a standby LogStore takes no --standby-endpoint", kUsage);
     }
+    const bool elect = args->Has("elect");
+    if (elect && (args->Has("standby") || args->Has("standby-endpoint"))) {
+      return UsageError("--elect chooses the role itself: no --standby or --standby-endpoint",
+                        kUsage);
+    }
+    if (elect && !args->Has("name")) {
+      return UsageError("--elect needs --name (the in-sync set names LogStores)", kUsage);
+    }
+    auto leader_ttl = args->GetUint("leader-ttl", 2);
+    if (!leader_ttl.ok() || *leader_ttl < 1 || *leader_ttl > 600) {
+      return UsageError("--leader-ttl must be 1..600 seconds", kUsage);
+    }
     log_options.standby_endpoint = args->Get("standby-endpoint").value_or("");
     auto ship_timeout = args->GetUint("ship-timeout-ms", 1000);
     if (!ship_timeout.ok() || *ship_timeout < 1 || *ship_timeout > 600000) {
@@ -310,11 +329,87 @@ int RunServe(int argc, char** argv) {
     info.leader = !log_options.standby;
     if (!log_options.standby_endpoint.empty()) info.sync = "in_sync";
     log_options.on_sync = [&](const std::string& state, const std::string&) {
+      // The in-sync set first: "degraded" must be recorded before a write is acknowledged alone.
+      if (ha) ZIPG_RETURN_IF_ERROR(ha->RecordSync(state));
       std::lock_guard lock(info_mu);
       info.sync = state;
       if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
       return Status::OK();
     };
+    auto ship_port = args->GetUint("ship-port", 0);
+    if (!ship_port.ok() || *ship_port > 65535) {
+      return UsageError("--ship-port must be 0..65535", kUsage);
+    }
+    if (log_options.standby || elect) {
+      // Before the LogStore opens: an elected leader advertises it too (unused until it is a
+      // standby again, after a restart).
+      auto receiver = logstore::ShipReceiver::Start(
+          args->Get("host").value_or("127.0.0.1"), static_cast<int>(*ship_port),
+          [&store_ptr](const logstore::ShipRequest& q) {
+            logstore::LogStore* l = store_ptr.load();
+            if (l != nullptr) return l->ApplyShipped(q);
+            logstore::ShipReply r;
+            r.message = "this LogStore is starting";
+            return r;
+          },
+          curve);
+      if (!receiver.ok()) return Fail(receiver.status());
+      ship_receiver = std::move(*receiver);
+      info.ship_endpoint = ship_receiver->endpoint();
+    }
+    if (elect) {
+      // The role: the leader if it wins the election now, else a standby that takes over when
+      // the leader's key goes (docs/logstore-ha.md, "Election and takeover").
+      const std::string self = *args->Get("name");
+      ha = std::make_unique<logstore::HaCoordinator>(etcd, prefix, self,
+                                                     static_cast<int64_t>(*leader_ttl));
+      logstore::HaCoordinator::Callbacks callbacks;
+      callbacks.promote = [&](uint64_t epoch) -> Status {
+        logstore::LogStore* l = store_ptr.load();
+        if (l == nullptr) return Status::Unavailable("the LogStore is not open");
+        ZIPG_RETURN_IF_ERROR(l->Promote(epoch));
+        std::lock_guard lock(info_mu);
+        info.leader = true;
+        info.epoch = static_cast<int64_t>(epoch);
+        info.sync.clear();
+        if (registration_slot && *registration_slot) {
+          ZIPG_RETURN_IF_ERROR((*registration_slot)->Update(info));
+        }
+        return Status::OK();
+      };
+      callbacks.find_standby = [&, self]() -> std::pair<std::string, std::string> {
+        auto current = (*view)->Current();
+        for (const auto& m : current->members) {
+          if (m.role == "logstore" && m.name != self && !m.leader && !m.ship_endpoint.empty()) {
+            return {m.name, m.ship_endpoint};
+          }
+        }
+        return {"", ""};
+      };
+      callbacks.attach = [&](const std::string& endpoint) {
+        if (logstore::LogStore* l = store_ptr.load()) l->AttachStandby(endpoint);
+        if (endpoint.empty()) {
+          std::lock_guard lock(info_mu);
+          info.sync.clear();
+          if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
+        }
+      };
+      callbacks.on_lost = [&store_ptr] {
+        if (logstore::LogStore* l = store_ptr.load()) l->StopWrites("this LogStore lost the leadership");
+        std::cerr << "zipg logstore: lost the leadership; exiting (restart it: it rejoins as the "
+                     "standby)" << std::endl;
+        kill(getpid(), SIGTERM);
+      };
+      auto epoch = ha->Start(std::move(callbacks));
+      if (!epoch.ok()) return Fail(epoch.status());
+      log_options.standby = *epoch == 0;
+      log_options.epoch = *epoch;
+      info.leader = *epoch != 0;
+      info.epoch = static_cast<int64_t>(*epoch);
+      std::cout << "zipg logstore " << self << ": "
+                << (*epoch ? "the leader, epoch " + std::to_string(*epoch) : std::string("a standby"))
+                << std::endl;
+    }
     log_options.memtable_bytes = *memtable_mb << 20;
     if (auto limit = args->Get("compaction-memory")) {
       auto bytes = ParseByteSize(*limit);
@@ -335,19 +430,7 @@ int RunServe(int argc, char** argv) {
         });
     if (!opened.ok()) return Fail(opened.status());
     log_store = std::move(*opened);
-    if (log_options.standby) {
-      auto ship_port = args->GetUint("ship-port", 0);
-      if (!ship_port.ok() || *ship_port > 65535) {
-        return UsageError("--ship-port must be 0..65535", kUsage);
-      }
-      auto receiver = logstore::ShipReceiver::Start(
-          args->Get("host").value_or("127.0.0.1"), static_cast<int>(*ship_port),
-          [l = log_store.get()](const logstore::ShipRequest& q) { return l->ApplyShipped(q); },
-          curve);
-      if (!receiver.ok()) return Fail(receiver.status());
-      ship_receiver = std::move(*receiver);
-      info.ship_endpoint = ship_receiver->endpoint();
-    }
+    store_ptr = log_store.get();
     info.store = *store;
     info.generations = log_store->LogShards();
     auto handler = std::make_shared<logstore::LogStoreHandler>(
@@ -410,6 +493,7 @@ int RunServe(int argc, char** argv) {
       (void)(*registration)->Update(info);
     }
   }
+  if (ha) ha->Run();
   if (shard_graph) {
     // Catch up with the LogStore's feed, then serve (docs/replication.md, "Catching up").
     const std::string self = info.name;
@@ -439,6 +523,7 @@ int RunServe(int argc, char** argv) {
   const int sig = WaitForStop(stop_signals);
   std::cout << "zipg " << role << " " << info.name << ": signal " << sig << ", stopping"
             << std::endl;
+  ha.reset();  // a leader resigns: its standby takes over at once
   {
     std::lock_guard lock(info_mu);
     registration_slot = nullptr;

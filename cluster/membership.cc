@@ -24,6 +24,7 @@ json MemberInfo::ToJson() const {
     j["leader"] = leader;
     if (!ship_endpoint.empty()) j["ship_endpoint"] = ship_endpoint;
     if (!sync.empty()) j["sync"] = sync;
+    if (epoch != 0) j["epoch"] = epoch;
   }
   return j;
 }
@@ -52,6 +53,7 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
       m.leader = j.value("leader", true);
       m.ship_endpoint = j.value("ship_endpoint", std::string());
       m.sync = j.value("sync", std::string());
+      m.epoch = j.value("epoch", int64_t{0});
     }
     return m;
   } catch (const json::exception& e) {
@@ -80,6 +82,12 @@ std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
   for (size_t i = 0; i < map->members.size(); ++i) {
     if (map->members[i].role != "logstore") continue;
     auto& slot = map->members[i].leader ? map->logstore : map->standby;
+    if (slot && map->members[i].leader && map->members[*slot].epoch != map->members[i].epoch) {
+      // After a failover the old leader stays registered until its lease expires: the newer
+      // epoch is the leader (docs/logstore-ha.md).
+      if (map->members[i].epoch > map->members[*slot].epoch) slot = i;
+      continue;
+    }
     if (slot) {
       map->problem = std::string("two ") + (map->members[i].leader ? "leader" : "standby") +
                      " LogStores are registered (" + map->members[*slot].name + " and " +

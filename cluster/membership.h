@@ -45,6 +45,8 @@ struct MemberInfo {
                                      // docs/logstore-ha.md)
   std::string ship_endpoint;         // standby LogStore: where its leader ships the log
   std::string sync;                  // leader LogStore with a standby: "in_sync" or "degraded"
+  int64_t epoch = 0;                 // LogStore leader: its election epoch (0: not elected);
+                                     // the map's leader is the one with the largest
   int64_t pid = 0;
 
   nlohmann::json ToJson() const;

@@ -329,6 +329,10 @@ void LogStore::AttachStandby(const std::string& endpoint) {
   // Until the resync thread has caught it up. If that cannot be recorded, the next group ships
   // to it and degrades then.
   (void)Degrade("a new standby at " + endpoint + ": catching it up");
+  {
+    std::lock_guard lock(loop_mu_);
+    resync_now_ = true;
+  }
   resync_cv_.notify_all();
 }
 
@@ -1252,7 +1256,8 @@ void LogStore::ResyncLoop() {
   std::unique_lock lock(loop_mu_);
   while (!stopping_) {
     resync_cv_.wait_for(lock, std::chrono::milliseconds(kResyncIntervalMs),
-                        [this] { return stopping_; });
+                        [this] { return stopping_ || resync_now_; });
+    resync_now_ = false;
     if (stopping_ || !degraded_) continue;
     lock.unlock();
     Status s = CatchUpStandby();

@@ -349,6 +349,7 @@ class LogStore final : public GraphWriteApi {
   static constexpr int kResyncIntervalMs = 1000;
   std::thread resync_;
   std::condition_variable resync_cv_;  // with loop_mu_ and stopping_
+  bool resync_now_ = false;            // guarded by loop_mu_: a standby was attached
   uint64_t resyncs_ = 0;               // guarded by stats_mu_
   // Holds back new commit groups and waits for those in flight to be applied (Freeze, the end of
   // a catch-up); they resume when it is destroyed.
