@@ -1,6 +1,8 @@
 #include "aggregator/aggregator.h"
 
 #include <algorithm>
+#include <chrono>
+#include <optional>
 
 #include "graph/partition.h"
 #include "rpc/convert.h"
@@ -21,7 +23,35 @@ ClusterGraph::ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools
             ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
             return log.SendWriteBatch(writes);
           },
-          WriteBatcher::Options{.max_in_flight = write_batches}) {}
+          WriteBatcher::Options{.max_in_flight = write_batches}, [this] {
+            auto map = view_->Current();
+            auto logstore = map->LogStore();
+            return logstore.ok() ? (*logstore)->endpoint.ToString() : std::string();
+          }) {
+  leader_watch_ = std::thread([this] { WatchLeader(); });
+}
+
+ClusterGraph::~ClusterGraph() {
+  {
+    std::lock_guard lock(watch_mu_);
+    stopping_ = true;
+  }
+  watch_cv_.notify_all();
+  if (leader_watch_.joinable()) leader_watch_.join();
+}
+
+void ClusterGraph::WatchLeader() {
+  std::optional<rpc::Endpoint> last;
+  std::unique_lock lock(watch_mu_);
+  while (!watch_cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return stopping_; })) {
+    auto map = view_->Current();
+    auto logstore = map->LogStore();
+    if (!logstore.ok()) continue;
+    const rpc::Endpoint now = (*logstore)->endpoint;
+    if (last && last->ToString() != now.ToString()) pools_->Get(*last)->Interrupt();
+    last = now;
+  }
+}
 
 StatusOr<uint32_t> ClusterGraph::ShardFor(int64_t id) const {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");

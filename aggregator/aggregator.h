@@ -10,8 +10,11 @@
 // Thread-safety: every operation may be called concurrently.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "cluster/membership.h"
 #include "graph/api.h"
@@ -27,6 +30,7 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   // `view` and `pools` must outlive the ClusterGraph. At most `write_batches` write_batch calls
   // are in flight to the LogStore (aggregator/write_batcher.h).
   ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools, size_t write_batches = 8);
+  ~ClusterGraph() override;
 
   StatusOr<std::optional<Properties>> GetNodeProperty(
       int64_t id, const std::vector<std::string>* names) override;
@@ -69,10 +73,19 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<bool> Batched(rpc::WriteKind::type kind, int64_t id, int64_t type, int64_t dst,
                          int64_t timestamp, const Properties* properties);
 
+  // When the map names a new LogStore leader, the calls still in flight to the old one fail at
+  // once (rpc::ConnectionPool::Interrupt) instead of after their timeout: a paused old leader
+  // would otherwise hold its writers for the whole call timeout (docs/logstore-ha.md).
+  void WatchLeader();
+
   const cluster::ClusterView* view_;
   rpc::PoolSet* pools_;
   ThreadPool fanout_;
   WriteBatcher batcher_;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool stopping_ = false;  // guarded by watch_mu_
+  std::thread leader_watch_;
 };
 
 }  // namespace zipg::aggregator

@@ -1,5 +1,6 @@
 #include "aggregator/write_batcher.h"
 
+#include <algorithm>
 #include <exception>
 #include <string>
 
@@ -13,13 +14,33 @@ StatusOr<bool> WriteBatcher::Write(rpc::BatchedWrite write) {
   std::unique_lock lock(mu_);
   queue_.push_back(&self);
   while (!self.done) {
-    if (!queue_.empty() && queue_.front() == &self && in_flight_ < options_.max_in_flight) {
+    const bool front = !queue_.empty() && queue_.front() == &self;
+    if (front && HasRoom()) {
       SendBatch(lock, &self);
+    } else if (front) {
+      // Until a batch returns, or the oldest one counts as stuck.
+      // Until a batch returns, or the oldest one counts as stuck (or the target changes: checked
+      // again then too).
+      self.cv.wait_until(lock, std::min(in_flight_.begin()->first + options_.stuck_after,
+                                        Clock::now() + std::chrono::milliseconds(100)));
     } else {
       self.cv.wait(lock);
     }
   }
   return std::move(self.outcome);
+}
+
+bool WriteBatcher::HasRoom() const {
+  if (in_flight_.size() < options_.max_in_flight) return true;
+  const std::string target = target_ ? target_() : "";
+  const auto stuck_before = Clock::now() - options_.stuck_after;
+  size_t mine = 0, fresh = 0;
+  for (const auto& [sent, to] : in_flight_) {
+    if (to != target) continue;
+    ++mine;
+    fresh += sent >= stuck_before;
+  }
+  return fresh < options_.max_in_flight && mine < 4 * options_.max_in_flight;
 }
 
 void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
@@ -35,7 +56,7 @@ void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
     writes.push_back(std::move(w->write));
     batch.push_back(w);
   }
-  ++in_flight_;
+  const auto sent = in_flight_.emplace(Clock::now(), target_ ? target_() : "");
   ++batches_;
   writes_ += batch.size();
   // The next writer may lead another batch while this one is in flight.
@@ -54,7 +75,7 @@ void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
   }
 
   lock.lock();
-  --in_flight_;
+  in_flight_.erase(sent);
   for (size_t i = 0; i < batch.size(); ++i) {
     Waiter* w = batch[i];
     w->outcome = outcomes.ok() ? std::move((*outcomes)[i]) : StatusOr<bool>(outcomes.status());

@@ -151,6 +151,7 @@ TEST(WriteBatcherTest, WritersQueuedBehindAFullPipeShareOneBatch) {
   FakeLogStore log;
   WriteBatcher::Options options;
   options.max_in_flight = 1;
+  options.stuck_after = std::chrono::hours(1);  // held batches are not stuck here
   WriteBatcher batcher(SendTo(&log), options);
   const auto id_of = [](int i) { return i % 7 == 3 ? -int64_t{i} : int64_t{i}; };
   std::vector<rpc::BatchedWrite> writes;
@@ -172,6 +173,7 @@ TEST(WriteBatcherTest, NeverMoreThanMaxInFlightBatches) {
   log.delay_us_ = 300;
   WriteBatcher::Options options;
   options.max_in_flight = 3;
+  options.stuck_after = std::chrono::hours(1);  // held batches are not stuck here
   WriteBatcher batcher(SendTo(&log), options);
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
@@ -198,6 +200,7 @@ TEST(WriteBatcherTest, AFailedBatchFailsEachOfItsWrites) {
   FakeLogStore log;
   WriteBatcher::Options options;
   options.max_in_flight = 1;
+  options.stuck_after = std::chrono::hours(1);  // held batches are not stuck here
   WriteBatcher batcher(SendTo(&log), options);
   // One held batch; five writes queue behind it; then the LogStore goes down.
   std::vector<rpc::BatchedWrite> writes;
@@ -228,6 +231,7 @@ TEST(WriteBatcherTest, SizeLimitsSplitBatches) {
   FakeLogStore log;
   WriteBatcher::Options options;
   options.max_in_flight = 1;
+  options.stuck_after = std::chrono::hours(1);  // held batches are not stuck here
   options.max_writes = 4;
   options.max_bytes = 3000;  // two 1 KB writes fit, three do not
   WriteBatcher batcher(SendTo(&log), options);
@@ -240,6 +244,104 @@ TEST(WriteBatcherTest, SizeLimitsSplitBatches) {
   for (const auto& got : BehindAHeldBatch(log, batcher, writes)) EXPECT_TRUE(got.ok());
   const auto batches = log.batches();
   EXPECT_EQ(batches, (std::vector<std::vector<int64_t>>{{0}, {1, 2, 3, 4}, {5, 6, 7, 8}, {9}, {10}}));
+}
+
+// A batch that does not return (its LogStore paused) stops counting against max_in_flight after
+// stuck_after: the writes behind it are sent and answered meanwhile; at most 4 x max_in_flight
+// batches are in flight to one target; once the target changes (a new LogStore leader), the
+// batches stuck at the old one do not count; a stuck one is answered when its call returns.
+TEST(WriteBatcherTest, AStuckBatchDoesNotHoldBackTheWritesBehindIt) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  int in_flight = 0, max_in_flight = 0;
+  std::mutex target_mu;
+  std::string target = "a";
+  auto current = [&] {
+    std::lock_guard lock(target_mu);
+    return target;
+  };
+  WriteBatcher::Options options;
+  options.max_in_flight = 1;
+  options.stuck_after = std::chrono::milliseconds(50);
+  WriteBatcher batcher(
+      [&](const std::vector<rpc::BatchedWrite>& writes) -> StatusOr<std::vector<StatusOr<bool>>> {
+        const bool to_a = current() == "a";
+        std::unique_lock lock(mu);
+        ++in_flight;
+        max_in_flight = std::max(max_in_flight, in_flight);
+        // At target "a", writes with ids >= 100 are held until released (a paused LogStore).
+        if (to_a && writes.front().id >= 100) cv.wait(lock, [&] { return released; });
+        --in_flight;
+        std::vector<StatusOr<bool>> out;
+        for (const auto& w : writes) out.push_back(Expected(w));
+        return out;
+      },
+      options, current);
+  std::vector<std::thread> stuck;
+  std::vector<StatusOr<bool>> stuck_got(6, StatusOr<bool>(false));
+  // Writers arriving one after the other: each finds the batches before it stuck and goes (once
+  // the newest is 50 ms old), until 4 are in flight; the last two wait.
+  for (int k = 0; k < 6; ++k) {
+    stuck.emplace_back([&, k] { stuck_got[k] = batcher.Write(Add(101 + 2 * k)); });
+    for (int wait = 0; k < 4 && wait < 20000; ++wait) {
+      {
+        std::lock_guard lock(mu);
+        if (in_flight == k + 1) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(in_flight, 4) << "4 x max_in_flight stuck batches, the other writers queued";
+  }
+  // A new target: the two queued writers go to it (as one batch) and are answered, while the 4
+  // batches at "a" are still held.
+  {
+    std::lock_guard lock(target_mu);
+    target = "b";
+  }
+  stuck[5].join();
+  stuck[4].join();
+  for (int k = 4; k < 6; ++k) ExpectSame(stuck_got[k], Expected(Add(101 + 2 * k)), 101 + 2 * k);
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(in_flight, 4);
+    released = true;
+  }
+  cv.notify_all();
+  for (int k = 0; k < 4; ++k) stuck[k].join();
+  for (int k = 0; k < 4; ++k) ExpectSame(stuck_got[k], Expected(Add(101 + 2 * k)), 101 + 2 * k);
+  EXPECT_EQ(max_in_flight, 5);
+  {
+    std::lock_guard lock(target_mu);
+    target = "a";
+  }
+
+  // One stuck batch: a later writer's batch goes past it and is answered while it is held.
+  {
+    std::lock_guard lock(mu);
+    released = false;
+  }
+  StatusOr<bool> held = false;
+  std::thread holder([&] { held = batcher.Write(Add(201)); });
+  while (true) {
+    std::lock_guard lock(mu);
+    if (in_flight == 1) break;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ExpectSame(batcher.Write(Add(3)), Expected(Add(3)), 3);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(40));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(in_flight, 1) << "the held batch is still in flight";
+    released = true;
+  }
+  cv.notify_all();
+  holder.join();
+  ExpectSame(held, Expected(Add(201)), 201);
 }
 
 }  // namespace

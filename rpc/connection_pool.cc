@@ -1,5 +1,7 @@
 #include "rpc/connection_pool.h"
 
+#include <sys/socket.h>
+
 #include <thrift/TApplicationException.h>
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
@@ -39,6 +41,7 @@ StatusOr<Endpoint> Endpoint::Parse(const std::string& text) {
 }
 
 struct ConnectionPool::Connection {
+  std::shared_ptr<TSocket> socket;
   std::shared_ptr<TTransport> transport;
   std::unique_ptr<LogStoreServiceClient> client;
 };
@@ -62,6 +65,7 @@ StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() 
   socket->setSendTimeout(options_.call_timeout_ms);
   socket->setNoDelay(true);
   auto conn = std::make_unique<Connection>();
+  conn->socket = socket;
   conn->transport = std::make_shared<FramedTransport>(socket, config);
   try {
     conn->transport->open();
@@ -86,6 +90,13 @@ void ConnectionPool::Clear() {
   }
 }
 
+void ConnectionPool::Interrupt() {
+  Clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  // The calls' own threads close the sockets; shutdown only wakes them (a blocked read returns).
+  for (int fd : busy_) ::shutdown(fd, SHUT_RDWR);
+}
+
 Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& call,
                             bool idempotent) {
   for (int attempt = 0;; ++attempt) {
@@ -104,6 +115,19 @@ Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& c
 
     Status failure;
     bool keep = false;
+    const int fd = conn->socket->getSocketFD();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_.insert(fd);
+    }
+    struct Unbusy {
+      ConnectionPool* pool;
+      int fd;
+      ~Unbusy() {
+        std::lock_guard<std::mutex> lock(pool->mu_);
+        pool->busy_.erase(fd);
+      }
+    } unbusy{this, fd};
     try {
       call(*conn->client);
       keep = true;

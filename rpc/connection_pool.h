@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ class ConnectionPool {
 
   // Closes the idle connections.
   void Clear();
+  // Closes every connection, also those of calls in flight: they fail at once with UNAVAILABLE
+  // instead of waiting for their timeout (the server is known to be gone, e.g. a deposed LogStore
+  // leader that is paused).
+  void Interrupt();
 
  private:
   struct Connection;
@@ -72,6 +77,7 @@ class ConnectionPool {
   const ConnectionOptions options_;
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
+  std::set<int> busy_;  // sockets of the calls in flight (guarded by mu_)
 };
 
 }  // namespace zipg::rpc
