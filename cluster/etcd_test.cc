@@ -9,6 +9,7 @@
 //
 // Random values come from std::mt19937_64 (whose output the standard fixes) with fixed seeds.
 
+#include "cluster/election.h"
 #include "cluster/etcd.h"
 
 #include <arpa/inet.h>
@@ -345,6 +346,58 @@ TEST_F(EtcdTest, PutIfAbsentCreatesOnce) {
   auto third = etcd.PutIfAbsent("/once", "third");
   ASSERT_TRUE(third.ok());
   EXPECT_TRUE(*third);
+}
+
+// The election (cluster/election.h): one holder at a time; epochs grow; writes guarded by the
+// leader key fail for an earlier epoch; a holder whose lease is gone learns it (on_lost).
+TEST_F(EtcdTest, ElectionHasOneHolderAndGrowingEpochs) {
+  auto etcd = std::make_shared<EtcdClient>(endpoint_);
+  ASSERT_TRUE(etcd->DeletePrefix("/elect/").ok());
+  Election a(etcd, "/elect/leader", 1), b(etcd, "/elect/leader", 1);
+  std::atomic<int> a_lost{0}, b_lost{0};
+  auto ea = a.Campaign("a", [&] { ++a_lost; });
+  ASSERT_TRUE(ea.ok() && ea->has_value()) << ea.status().ToString();
+  auto eb = b.Campaign("b", [&] { ++b_lost; });
+  ASSERT_TRUE(eb.ok());
+  EXPECT_FALSE(eb->has_value());
+  EXPECT_TRUE(a.held());
+  EXPECT_FALSE(b.held());
+  auto holder = b.Holder();
+  ASSERT_TRUE(holder.ok() && holder->has_value());
+  EXPECT_EQ((*holder)->value, "a");
+  EXPECT_EQ((*holder)->create_revision, **ea);
+  auto put = etcd->PutIfGuard("/elect/insync", "by a", "/elect/leader", **ea);
+  ASSERT_TRUE(put.ok() && *put);
+  put = etcd->PutIfGuard("/elect/insync", "wrong epoch", "/elect/leader", **ea + 1);
+  ASSERT_TRUE(put.ok());
+  EXPECT_FALSE(*put);
+  std::this_thread::sleep_for(milliseconds(1500));  // past the TTL: kept alive
+  EXPECT_TRUE(a.held());
+  EXPECT_EQ(a_lost.load(), 0);
+
+  a.Resign();
+  EXPECT_FALSE(a.held());
+  eb = b.Campaign("b", [&] { ++b_lost; });
+  ASSERT_TRUE(eb.ok() && eb->has_value()) << eb.status().ToString();
+  EXPECT_GT(**eb, **ea);
+  put = etcd->PutIfGuard("/elect/insync", "by a, deposed", "/elect/leader", **ea);
+  ASSERT_TRUE(put.ok());
+  EXPECT_FALSE(*put);
+  auto insync = etcd->Get("/elect/insync");
+  ASSERT_TRUE(insync.ok() && insync->has_value());
+  EXPECT_EQ((*insync)->value, "by a");
+
+  // b's lease revoked behind its back: it learns at its next renewal.
+  holder = a.Holder();
+  ASSERT_TRUE(holder.ok() && holder->has_value());
+  ASSERT_TRUE(etcd->LeaseRevoke((*holder)->lease).ok());
+  const auto start = Clock::now();
+  while (b_lost.load() == 0 && MillisSince(start) < 5000) std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(b_lost.load(), 1);
+  EXPECT_FALSE(b.held());
+  ea = a.Campaign("a", [&] { ++a_lost; });
+  ASSERT_TRUE(ea.ok() && ea->has_value());
+  EXPECT_GT(**ea, **eb);
 }
 
 // Two leases of the minimum TTL: one left alone (its key must vanish soon after the TTL, not
