@@ -86,6 +86,17 @@ class Procs:
         print(f"{self.name}: interrupted by signal {signum}; stopping the cluster", flush=True)
         sys.exit(1)
 
+    def start_server(self, argv, log_path):
+        """Starts one server as `zipg local start` does (own session, output appended to its
+        log); the test stops it at the end. Returns its pid."""
+        log = open(log_path, "ab")
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        log.close()
+        self.children[p.pid] = p
+        self.known_pids.add(p.pid)
+        return p.pid
+
     def alive(self, pid):
         """True if pid runs (a zombie does not)."""
         try:

@@ -24,7 +24,6 @@ Usage: failover_test.py PATH/TO/zipg        (exit status 0 if everything passed)
 import os
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -201,12 +200,7 @@ def main():
     section("C. the old leader restarted rejoins as the standby and catches up")
 
     def restart(argv, name):
-        log = open(os.path.join(STORE, "run", f"{name}.log"), "ab")
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-        log.close()
-        procs.children[p.pid] = p
-        procs.known_pids.add(p.pid)
+        procs.start_server(argv, os.path.join(STORE, "run", f"{name}.log"))
 
     t = time.monotonic()
     restart(victim_argv, "logstore")

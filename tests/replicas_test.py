@@ -54,13 +54,7 @@ def Session(endpoint, label, seed=0):
 
 
 def start_server(argv, name):
-    log = open(os.path.join(RUN, name + ".log"), "ab")
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    log.close()
-    procs.children[p.pid] = p
-    procs.known_pids.add(p.pid)
-    return p.pid
+    return procs.start_server(argv, os.path.join(RUN, name + ".log"))
 
 
 def main():

@@ -164,12 +164,7 @@ def main():
     cc.compare(sess[0], reqs, "B: counts of the load's nodes")
 
     section("B2. the standby restarted: it catches up from the leader's log and is in sync again")
-    log = open(os.path.join(STORE, "run", "logstore-standby.log"), "ab")
-    p = subprocess.Popen(standby_argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    log.close()
-    procs.children[p.pid] = p
-    procs.known_pids.add(p.pid)
+    procs.start_server(standby_argv, os.path.join(STORE, "run", "logstore-standby.log"))
     t = time.monotonic()
     deadline = t + 30
     while time.monotonic() < deadline and members().get("logstore", {}).get("sync") != "in_sync":
