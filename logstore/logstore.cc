@@ -1,6 +1,7 @@
 #include "logstore/logstore.h"
 
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <fstream>
 #include <iostream>
 #include <limits>
 
@@ -90,10 +92,15 @@ std::string LogStore::ShardDir(int64_t g) const {
   return options_.dir + "/shard-" + std::to_string(g);
 }
 
-Status LogStore::WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs) {
+std::string LogStore::StateText(const std::vector<int64_t>& shards,
+                                const std::vector<int64_t>& logs) const {
   json ends = json::object();
   for (const auto& [g, n] : ends_) ends[std::to_string(g)] = n;
-  const std::string text = json{{"shards", shards}, {"logs", logs}, {"ends", ends}}.dump() + "\n";
+  return json{{"shards", shards}, {"logs", logs}, {"ends", ends}}.dump() + "\n";
+}
+
+Status LogStore::WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs) {
+  const std::string text = StateText(shards, logs);
   return WriteFileAtomically(options_.dir + "/" + kStateName,
                              [&](const FileSink& sink) { return sink(text); });
 }
@@ -264,7 +271,8 @@ Status LogStore::Recover(bool post) {
   return Status::OK();
 }
 
-Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records) {
+Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
+                        const std::function<Status()>& before_recover) {
   std::unique_lock data(data_mu_);
   for (auto& ls : log_shards_) retired_.push_back(std::move(ls));
   log_shards_.clear();
@@ -274,6 +282,7 @@ Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records) {
   if (keep_live_records && !live.empty()) {
     ZIPG_RETURN_IF_ERROR(Wal::Truncate(live, *keep_live_records));
   }
+  if (before_recover) ZIPG_RETURN_IF_ERROR(before_recover());
   ZIPG_RETURN_IF_ERROR(Recover(post));
   data.unlock();
   if (frozen_) {  // finish the interrupted compaction
@@ -1194,10 +1203,11 @@ Status LogStore::CatchUpStandby() {
     const auto end = ends_.find(g);
     const bool beyond = end != ends_.end() && next >= end->second;
     if (!beyond && !fs::exists(path)) {
-      return Status::Unavailable(
-          "the standby is at generation " + std::to_string(generation) +
-          ", which this LogStore has compacted and no longer logs: copy this LogStore's "
-          "directory to the standby's and restart it");
+      // Compacted here: the standby gets a copy of this directory instead (re-seeding).
+      ZIPG_ASSIGN_OR_RETURN(ShipReply installed, ReseedStandby());
+      generation = installed.generation;
+      next = installed.next_index;
+      continue;
     }
     std::vector<std::string> records;
     while (!beyond) {
@@ -1269,6 +1279,140 @@ void LogStore::ResyncLoop() {
   }
 }
 
+StatusOr<ShipReply> LogStore::ReseedStandby() {
+  const auto start = std::chrono::steady_clock::now();
+  // What to copy, as relative paths: log shards and deletion sets (immutable, or append-only
+  // logs of which a prefix is a valid file), the feeds (append-only), then the frozen and live
+  // logs (a prefix of the live one: catch-up sends the rest). compact_mu_ keeps the list valid.
+  std::vector<int64_t> shards = LogShards();
+  std::vector<int64_t> logs;
+  {
+    std::shared_lock data(data_mu_);
+    if (frozen_) logs.push_back(frozen_->generation);
+  }
+  logs.push_back(generation_);
+  std::vector<std::string> files;
+  for (int64_t g : shards) {
+    const fs::path dir = ShardDir(g);
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      if (it->is_regular_file()) files.push_back(fs::relative(it->path(), options_.dir).string());
+    }
+    if (ec) return Status::IOError("cannot list " + dir.string() + ": " + ec.message());
+    files.push_back("shard-" + std::to_string(g) + ".deletes");
+  }
+  for (uint32_t s = 0; s < feeds_.size(); ++s) {
+    files.push_back("feed/shard-" + std::to_string(s) + ".log");
+  }
+  for (int64_t g : logs) files.push_back("wal-" + std::to_string(g) + ".log");
+
+  auto send = [&](ShipKind kind, uint64_t first, std::vector<std::string_view> records)
+      -> StatusOr<ShipReply> {
+    ZIPG_ASSIGN_OR_RETURN(ShipReply r, ship_->Send(kind, epoch_, 0, first, records,
+                                                  std::max(options_.ship_timeout_ms, 10000)));
+    if (r.code != ShipCode::kOk) {
+      return Status::Unavailable("re-seeding the standby: it answered code " +
+                                 std::to_string(static_cast<int>(r.code)) + ": " + r.message);
+    }
+    return r;
+  };
+  ZIPG_RETURN_IF_ERROR(send(ShipKind::kFile, 0, {"", ""}).status());  // start
+  uint64_t bytes = 0;
+  std::string chunk;
+  for (const std::string& name : files) {
+    const std::string path = options_.dir + "/" + name;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status::IOError("re-seeding: cannot open " + path);
+    uint64_t offset = 0;
+    do {
+      chunk.resize(kReseedChunk);
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      chunk.resize(static_cast<size_t>(in.gcount()));
+      if (in.bad()) return Status::IOError("re-seeding: cannot read " + path);
+      ZIPG_RETURN_IF_ERROR(send(ShipKind::kFile, offset, {name, chunk}).status());
+      offset += chunk.size();
+    } while (chunk.size() == kReseedChunk);
+    bytes += offset;
+  }
+  const std::string state = StateText(shards, logs);
+  ZIPG_ASSIGN_OR_RETURN(ShipReply installed, send(ShipKind::kInstall, 0, {state}));
+  {
+    std::lock_guard lock(stats_mu_);
+    ++reseeds_;
+  }
+  std::cerr << "LogStore: re-seeded the standby with " << files.size() << " files, " << bytes
+            << " bytes, in " << Seconds(start) << " s; it is at generation "
+            << installed.generation << " record " << installed.next_index << "\n";
+  return installed;
+}
+
+Status LogStore::ReceiveFile(const ShipRequest& q) {
+  if (q.records.size() != 2) return Status::InvalidArgument("a file chunk is [path, bytes]");
+  const std::string name(q.records[0]);
+  std::error_code ec;
+  if (name.empty()) {  // a re-seed starts: an empty staging directory
+    fs::remove_all(ReseedDir(), ec);
+    fs::create_directories(ReseedDir(), ec);
+    if (ec) return Status::IOError("cannot create " + ReseedDir() + ": " + ec.message());
+    return Status::OK();
+  }
+  const fs::path rel(name);
+  for (const auto& part : rel) {
+    if (part == ".." || part == ".") return Status::InvalidArgument("bad path " + name);
+  }
+  if (rel.is_absolute()) return Status::InvalidArgument("bad path " + name);
+  const fs::path path = fs::path(ReseedDir()) / rel;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) return Status::IOError("cannot create " + path.parent_path().string());
+  std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+  if (!out) out.open(path, std::ios::binary | std::ios::out);  // a new file
+  if (!out) return Status::IOError("cannot write " + path.string());
+  out.seekp(static_cast<std::streamoff>(q.first_index));
+  out.write(q.records[1].data(), static_cast<std::streamsize>(q.records[1].size()));
+  out.flush();
+  if (!out) return Status::IOError("cannot write " + path.string());
+  return Status::OK();
+}
+
+Status LogStore::InstallReseed(const ShipRequest& q) {
+  if (q.records.size() != 1) return Status::InvalidArgument("an install is [STATE]");
+  if (!fs::exists(ReseedDir())) return Status::InvalidArgument("no re-seed was started");
+  // Durable before it replaces anything: every file, then STATE last.
+  for (const auto& entry : fs::recursive_directory_iterator(ReseedDir())) {
+    if (!entry.is_regular_file()) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      if (fd >= 0) ::close(fd);
+      return Status::IOError("cannot sync " + entry.path().string());
+    }
+    ::close(fd);
+  }
+  const std::string state(q.records[0]);
+  ZIPG_RETURN_IF_ERROR(WriteFileAtomically(ReseedDir() + "/" + kStateName,
+                                           [&](const FileSink& sink) { return sink(state); }));
+  std::lock_guard compacting(compact_mu_);
+  // The old directory goes (readers of its log shards keep their mappings: retired_).
+  return Reload(/*post=*/false, std::nullopt, [&]() -> Status {
+    const std::string old = options_.dir + ".old";
+    std::error_code ec;
+    fs::remove_all(old, ec);
+    fs::rename(options_.dir, old, ec);
+    if (ec) return Status::IOError("cannot move " + options_.dir + " aside: " + ec.message());
+    fs::rename(ReseedDir(), options_.dir, ec);
+    if (ec) return Status::IOError("cannot install " + ReseedDir() + ": " + ec.message());
+    const std::string parent = fs::path(options_.dir).parent_path().string();
+    const int dir_fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const bool synced = dir_fd >= 0 && ::fsync(dir_fd) == 0;
+    if (dir_fd >= 0) ::close(dir_fd);
+    if (!synced) return Status::IOError("cannot sync the directory of " + options_.dir);
+    fs::remove_all(old, ec);
+    std::lock_guard lock(stats_mu_);
+    ++reseeds_;
+    return Status::OK();
+  });
+}
+
 ShipReply LogStore::Position(ShipCode code) const {
   ShipReply r;
   r.code = code;
@@ -1301,6 +1445,14 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
     return r;
   };
   if (q.kind == ShipKind::kProbe) return Position(ShipCode::kOk);
+  if (q.kind == ShipKind::kFile) {
+    if (Status s = ReceiveFile(q); !s.ok()) return failed(s);
+    return Position(ShipCode::kOk);
+  }
+  if (q.kind == ShipKind::kInstall) {
+    if (Status s = InstallReseed(q); !s.ok()) return failed(s);
+    return Position(ShipCode::kOk);
+  }
   if (q.kind == ShipKind::kFreeze) {
     // The leader froze generation_ after first_index records and now logs generation_ + 1.
     if (q.generation != static_cast<uint64_t>(generation_) + 1 ||
@@ -1401,12 +1553,14 @@ json LogStore::StatusJson() const {
   if (standby_) {
     j["standby"] = {{"role", "standby"},
                     {"applied_groups", applied_groups_.load()},
-                    {"epoch", shipped_epoch_.load()}};
+                    {"epoch", shipped_epoch_.load()},
+                    {"reseeded", reseeds_}};
   } else if (!ship_endpoint_.empty()) {
     j["standby"] = {{"endpoint", ship_endpoint_},
                     {"sync", degraded_ ? "degraded" : "in_sync"},
                     {"shipped_groups", shipped_groups_.load()},
-                    {"caught_up", resyncs_}};
+                    {"caught_up", resyncs_},
+                    {"reseeded", reseeds_}};
     if (degraded_) j["standby"]["reason"] = degraded_reason_;
   }
   json reads = json::object();

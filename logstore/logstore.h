@@ -172,7 +172,20 @@ class LogStore final : public GraphWriteApi {
   // commit group in flight). Log shards stay alive in retired_: readers may hold pointers.
   // `post`: re-send the live logs' updates to the shards (a promotion); `keep_live_records`: first
   // cut the live log after that many records (a standby dropping a tail).
-  Status Reload(bool post, std::optional<uint64_t> keep_live_records = std::nullopt);
+  Status Reload(bool post, std::optional<uint64_t> keep_live_records = std::nullopt,
+                const std::function<Status()>& before_recover = {});
+  // STATE's text for these log shards and live logs (and ends_).
+  std::string StateText(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs) const;
+  // Leader (compact_mu_ held): copies this LogStore's directory to the standby (log shards,
+  // deletion sets, feeds, the frozen and live logs as they are now), then has it install them
+  // with this STATE. Returns the standby's position after the install.
+  StatusOr<ShipReply> ReseedStandby();
+  // Standby: a re-seed's file chunk, and its install.
+  Status ReceiveFile(const ShipRequest& q);
+  Status InstallReseed(const ShipRequest& q);
+  std::string ReseedDir() const { return options_.dir + ".reseed"; }
+  static constexpr size_t kReseedChunk = 4 << 20;
+  uint64_t reseeds_ = 0;  // guarded by stats_mu_
   // Why a write cannot be taken now ("" if it can): a standby, or writes stopped.
   std::string Refusal() const;
   std::string WalPath(int64_t generation) const;

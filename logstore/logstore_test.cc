@@ -801,7 +801,7 @@ TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
 
 // A standby that was down catches up from the leader's log (docs/logstore-ha.md, "Catch-up") and
 // is shipped every group again once it has; one that missed a generation the leader has
-// compacted cannot, and the leader says why and goes on alone.
+// compacted is re-seeded with a copy of the leader's directory, then caught up.
 TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
   ScratchDir dir("logstore_catch_up_test");
   ASSERT_TRUE(dir.ok());
@@ -855,7 +855,8 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
   EXPECT_EQ(Snapshot(standby->store(), srcs), Snapshot(leader.store(), srcs));
   EXPECT_EQ(leader.store().StatusJson()["standby"]["caught_up"], 1u);
 
-  // Down again, and the leader compacts the generation the standby is in: it cannot catch up.
+  // Down again, and the leader compacts the generation the standby is in: the standby gets a copy
+  // of the leader's directory (re-seeding), then the records logged since, and is in sync again.
   receiver.reset();
   standby.reset();
   write(10);
@@ -863,14 +864,39 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
   auto compacted = leader.store().Compact();
   ASSERT_TRUE(compacted.ok()) << compacted.status().ToString();
   WaitForCompaction(leader.store(), nlohmann::json::parse(*compacted)["generation"].get<int64_t>());
+  write(15);
+  // A writer goes on through the re-seed: the live log is copied while it grows.
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0};
+  std::thread writer([&] {
+    for (int64_t d = 1; !stop; ++d) {
+      if (!leader.store().AssocAdd(Edge{9, 1, d, d, {}}).ok()) ++failed;
+    }
+  });
   standby = std::make_unique<Harness>(standby_dir, nullptr, 0, as_standby);
   receiver = serve(port);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const bool in_sync = wait_for("in_sync");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  stop = true;
+  writer.join();
+  ASSERT_TRUE(in_sync);
+  EXPECT_EQ(failed.load(), 0);
+  srcs.push_back(9);
+  write(5);
   const auto status = leader.store().StatusJson();
-  EXPECT_EQ(status["standby"]["sync"], "degraded") << status.dump();
-  EXPECT_NE(status["standby"]["reason"].get<std::string>().find("compacted"), std::string::npos)
-      << status.dump();
-  write(5);  // the leader still acknowledges alone
+  EXPECT_EQ(status["standby"]["reseeded"], 1u) << status.dump();
+  EXPECT_EQ(status["standby"]["caught_up"], 2u) << status.dump();
+  EXPECT_EQ(standby->store().LogShards(), leader.store().LogShards());
+  EXPECT_EQ(standby->store().StatusJson()["generation"], status["generation"]);
+  const auto want = Snapshot(leader.store(), srcs);
+  EXPECT_EQ(Snapshot(standby->store(), srcs), want);
+  EXPECT_FALSE(std::filesystem::exists(standby_dir + ".reseed"));
+  EXPECT_FALSE(std::filesystem::exists(standby_dir + ".old"));
+  // The installed directory is the standby's own from now on: a restart recovers the same.
+  receiver.reset();
+  standby.reset();
+  standby = std::make_unique<Harness>(standby_dir, nullptr, 0, as_standby);
+  EXPECT_EQ(Snapshot(standby->store(), srcs), want);
 }
 
 // Takeover (docs/logstore-ha.md, "Election and takeover"): the in-sync standby promoted with a

@@ -7,7 +7,10 @@
 // Request frame: u64 sender | u64 seq | u8 kind | u64 epoch | u64 generation | u64 first_index |
 //                u32 n | n x (u32 length | payload)
 //   kind 1 (append): records first_index.. of wal-<generation>; 2 (freeze): the leader's live
-//   generation is now `generation` (n = 0); 3 (probe): only asks where the standby is (n = 0).
+//   generation is now `generation` (n = 0); 3 (probe): only asks where the standby is (n = 0);
+//   4 (file): a re-seed's file chunk: records = [relative path, bytes at offset first_index]
+//   (an empty path starts a re-seed); 5 (install): records = [the leader's STATE]: the standby
+//   replaces its directory with the files received (docs/logstore-ha.md, "Re-seeding").
 // Reply frame:   u64 sender | u64 seq | u8 code | u64 epoch | u64 generation | u64 next_index |
 //                message
 //   code 1 (ok): done, the standby's position is (generation, next_index); 2 (elsewhere): not
@@ -38,7 +41,7 @@
 
 namespace zipg::logstore {
 
-enum class ShipKind : uint8_t { kAppend = 1, kFreeze = 2, kProbe = 3 };
+enum class ShipKind : uint8_t { kAppend = 1, kFreeze = 2, kProbe = 3, kFile = 4, kInstall = 5 };
 enum class ShipCode : uint8_t { kError = 0, kOk = 1, kElsewhere = 2, kFenced = 3 };
 
 struct ShipRequest {
