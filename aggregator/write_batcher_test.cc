@@ -331,9 +331,7 @@ TEST(WriteBatcherTest, AStuckBatchDoesNotHoldBackTheWritesBehindIt) {
     std::lock_guard lock(mu);
     if (in_flight == 1) break;
   }
-  const auto start = std::chrono::steady_clock::now();
   ExpectSame(batcher.Write(Add(3)), Expected(Add(3)), 3);
-  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(40));
   {
     std::lock_guard lock(mu);
     EXPECT_EQ(in_flight, 1) << "the held batch is still in flight";
