@@ -353,7 +353,9 @@ TEST_F(EtcdTest, PutIfAbsentCreatesOnce) {
 TEST_F(EtcdTest, ElectionHasOneHolderAndGrowingEpochs) {
   auto etcd = std::make_shared<EtcdClient>(endpoint_);
   ASSERT_TRUE(etcd->DeletePrefix("/elect/").ok());
-  Election a(etcd, "/elect/leader", 1), b(etcd, "/elect/leader", 1);
+  // A 2 s TTL: renewals every 666 ms, a term lost after 1 s without one (a loaded machine must
+  // not lose it spuriously).
+  Election a(etcd, "/elect/leader", 2), b(etcd, "/elect/leader", 2);
   std::atomic<int> a_lost{0}, b_lost{0};
   auto ea = a.Campaign("a", [&] { ++a_lost; });
   ASSERT_TRUE(ea.ok() && ea->has_value()) << ea.status().ToString();
@@ -371,7 +373,7 @@ TEST_F(EtcdTest, ElectionHasOneHolderAndGrowingEpochs) {
   put = etcd->PutIfGuard("/elect/insync", "wrong epoch", "/elect/leader", **ea + 1);
   ASSERT_TRUE(put.ok());
   EXPECT_FALSE(*put);
-  std::this_thread::sleep_for(milliseconds(1500));  // past the TTL: kept alive
+  std::this_thread::sleep_for(milliseconds(2500));  // past the TTL: kept alive
   EXPECT_TRUE(a.held());
   EXPECT_EQ(a_lost.load(), 0);
 
