@@ -52,9 +52,10 @@ const char kDeployUsage[] =
     "usage:\n"
     "  zipg deploy plan --hosts H1,H2,... --replicas R --store DIR [--addresses A1,A2,...]\n"
     "      (without --addresses, the host names are resolved to IPv4 addresses)\n"
-    "      [--etcd-members N] [--base-port P] [--tls-dir D] [--cluster NAME]\n"
+    "      [--etcd-members N] [--logstores 1|2] [--base-port P] [--tls-dir D] [--cluster NAME]\n"
     "      print a cluster spec (JSON) placing R copies of each shard of the store at DIR on\n"
-    "      different hosts; on stderr, the store files each host needs\n"
+    "      different hosts; on stderr, the store files each host needs. --logstores 2: a\n"
+    "      second LogStore on the second host; the two elect their leader (docs/logstore-ha.md)\n"
     "  zipg deploy certs --hosts H1,... --addresses A1,... --out DIR [--days N]\n"
     "      make a CA, a certificate and key per host and one for clients (client.pem), and the\n"
     "      cluster's CURVE key pair (curve.key), with openssl\n"
@@ -183,8 +184,13 @@ class Node {
                {"--store", store_, "--shards", list, "--update-port",
                 std::to_string(host_.update_port)});
       }
-      if (host_.logstore_port) server("logstore", "logstore", *host_.logstore_port,
-                                      {"--store", store_});
+      if (host_.logstore_port) {
+        std::vector<std::string> extra = {"--store", store_};
+        if (spec_.LogStores() == 2) {  // two that elect their leader (docs/logstore-ha.md)
+          extra.insert(extra.end(), {"--elect", "--ship-port", std::to_string(*host_.ship_port)});
+        }
+        server("logstore", spec_.LogStoreName(host_), *host_.logstore_port, extra);
+      }
       if (host_.aggregator_port) {
         server("aggregator", ClusterSpec::AggregatorName(host_), *host_.aggregator_port, {});
       }
@@ -486,7 +492,7 @@ StatusOr<std::string> ResolveIpv4(const std::string& host) {
 
 int Plan(const Args& args) {
   Status known = args.CheckKnown({"hosts", "addresses", "replicas", "store", "etcd-members",
-                                  "base-port", "tls-dir", "cluster"});
+                                  "base-port", "tls-dir", "cluster", "logstores"});
   if (!known.ok()) return UsageError(known.message(), kDeployUsage);
   cluster::PlanOptions o;
   o.hosts = SplitList(args.Get("hosts").value_or(""), ',');
@@ -501,9 +507,12 @@ int Plan(const Args& args) {
   auto replicas = args.GetUint("replicas", 1);
   auto members = args.GetUint("etcd-members", 3);
   auto base = args.GetUint("base-port", 7000);
-  if (!replicas.ok() || !members.ok() || !base.ok()) {
-    return UsageError("--replicas, --etcd-members and --base-port take numbers", kDeployUsage);
+  auto logstores = args.GetUint("logstores", 1);
+  if (!replicas.ok() || !members.ok() || !base.ok() || !logstores.ok()) {
+    return UsageError("--replicas, --etcd-members, --logstores and --base-port take numbers",
+                      kDeployUsage);
   }
+  o.logstores = static_cast<uint32_t>(*logstores);
   const auto store = args.Get("store");
   if (!store || o.hosts.empty()) return UsageError("plan needs --hosts and --store", kDeployUsage);
   auto manifest = graph::ReadManifest(*store);

@@ -179,14 +179,28 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
     }
     if (h.Has("logstore")) {
       Fields l(h.At("logstore"), path + ".logstore", file);
-      ZIPG_RETURN_IF_ERROR(l.Check({"port"}));
+      ZIPG_RETURN_IF_ERROR(l.Check({"port", "ship_port"}));
       ZIPG_ASSIGN_OR_RETURN(int p, port(l, "port"));
       host.logstore_port = p;
+      if (l.Has("ship_port")) {
+        ZIPG_ASSIGN_OR_RETURN(int sp, port(l, "ship_port"));
+        host.ship_port = sp;
+      }
       ++logstores;
     }
     spec.hosts.push_back(std::move(host));
   }
-  if (logstores != 1) return top.Error("hosts", "exactly one host must run the logstore");
+  if (logstores < 1 || logstores > 2) {
+    return top.Error("hosts", "one host, or two (a leader and a standby), must run the logstore");
+  }
+  if (logstores == 2) {
+    for (size_t i = 0; i < spec.hosts.size(); ++i) {
+      if (spec.hosts[i].logstore_port && !spec.hosts[i].ship_port) {
+        return Fields(top.At("hosts")[i], "hosts[" + std::to_string(i) + "]", file)
+            .Error("logstore", "needs a ship_port: two LogStores ship their log to each other");
+      }
+    }
+  }
   if (aggregators < 1) return top.Error("hosts", "at least one host must run an aggregator");
   for (uint32_t s = 0; s < spec.shards; ++s) {
     if (copies[s] != static_cast<int>(spec.replicas)) {
@@ -217,7 +231,8 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
       const SpecHost& h = *spec.Host(member.host);
       for (int64_t taken : {int64_t{h.shard_port}, int64_t{h.update_port},
                             int64_t{h.aggregator_port.value_or(0)},
-                            int64_t{h.logstore_port.value_or(0)}}) {
+                            int64_t{h.logstore_port.value_or(0)},
+                            int64_t{h.ship_port.value_or(0)}}) {
         if (taken == c || taken == p || c == p) {
           return m.Error("client_port", "clashes with another port of host " + h.name);
         }
@@ -251,7 +266,10 @@ json ClusterSpec::ToJson() const {
                            {"update_port", h.update_port}};
     }
     if (h.aggregator_port) j["aggregator"] = {{"port", *h.aggregator_port}};
-    if (h.logstore_port) j["logstore"] = {{"port", *h.logstore_port}};
+    if (h.logstore_port) {
+      j["logstore"] = {{"port", *h.logstore_port}};
+      if (h.ship_port) j["logstore"]["ship_port"] = *h.ship_port;
+    }
     hosts.push_back(j);
   }
   json etcd = json::object();
@@ -321,8 +339,12 @@ StatusOr<ClusterSpec> PlanCluster(const PlanOptions& o) {
   if (!o.addresses.empty() && o.addresses.size() != o.hosts.size()) {
     return Status::InvalidArgument("--addresses needs one address per host");
   }
-  if (o.base_port < 1 || o.base_port > 65535 - 5) {
-    return Status::InvalidArgument("--base-port must be 1..65530");
+  if (o.base_port < 1 || o.base_port > 65535 - 6) {
+    return Status::InvalidArgument("--base-port must be 1..65529");
+  }
+  if (o.logstores < 1 || o.logstores > 2) return Status::InvalidArgument("--logstores must be 1 or 2");
+  if (o.logstores == 2 && o.hosts.size() < 2) {
+    return Status::InvalidArgument("--logstores 2 needs two hosts: the LogStores run on different ones");
   }
   ZIPG_ASSIGN_OR_RETURN(auto placed, PlaceReplicas(o.shards, static_cast<uint32_t>(o.hosts.size()),
                                                    o.replicas));
@@ -346,7 +368,10 @@ StatusOr<ClusterSpec> PlanCluster(const PlanOptions& o) {
       h.update_port = o.base_port + 2;
     }
     h.aggregator_port = o.base_port;
-    if (i == 0) h.logstore_port = o.base_port + 3;
+    if (i < o.logstores) {
+      h.logstore_port = o.base_port + 3;
+      if (o.logstores == 2) h.ship_port = o.base_port + 6;
+    }
     spec.hosts.push_back(h);
   }
   const size_t members = std::min<size_t>(std::max<uint32_t>(o.etcd_members, 1), o.hosts.size());

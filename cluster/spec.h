@@ -38,7 +38,8 @@ struct SpecHost {
   int shard_port = 0;
   int update_port = 0;
   std::optional<int> aggregator_port;  // an aggregator
-  std::optional<int> logstore_port;    // the LogStore
+  std::optional<int> logstore_port;    // a LogStore
+  std::optional<int> ship_port;        // its log shipping port (required with two LogStores)
 };
 
 struct ClusterSpec {
@@ -68,6 +69,16 @@ struct ClusterSpec {
   // The member names `zipg node start` gives a host's processes.
   static std::string ShardServerName(const SpecHost& h) { return "shard-" + h.name; }
   static std::string AggregatorName(const SpecHost& h) { return "aggregator-" + h.name; }
+  // "logstore" with one LogStore; with two (they elect their leader, docs/logstore-ha.md),
+  // "logstore-HOST".
+  std::string LogStoreName(const SpecHost& h) const {
+    return LogStores() == 1 ? "logstore" : "logstore-" + h.name;
+  }
+  int LogStores() const {
+    int n = 0;
+    for (const auto& h : hosts) n += h.logstore_port.has_value();
+    return n;
+  }
   static std::string EtcdName(const std::string& host) { return "etcd-" + host; }
 };
 
@@ -82,6 +93,7 @@ struct PlanOptions {
   uint32_t shards = 0;
   std::string store;
   uint32_t etcd_members = 3;
+  uint32_t logstores = 1;  // 2: a second LogStore on the second host (needs two hosts)
   int base_port = 7000;
   std::string tls_dir;  // non-empty: TLS on, files from `zipg deploy certs --out tls_dir`
   std::string cluster = "zipg";

@@ -54,6 +54,28 @@ TEST(ClusterSpecTest, APlanRoundTripsAndPutsReplicasOnDifferentHosts) {
   ASSERT_TRUE(own.ok());
   EXPECT_EQ(own->StoreOf(*own->Host("b")), "/other");
   EXPECT_EQ(own->StoreOf(*own->Host("a")), "/srv/store");
+  EXPECT_EQ(own->LogStores(), 1);
+  EXPECT_EQ(own->LogStoreName(*own->Host("a")), "logstore");
+  // Two LogStores: on the first two hosts, each with a ship port, named by host.
+  o.logstores = 2;
+  auto two = PlanCluster(o);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->LogStores(), 2);
+  EXPECT_EQ(two->Host("a")->ship_port, std::optional<int>(7006));
+  EXPECT_EQ(two->Host("b")->logstore_port, std::optional<int>(7003));
+  EXPECT_FALSE(two->Host("c")->logstore_port.has_value());
+  EXPECT_EQ(two->LogStoreName(*two->Host("b")), "logstore-b");
+  auto two_again = ClusterSpec::Parse(two->ToJson().dump(), "x.json");
+  ASSERT_TRUE(two_again.ok()) << two_again.status().ToString();
+  EXPECT_EQ(two_again->ToJson(), two->ToJson());
+  o.logstores = 3;
+  EXPECT_EQ(PlanCluster(o).status().code(), StatusCode::kInvalidArgument);
+  o.logstores = 2;
+  o.hosts = {"a"};
+  o.addresses = {"10.0.0.1"};
+  o.replicas = 1;
+  EXPECT_EQ(PlanCluster(o).status().code(), StatusCode::kInvalidArgument);
+  o = Plan3();
   // More replicas than hosts cannot be placed.
   o.replicas = 4;
   EXPECT_EQ(PlanCluster(o).status().code(), StatusCode::kInvalidArgument);
@@ -93,7 +115,15 @@ TEST(ClusterSpecTest, MistakesAreNamed) {
   ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["shards"] = {0}; }),
               "is on 1 hosts; replicas is 2");
   ExpectError(with([](auto& j) { j["hosts"][1]["logstore"] = {{"port", 7100}}; }),
-              "exactly one host must run the logstore");
+              "hosts[0].logstore: needs a ship_port");
+  ExpectError(with([](auto& j) {
+                for (auto& h : j["hosts"]) h["logstore"] = {{"port", 7100}, {"ship_port", 7101}};
+              }),
+              "one host, or two (a leader and a standby), must run the logstore");
+  ExpectError(with([](auto& j) {
+                j["hosts"][0]["logstore"] = {{"port", 7100}, {"ship_port", 7000}};
+              }),
+              "port 7000 is taken");
   ExpectError(with([](auto& j) { j["etcd"]["members"][0]["host"] = "z"; }),
               "etcd.members[0].host: 'z' is no host");
   ExpectError(with([](auto& j) { j["etcd"]["endpoints"] = {"http://1.2.3.4:2379"}; }),
