@@ -386,13 +386,8 @@ int RunServe(int argc, char** argv) {
         }
         return {"", ""};
       };
-      callbacks.attach = [&](const std::string& endpoint) {
+      callbacks.attach = [&store_ptr](const std::string& endpoint) {
         if (logstore::LogStore* l = store_ptr.load()) l->AttachStandby(endpoint);
-        if (endpoint.empty()) {
-          std::lock_guard lock(info_mu);
-          info.sync.clear();
-          if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
-        }
       };
       callbacks.on_lost = [&store_ptr] {
         if (logstore::LogStore* l = store_ptr.load()) l->StopWrites("this LogStore lost the leadership");

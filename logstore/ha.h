@@ -36,7 +36,8 @@ class HaCoordinator {
     // Standby -> leader with this epoch (LogStore::Promote, then registration); a failure ends
     // the term (the key is given up).
     std::function<Status(uint64_t epoch)> promote;
-    // Leader: the standby to ship to now ("" for none): its name and ship endpoint.
+    // Leader: the registered standby (name, ship endpoint; "" for none), and shipping to one
+    // (called when the endpoint changes; a standby that left the map stays attached).
     std::function<std::pair<std::string, std::string>()> find_standby;
     std::function<void(const std::string& endpoint)> attach;
     // The leadership is lost (no lease renewal): stop taking writes at once.

@@ -285,11 +285,7 @@ Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
   if (before_recover) ZIPG_RETURN_IF_ERROR(before_recover());
   ZIPG_RETURN_IF_ERROR(Recover(post));
   data.unlock();
-  if (frozen_) {  // finish the interrupted compaction
-    std::lock_guard lock(loop_mu_);
-    wake_ = true;
-    loop_cv_.notify_one();
-  }
+  if (frozen_) WakeCompactor();  // finish the interrupted compaction
   return Status::OK();
 }
 
@@ -311,11 +307,7 @@ Status LogStore::Promote(uint64_t epoch) {
     ZIPG_RETURN_IF_ERROR(BuildFrozen(&summary));
   }
   ZIPG_ASSIGN_OR_RETURN(bool frozen, Freeze(/*force=*/true));
-  if (frozen) {
-    std::lock_guard lock(loop_mu_);
-    wake_ = true;
-    loop_cv_.notify_one();
-  }
+  if (frozen) WakeCompactor();
   std::cerr << "LogStore: the leader now, epoch " << epoch << ", generation " << generation_
             << "\n";
   standby_ = false;
@@ -673,11 +665,7 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
     for (Commit* c : group) c->status = flushed;
   }
   writes_ += group.size();
-  if (full) {
-    std::lock_guard lock(loop_mu_);
-    wake_ = true;
-    loop_cv_.notify_one();
-  }
+  if (full) WakeCompactor();
 }
 
 Status LogStore::ObjAdd(int64_t id, const Properties& properties) {
@@ -1109,12 +1097,16 @@ StatusOr<std::string> LogStore::Compact() {
     std::shared_lock data(data_mu_);
     generation = frozen_->generation;
   }
+  WakeCompactor();
+  return json{{"started", true}, {"generation", generation}}.dump();
+}
+
+void LogStore::WakeCompactor() {
   {
     std::lock_guard lock(loop_mu_);
     wake_ = true;
   }
   loop_cv_.notify_one();
-  return json{{"started", true}, {"generation", generation}}.dump();
 }
 
 void LogStore::CompactionLoop() {
@@ -1479,11 +1471,7 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
     }
     auto frozen = Freeze();
     if (!frozen.ok()) return failed(frozen.status());
-    if (*frozen) {
-      std::lock_guard lock(loop_mu_);
-      wake_ = true;
-      loop_cv_.notify_one();
-    }
+    if (*frozen) WakeCompactor();
     return Position(ShipCode::kOk);
   }
   // An append: records first_index.. of wal-<generation>.

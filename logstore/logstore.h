@@ -301,6 +301,8 @@ class LogStore final : public GraphWriteApi {
   // build the memtable if it is (still) past the memory threshold.
   StatusOr<std::string> CompactNow();
   void CompactionLoop();
+  // Has the compaction thread look for work (a frozen generation, a full memtable).
+  void WakeCompactor();
 
   const LogStoreOptions options_;
   std::atomic<bool> standby_;
