@@ -354,7 +354,8 @@ class Starter {
     return Status::DeadlineExceeded(name + " did not register in time");
   }
 
-  // Every process registered, every shard served, and each aggregator answers and says healthy.
+  // Every process registered, every shard server caught up and serving (not merely registered:
+  // a replica still catching up takes no reads yet), and each aggregator answers and says healthy.
   Status WaitHealthy(uint64_t servers, uint64_t aggregators, Clock::time_point deadline) {
     std::string why = "not started";
     for (;;) {
@@ -362,13 +363,16 @@ class Starter {
       auto kvs = etcd_->GetPrefix(cluster::ClusterPrefix(cluster_) + "servers/");
       if (kvs.ok()) {
         std::vector<std::string> aggs;
-        uint64_t shard_servers = 0, standbys = 0;
+        uint64_t shard_servers = 0, catching_up = 0, standbys = 0;
         std::string leader_sync;
         for (const auto& kv : *kvs) {
           auto m = cluster::MemberInfo::FromJson(kv.value);
           if (!m.ok()) continue;
           if (m->role == "aggregator") aggs.push_back(m->endpoint.ToString());
-          if (m->role == "shard") ++shard_servers;
+          if (m->role == "shard") {
+            ++shard_servers;
+            if (!m->serving) ++catching_up;
+          }
           if (m->role == "logstore" && m->leader) {
             logstore_endpoint_ = m->endpoint.ToString();
             leader_sync = m->sync;
@@ -376,8 +380,10 @@ class Starter {
           if (m->role == "logstore" && !m->leader) ++standbys;
         }
         why = std::to_string(shard_servers) + "/" + std::to_string(servers) + " shard servers, " +
-              std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators";
-        if (shard_servers == servers && aggs.size() == aggregators && !logstore_endpoint_.empty() &&
+              std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators, " +
+              std::to_string(catching_up) + " shard servers catching up";
+        if (shard_servers == servers && catching_up == 0 && aggs.size() == aggregators &&
+            !logstore_endpoint_.empty() &&
             standbys + 1 >= logstores_ && (logstores_ == 1 || leader_sync == "in_sync")) {
           bool all_healthy = true;
           for (const auto& a : aggs) {
