@@ -255,6 +255,20 @@ StatusOr<std::vector<EdgeFile::Record>> EdgeFile::FindAll(int64_t src) const {
   return records;
 }
 
+StatusOr<std::vector<int64_t>> EdgeFile::Sources() const {
+  ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits,
+                        text_->Search(std::string(1, static_cast<char>(kEdgeRecordMarker))));
+  std::vector<int64_t> sources;
+  sources.reserve(hits.size());
+  for (uint64_t hit : hits) {
+    ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(hit));
+    sources.push_back(r.src);
+  }
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+  return sources;
+}
+
 Status EdgeFile::Read(const Record& r, uint64_t offset, uint64_t len, std::string* out) const {
   if (offset >= r.columns && offset + len <= r.columns + r.head.size()) {
     out->append(r.head, offset - r.columns, len);

@@ -97,6 +97,9 @@ class EdgeFile {
   StatusOr<std::optional<Record>> Find(int64_t src, int64_t type) const;
   // Every record of src, ascending type.
   StatusOr<std::vector<Record>> FindAll(int64_t src) const;
+  // Every src with a record here, ascending and distinct (one locate per record: for a
+  // background scan, such as a LogStore merge, not for queries).
+  StatusOr<std::vector<int64_t>> Sources() const;
 
   // [begin, end): the TimeOrder range of edges with lo <= timestamp <= hi (binary search).
   StatusOr<std::pair<uint64_t, uint64_t>> TimeRange(const Record& r, int64_t lo, int64_t hi) const;

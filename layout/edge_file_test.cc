@@ -80,6 +80,11 @@ void CheckFile(const std::map<int64_t, std::vector<RefEdge>>& records, const std
   auto file = EdgeFile::Open(base);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   EXPECT_EQ((*file)->format_version(), format);
+  std::vector<int64_t> want_sources;
+  for (const auto& [src, edges] : records) want_sources.push_back(src);
+  auto sources = (*file)->Sources();
+  ASSERT_TRUE(sources.ok()) << sources.status().ToString();
+  EXPECT_EQ(*sources, want_sources);
   std::mt19937_64 rng(seed);
   for (const auto& [src, edges] : records) {
     auto r = (*file)->Find(src, 7);

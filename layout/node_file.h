@@ -55,6 +55,8 @@ class NodeFile {
   ~NodeFile();
 
   uint64_t num_nodes() const { return ids_.size(); }
+  // The ids of every node stored here, ascending.
+  const std::vector<int64_t>& ids() const { return ids_; }
   const std::vector<std::string>& property_names() const { return names_; }
   bool Contains(int64_t id) const;
 
