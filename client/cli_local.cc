@@ -70,6 +70,8 @@ const char kUsage[] =
     "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
     "  --compaction-memory SIZE  memory a LogStore compaction may use (default 80% of what is\n"
     "                   available when it starts)\n"
+    "  --merge-width N [--merge-ratio R]  the LogStore merges runs of N log shards within Rx\n"
+    "                   of each other in size (default 4 and 2; 0: never merge)\n"
     "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
     "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n"
     "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
@@ -223,6 +225,12 @@ class Starter {
     if (auto limit = args_.Get("compaction-memory")) {
       ZIPG_RETURN_IF_ERROR(ParseByteSize(*limit).status());
       logstore_argv.insert(logstore_argv.end(), {"--compaction-memory", *limit});
+    }
+    for (const char* flag : {"merge-width", "merge-ratio"}) {
+      if (auto value = args_.Get(flag)) {
+        ZIPG_RETURN_IF_ERROR(args_.GetUint(flag, 0).status());
+        logstore_argv.insert(logstore_argv.end(), {std::string("--") + flag, *value});
+      }
     }
     if (args_.Has("no-sync")) logstore_argv.push_back("--no-sync");
     if (logstores == 2) {
@@ -479,7 +487,8 @@ int RunLocal(int argc, char** argv) {
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
   Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
                                    "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
-                                   "memtable-mb", "compaction-memory", "no-sync",
+                                   "memtable-mb", "compaction-memory", "merge-width",
+                                   "merge-ratio", "no-sync",
                                    "write-batches", "replicas", "tls-ca", "tls-cert", "tls-key",
                                    "tls-curve-key", "logstores"});
   if (!known.ok()) return UsageError(known.message(), kUsage);

@@ -58,6 +58,8 @@ const char kUsage[] =
     "                  0: only on `zipg admin compact`)\n"
     "  --compaction-memory SIZE  logstore: memory a compaction may use to build its log shard\n"
     "                  (e.g. 2G; default 80% of the memory available when it starts)\n"
+    "  --merge-width N logstore: merge runs of N log shards of similar size (within 2x; with\n"
+    "                  --merge-ratio R, within Rx) into one (default 4; 0: never merge)\n"
     "  --no-sync       logstore: do not fsync the log (benchmarks only: writes are not durable)\n"
     "  --logstore-dir D  logstore: its directory (default STORE/logstore)\n"
     "  --standby       logstore: a standby (docs/logstore-ha.md): takes no writes, applies what\n"
@@ -114,7 +116,7 @@ int RunServe(int argc, char** argv) {
   }
   Status known = args->CheckKnown(
       WithTls({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
-               "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory",
+               "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory", "merge-width", "merge-ratio",
                "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
                "ship-port", "standby-endpoint", "ship-timeout-ms", "logstore-dir", "elect",
                "leader-ttl"}));
@@ -412,6 +414,16 @@ int RunServe(int argc, char** argv) {
         return UsageError("--compaction-memory: " + bytes.status().message(), kUsage);
       log_options.compaction_memory_bytes = *bytes;
     }
+    auto merge_width = args->GetUint("merge-width", 4);
+    auto merge_ratio = args->GetUint("merge-ratio", 2);
+    if (!merge_width.ok() || *merge_width > 64) {
+      return UsageError("--merge-width: a number of log shards up to 64", kUsage);
+    }
+    if (!merge_ratio.ok() || *merge_ratio < 1) {
+      return UsageError("--merge-ratio: a whole number, at least 1", kUsage);
+    }
+    log_options.merge_width = static_cast<uint32_t>(*merge_width);
+    log_options.merge_ratio = static_cast<double>(*merge_ratio);
     log_options.sync = !args->Has("no-sync");
     log_options.update_timeout_ms = static_cast<int>(*timeout);
     auto opened = logstore::LogStore::Open(

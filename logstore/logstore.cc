@@ -63,6 +63,17 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
+
+// The size of the regular files under `dir`.
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  }
+  return bytes;
+}
 // Why a log shipping answer leaves the standby out of step with this log: "" if it answered ok
 // and is at (generation, next_index), as it must be after the request.
 std::string ShipMismatch(const StatusOr<ShipReply>& reply, uint64_t generation,
@@ -88,18 +99,46 @@ std::string LogStore::WalPath(int64_t g) const {
 std::string LogStore::FeedPath(uint32_t shard) const {
   return options_.dir + "/feed/shard-" + std::to_string(shard) + ".log";
 }
-std::string LogStore::ShardDir(int64_t g) const {
-  return options_.dir + "/shard-" + std::to_string(g);
+std::string LogStore::ShardName(const Range& range) {
+  std::string name = "shard-";
+  if (range.first != range.second) name += std::to_string(range.first) + "-";
+  return name + std::to_string(range.second);
 }
 
-std::string LogStore::StateText(const std::vector<int64_t>& shards,
+std::string LogStore::ShardDir(const Range& range) const {
+  return options_.dir + "/" + ShardName(range);
+}
+
+std::string LogStore::StateText(const std::vector<Range>& shards,
                                 const std::vector<int64_t>& logs) const {
   json ends = json::object();
   for (const auto& [g, n] : ends_) ends[std::to_string(g)] = n;
-  return json{{"shards", shards}, {"logs", logs}, {"ends", ends}}.dump() + "\n";
+  // "shards" lists each log shard's last generation; "covers" the first one of merged shards.
+  std::vector<int64_t> last;
+  json covers = json::object();
+  for (const auto& [first, g] : shards) {
+    last.push_back(g);
+    if (first != g) covers[std::to_string(g)] = first;
+  }
+  json j = {{"shards", last}, {"logs", logs}, {"ends", ends}};
+  if (!covers.empty()) j["covers"] = covers;
+  return j.dump() + "\n";
 }
 
-Status LogStore::WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs) {
+std::vector<LogStore::Range> LogStore::ShardRanges() const {
+  std::shared_lock data(data_mu_);
+  std::vector<Range> out;
+  for (const auto& ls : log_shards_) out.emplace_back(ls.first_generation, ls.generation);
+  return out;
+}
+
+std::vector<int64_t> LogStore::LiveLogs() const {
+  std::shared_lock data(data_mu_);
+  if (frozen_) return {frozen_->generation, generation_};
+  return {generation_};
+}
+
+Status LogStore::WriteState(const std::vector<Range>& shards, const std::vector<int64_t>& logs) {
   const std::string text = StateText(shards, logs);
   return WriteFileAtomically(options_.dir + "/" + kStateName,
                              [&](const FileSink& sink) { return sink(text); });
@@ -136,6 +175,7 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
 }
 
 LogStore::~LogStore() {
+  stop_merge_ = true;
   {
     std::lock_guard lock(loop_mu_);
     stopping_ = true;
@@ -150,13 +190,22 @@ Status LogStore::Recover(bool post) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
-  std::vector<int64_t> shards, logs = {1};
+  std::vector<Range> shards;
+  std::vector<int64_t> logs = {1};
   const std::string state_path = options_.dir + "/" + kStateName;
   if (fs::exists(state_path)) {
     ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(state_path));
     const json j = json::parse(text, nullptr, false);
     try {
-      shards = j.at("shards").get<std::vector<int64_t>>();
+      std::map<int64_t, int64_t> covers;  // absent before merges (2026-11)
+      if (auto it = j.find("covers"); it != j.end()) {
+        for (const auto& [g, first] : it->items()) covers[std::stoll(g)] = first.get<int64_t>();
+      }
+      for (int64_t g : j.at("shards").get<std::vector<int64_t>>()) {
+        auto it = covers.find(g);
+        shards.emplace_back(it == covers.end() ? g : it->second, g);
+        if (shards.back().first > g) return Status::Corruption(state_path + ": bad covers");
+      }
       logs = j.at("logs").get<std::vector<int64_t>>();
       ends_.clear();
       if (auto it = j.find("ends"); it != j.end()) {  // absent in directories of before 2026-11
@@ -169,27 +218,30 @@ Status LogStore::Recover(bool post) {
   } else {
     ZIPG_RETURN_IF_ERROR(WriteState(shards, logs));
   }
-  // Leftovers of an interrupted compaction or of dropped logs: anything STATE does not list.
+  // Leftovers of an interrupted compaction or merge, of merged shards and of dropped logs:
+  // anything STATE does not list (a listed shard's files are its directory and ".deletes").
+  std::set<std::string> keep;
+  for (const Range& r : shards) {
+    keep.insert(ShardName(r));
+    keep.insert(ShardName(r) + ".deletes");
+  }
   for (const auto& entry : fs::directory_iterator(options_.dir)) {
     const std::string name = entry.path().filename().string();
-    int64_t g = -1;
     if (name.rfind("shard-", 0) == 0) {
-      g = std::atoll(name.c_str() + 6);
-      if (!Contains(shards, g) || name.find(".tmp") != std::string::npos) {
-        fs::remove_all(entry.path(), ec);
-      }
+      if (!keep.count(name)) fs::remove_all(entry.path(), ec);
     } else if (name.rfind("wal-", 0) == 0) {
-      g = std::atoll(name.c_str() + 4);
-      if (!Contains(logs, g)) fs::remove(entry.path(), ec);
+      if (!Contains(logs, std::atoll(name.c_str() + 4))) fs::remove(entry.path(), ec);
     }
   }
-  for (int64_t g : shards) {
+  for (const Range& r : shards) {
     LogShard ls;
-    ls.generation = g;
+    ls.first_generation = r.first;
+    ls.generation = r.second;
     GraphOpenOptions open_options;
-    ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(g), open_options, nullptr));
+    ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(r), open_options, nullptr));
     ls.parts = std::move(opened.shards);
-    ZIPG_ASSIGN_OR_RETURN(ls.deletes, engine::UpdateIndex::Open(ShardDir(g) + ".deletes"));
+    ls.bytes = DirBytes(ShardDir(r));
+    ZIPG_ASSIGN_OR_RETURN(ls.deletes, engine::UpdateIndex::Open(ShardDir(r) + ".deletes"));
     log_shards_.push_back(std::move(ls));
   }
   // The feeds keep what older generations sent; the live logs' updates are appended again below.
@@ -273,9 +325,11 @@ Status LogStore::Recover(bool post) {
 
 Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
                         const std::function<Status()>& before_recover) {
+  ++reloads_;  // a merge under way is discarded
   std::unique_lock data(data_mu_);
   for (auto& ls : log_shards_) retired_.push_back(std::move(ls));
   log_shards_.clear();
+  merge_log_.clear();
   frozen_.reset();
   const std::string live = wal_ ? wal_->path() : "";
   wal_.reset();
@@ -347,16 +401,19 @@ void LogStore::StopWrites(const std::string& reason) {
   std::cerr << "LogStore: no more writes: " << reason << "\n";
 }
 
-StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation,
-                                    const std::vector<std::pair<int64_t, bool>>* stored) {
+StatusOr<bool> LogStore::ApplyLocal(
+    const LogRecord& record, int64_t generation,
+    const std::vector<std::pair<const engine::UpdateIndex*, bool>>* stored) {
   const Update u = record.ToUpdate(0);
   bool found = false;
   for (auto& ls : log_shards_) {
     auto entry = ls.deletes->Lookup(u.node);
-    const std::pair<int64_t, bool>* hint = nullptr;
+    // A hint names the deletion set (not the generation) of the shard it was looked up in: a
+    // merge may have replaced that shard since.
+    const std::pair<const engine::UpdateIndex*, bool>* hint = nullptr;
     if (stored) {
       for (const auto& h : *stored) {
-        if (h.first == ls.generation) hint = &h;
+        if (h.first == ls.deletes.get()) hint = &h;
       }
     }
     bool live;
@@ -368,6 +425,7 @@ StatusOr<bool> LogStore::ApplyLocal(const LogRecord& record, int64_t generation,
     }
     if (!live) continue;
     ls.deletes->Apply(u);  // persisted with the group's (FlushDeletes)
+    if (ls.merging) merge_log_.push_back(u);
     found = true;
   }
   if (frozen_ && frozen_->generation != generation) {
@@ -597,23 +655,26 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
 void LogStore::LookupStored(const std::vector<Commit*>& group, GroupFanout* fanout) {
   fanout->stored.assign(group.size(), {});
   // The parts to ask, taken under the lock; log shards stay put while they are read (ShardsIn).
-  std::vector<std::vector<std::pair<int64_t, const engine::Shard*>>> parts(group.size());
+  std::vector<std::vector<std::pair<const engine::UpdateIndex*, const engine::Shard*>>> parts(
+      group.size());
   {
     std::shared_lock data(data_mu_);
     if (log_shards_.empty()) return;
     for (size_t i = 0; i < group.size(); ++i) {
       const LogRecord& r = *group[i]->record;
       if (r.op != UpdateOp::kPutEdge && r.op != UpdateOp::kDeleteEdge) continue;
-      for (const auto& ls : log_shards_) parts[i].emplace_back(ls.generation, ls.PartFor(r.node));
+      for (const auto& ls : log_shards_) {
+        parts[i].emplace_back(ls.deletes.get(), ls.PartFor(r.node));
+      }
     }
   }
   for (size_t i = 0; i < group.size(); ++i) {
     const LogRecord& r = *group[i]->record;
-    for (const auto& [generation, part] : parts[i]) {
+    for (const auto& [deletes, part] : parts[i]) {
       auto got = part->AssocGet(r.node, r.type, {r.dst}, std::numeric_limits<int64_t>::min(),
                                 std::numeric_limits<int64_t>::max());
       // On an error ApplyLocal looks again, and reports it.
-      if (got.ok()) fanout->stored[i].emplace_back(generation, !got->empty());
+      if (got.ok()) fanout->stored[i].emplace_back(deletes, !got->empty());
     }
   }
 }
@@ -807,7 +868,10 @@ std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> LogStor
   // the lock would otherwise starve behind a stream of readers).
   std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> out;
   for (const auto& ls : log_shards_) {
-    if (generations && !Contains(*generations, ls.generation)) continue;
+    if (generations && std::none_of(generations->begin(), generations->end(),
+                                    [&ls](int64_t g) { return ls.Covers(g); })) {
+      continue;
+    }
     if (id) {
       out.emplace_back(ls.PartFor(*id), ls.deletes.get());
     } else {
@@ -949,7 +1013,7 @@ StatusOr<bool> LogStore::Freeze(bool force) {
   ZIPG_ASSIGN_OR_RETURN(auto next, Wal::Open(WalPath(g + 1), {}, wal_options));
   ends_[g] = records_in_generation_;
   while (ends_.size() > kKeptEnds) ends_.erase(ends_.begin());
-  ZIPG_RETURN_IF_ERROR(WriteState(LogShards(), {g, g + 1}));
+  ZIPG_RETURN_IF_ERROR(WriteState(ShardRanges(), {g, g + 1}));
   {
     std::unique_lock data(data_mu_);
     frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}};
@@ -984,6 +1048,7 @@ Status LogStore::BuildFrozen(json* summary) {
   }
   const uint64_t log_bytes = fs::exists(WalPath(g)) ? fs::file_size(WalPath(g)) : 0;
   LogShard built;
+  built.first_generation = g;
   built.generation = g;
   graph::CompressReport report;
   if (!table->empty()) {
@@ -999,14 +1064,16 @@ Status LogStore::BuildFrozen(json* summary) {
       ZIPG_RETURN_IF_ERROR(table->Feed(sink));
       return table->bytes();
     };
-    ZIPG_RETURN_IF_ERROR(graph::Compress(source, ShardDir(g), options, nullptr, &report));
+    const std::string dir = ShardDir({g, g});
+    ZIPG_RETURN_IF_ERROR(graph::Compress(source, dir, options, nullptr, &report));
     GraphOpenOptions open_options;
     open_options.verify_checksums = false;  // just written and synced
-    ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(ShardDir(g), open_options, nullptr));
+    ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(dir, open_options, nullptr));
     built.parts = std::move(opened.shards);
+    built.bytes = DirBytes(dir);
     std::error_code ec;
-    fs::remove(ShardDir(g) + ".deletes", ec);
-    ZIPG_ASSIGN_OR_RETURN(built.deletes, engine::UpdateIndex::Open(ShardDir(g) + ".deletes"));
+    fs::remove(dir + ".deletes", ec);
+    ZIPG_ASSIGN_OR_RETURN(built.deletes, engine::UpdateIndex::Open(dir + ".deletes"));
   }
   const double build_seconds = Seconds(start);
   {
@@ -1034,7 +1101,7 @@ Status LogStore::BuildFrozen(json* summary) {
   }
   // wal-G stops being replayed: its updates must be durable in the feeds first.
   for (auto& feed : feeds_) ZIPG_RETURN_IF_ERROR(feed->Sync());
-  ZIPG_RETURN_IF_ERROR(WriteState(LogShards(), {generation_}));
+  ZIPG_RETURN_IF_ERROR(WriteState(ShardRanges(), LiveLogs()));
   if (publish_) publish_(LogShards());
   std::error_code ec;
   fs::remove(WalPath(g), ec);
@@ -1121,8 +1188,275 @@ void LogStore::CompactionLoop() {
     auto result = CompactNow();
     if (!result.ok())
       std::cerr << "LogStore: compaction failed: " << result.status().ToString() << "\n";
+    // Then one merge, if the log shards call for it; after one, look again (a frozen
+    // generation may be waiting, or the merged shard may complete a run of the next tier).
+    auto merged = MergeNow();
+    if (!merged.ok() && !stop_merge_) {
+      std::cerr << "LogStore: merge failed: " << merged.status().ToString() << "\n";
+      std::lock_guard stats(stats_mu_);
+      last_error_ = "merge: " + merged.status().ToString();
+    }
     lock.lock();
+    if (merged.ok() && *merged) wake_ = true;
   }
+}
+
+std::pair<size_t, size_t> LogStore::PickMergeRun() const {
+  const size_t width = options_.merge_width;
+  if (width < 2) return {0, 0};
+  // The oldest run of `width` consecutive shards within merge_ratio of each other in size.
+  for (size_t begin = 0; begin + width <= log_shards_.size(); ++begin) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = begin; i < begin + width; ++i) {
+      lo = std::min(lo, std::max<uint64_t>(log_shards_[i].bytes, 1));
+      hi = std::max(hi, log_shards_[i].bytes);
+    }
+    if (static_cast<double>(hi) <= options_.merge_ratio * static_cast<double>(lo)) {
+      return {begin, begin + width};
+    }
+  }
+  return {0, 0};
+}
+
+StatusOr<bool> LogStore::MergeNow() {
+  const auto start = std::chrono::steady_clock::now();
+  // 1. The run and its snapshot: from now on, ApplyLocal logs the deletes that hit it.
+  struct Input {
+    std::vector<const engine::Shard*> parts;
+    const engine::UpdateIndex* deletes;
+    std::vector<int64_t> nodes, sources;  // ascending: ids with properties, with edges
+    uint64_t bytes;
+    Range range;
+  };
+  std::vector<Input> inputs;
+  Range range;
+  uint64_t reloads;
+  {
+    std::lock_guard lock(compact_mu_);
+    reloads = reloads_;
+    std::unique_lock data(data_mu_);
+    const auto [begin, end] = PickMergeRun();
+    if (begin == end) return false;
+    range = {log_shards_[begin].first_generation, log_shards_[end - 1].generation};
+    merge_log_.clear();
+    for (size_t i = begin; i < end; ++i) {
+      LogShard& ls = log_shards_[i];
+      ls.merging = true;
+      Input in;
+      for (const auto& part : ls.parts) in.parts.push_back(part.get());
+      in.deletes = ls.deletes.get();
+      in.bytes = ls.bytes;
+      in.range = {ls.first_generation, ls.generation};
+      inputs.push_back(std::move(in));
+    }
+  }
+  {
+    std::lock_guard stats(stats_mu_);
+    merging_ = {range.first, range.second};
+  }
+  struct ClearMerging {
+    LogStore* store;
+    ~ClearMerging() {
+      std::lock_guard stats(store->stats_mu_);
+      store->merging_ = nullptr;
+    }
+  } clear_merging{this};
+  if (options_.before_merge_build) options_.before_merge_build();
+  // Stops the merge: clears the merging marks of whichever inputs are still there.
+  const std::string out = ShardDir(range) + ".merge";
+  auto abandon = [&](const Status& why) -> StatusOr<bool> {
+    {
+      std::unique_lock data(data_mu_);
+      for (auto& ls : log_shards_) ls.merging = false;
+      merge_log_.clear();
+    }
+    std::error_code ec;
+    fs::remove_all(out, ec);
+    if (!why.ok()) return why;
+    return false;
+  };
+
+  // 2. Build from the live rows, without a lock. A key is live in one generation at most, so
+  // the rows of the inputs never collide; a node's properties are live in one input at most.
+  uint64_t input_bytes = 0, nodes_out = 0, edges_out = 0;
+  std::set<std::string> node_names, edge_names;
+  for (Input& in : inputs) {
+    input_bytes += in.bytes;
+    for (const engine::Shard* part : in.parts) {
+      const auto& ids = part->nodes().ids();
+      in.nodes.insert(in.nodes.end(), ids.begin(), ids.end());
+      auto sources = part->edges().Sources();
+      if (!sources.ok()) return abandon(sources.status());
+      in.sources.insert(in.sources.end(), sources->begin(), sources->end());
+      for (const auto& n : part->nodes().property_names()) node_names.insert(n);
+      for (const auto& n : part->edges().property_names()) edge_names.insert(n);
+    }
+    std::sort(in.nodes.begin(), in.nodes.end());
+    std::sort(in.sources.begin(), in.sources.end());
+  }
+  graph::CompressOptions options;
+  options.auto_shards = 1;
+  options.threads = 1;
+  options.memory_limit = options_.compaction_memory_bytes;
+  options.overwrite = true;
+  graph::GraphSource source;
+  source.feed = [&](graph::InputSink* sink, const graph::CompressProgress&) -> StatusOr<uint64_t> {
+    const std::vector<std::string> node_list(node_names.begin(), node_names.end());
+    const std::vector<std::string> edge_list(edge_names.begin(), edge_names.end());
+    ZIPG_RETURN_IF_ERROR(sink->NodeHeader(node_list));
+    ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(edge_list));
+    std::vector<int64_t> ids;
+    for (const Input& in : inputs) {
+      ids.insert(ids.end(), in.nodes.begin(), in.nodes.end());
+      ids.insert(ids.end(), in.sources.begin(), in.sources.end());
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    graph::PropertyRefs refs;
+    auto index = [&refs](const std::vector<std::string>& names,
+                         const Properties& props) -> const graph::PropertyRefs& {
+      refs.clear();
+      for (const auto& [name, value] : props) {
+        const auto pos = std::lower_bound(names.begin(), names.end(), name) - names.begin();
+        refs.emplace_back(static_cast<uint32_t>(pos), value);
+      }
+      std::sort(refs.begin(), refs.end());
+      return refs;
+    };
+    nodes_out = edges_out = 0;
+    for (int64_t id : ids) {
+      if (stop_merge_) return Status::Unavailable("the LogStore is closing");
+      std::optional<Properties> props;
+      std::vector<Edge> edges;
+      for (const Input& in : inputs) {
+        const bool has_props = std::binary_search(in.nodes.begin(), in.nodes.end(), id);
+        const bool has_edges = std::binary_search(in.sources.begin(), in.sources.end(), id);
+        if (!has_props && !has_edges) continue;
+        const engine::Shard& part = *in.parts[ShardOf(id, static_cast<uint32_t>(in.parts.size()))];
+        const auto entry = in.deletes->Lookup(id);
+        if (has_props && !(entry && entry->props_dead)) {
+          ZIPG_ASSIGN_OR_RETURN(auto p, part.GetNodeProperty(id, nullptr));
+          if (p) props = std::move(p);
+        }
+        if (has_edges && !(entry && entry->edges_dead)) {
+          ZIPG_ASSIGN_OR_RETURN(auto list, part.AllEdges(id, std::nullopt));
+          for (auto& e : list) {
+            if (!(entry && entry->EdgeDead(e.type, e.dst))) edges.push_back(std::move(e));
+          }
+        }
+      }
+      if (props) {
+        ZIPG_RETURN_IF_ERROR(sink->Node(id, index(node_list, *props)));
+        ++nodes_out;
+      }
+      for (const Edge& e : edges) {
+        ZIPG_RETURN_IF_ERROR(
+            sink->Edge(e.src, e.dst, e.type, e.timestamp, index(edge_list, e.properties)));
+      }
+      edges_out += edges.size();
+    }
+    return input_bytes;
+  };
+  graph::CompressReport report;
+  if (Status s = graph::Compress(source, out, options, nullptr, &report); !s.ok()) {
+    return abandon(s);
+  }
+  const double build_seconds = Seconds(start);
+
+  // 3. The swap. Every delete logged since the snapshot goes to the merged shard if it holds
+  // the key; STATE names the merged shard before any group can apply to it.
+  std::lock_guard lock(compact_mu_);
+  if (reloads_ != reloads) return abandon(Status::OK());  // the inputs were reloaded away
+  const std::string dir = ShardDir(range);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::remove(dir + ".deletes", ec);
+  fs::rename(out, dir, ec);
+  if (ec) return abandon(Status::IOError("cannot rename " + out + ": " + ec.message()));
+  LogShard merged;
+  merged.first_generation = range.first;
+  merged.generation = range.second;
+  merged.bytes = DirBytes(dir);
+  {
+    GraphOpenOptions open_options;
+    open_options.verify_checksums = false;  // just written and synced
+    auto opened = OpenStore(dir, open_options, nullptr);
+    if (!opened.ok()) return abandon(opened.status());
+    merged.parts = std::move(opened->shards);
+    auto deletes = engine::UpdateIndex::Open(dir + ".deletes");
+    if (!deletes.ok()) return abandon(deletes.status());
+    merged.deletes = std::move(*deletes);
+  }
+  std::vector<Range> ranges;
+  std::vector<int64_t> logs;
+  uint64_t moved = 0;
+  {
+    std::unique_lock data(data_mu_);
+    for (const Update& u : merge_log_) {
+      const auto entry = merged.deletes->Lookup(u.node);
+      auto live = engine::FoundLive(*merged.PartFor(u.node), entry.get(), u);
+      if (!live.ok()) {
+        data.unlock();
+        return abandon(live.status());
+      }
+      if (*live) {
+        merged.deletes->Apply(u);
+        ++moved;
+      }
+    }
+    if (Status s = merged.deletes->Flush(); !s.ok()) {
+      data.unlock();
+      return abandon(s);
+    }
+    for (const auto& ls : log_shards_) {
+      if (!ls.merging) {
+        ranges.emplace_back(ls.first_generation, ls.generation);
+      } else if (ranges.empty() || ranges.back() != range) {
+        ranges.push_back(range);
+      }
+    }
+    logs = frozen_ ? std::vector<int64_t>{frozen_->generation, generation_}
+                   : std::vector<int64_t>{generation_};
+    if (Status s = WriteState(ranges, logs); !s.ok()) {
+      data.unlock();
+      return abandon(s);
+    }
+    // Readers may hold pointers into the merged shards: they stay open in retired_.
+    std::vector<LogShard> next;
+    for (auto& ls : log_shards_) {
+      if (!ls.merging) {
+        next.push_back(std::move(ls));
+        continue;
+      }
+      if (ls.first_generation == range.first) next.push_back(std::move(merged));
+      ls.merging = false;
+      retired_.push_back(std::move(ls));
+    }
+    log_shards_ = std::move(next);
+    merge_log_.clear();
+    ++merges_;  // with the swap, so that a status showing the merged shard counts it
+    merge_deletes_moved_ += moved;
+  }
+  if (publish_) publish_(LogShards());
+  // The merged shards' files: nothing opens them by name any more (mapped files stay readable).
+  for (const Input& in : inputs) {
+    fs::remove_all(ShardDir(in.range), ec);
+    fs::remove(ShardDir(in.range) + ".deletes", ec);
+  }
+  const json summary = {{"generations", {range.first, range.second}},
+                        {"shards", inputs.size()},
+                        {"input_bytes", input_bytes},
+                        {"stored_bytes", report.stored_bytes},
+                        {"nodes", nodes_out},
+                        {"edges", edges_out},
+                        {"deletes_moved", moved},
+                        {"partitions", report.shards},
+                        {"planned_peak", report.planned_peak},
+                        {"build_seconds", build_seconds},
+                        {"seconds", Seconds(start)}};
+  std::lock_guard stats(stats_mu_);
+  last_merge_ = summary;
+  return true;
 }
 
 uint64_t LogStore::AccountedBytes() const {
@@ -1276,7 +1610,7 @@ StatusOr<ShipReply> LogStore::ReseedStandby() {
   // What to copy, as relative paths: log shards and deletion sets (immutable, or append-only
   // logs of which a prefix is a valid file), the feeds (append-only), then the frozen and live
   // logs (a prefix of the live one: catch-up sends the rest). compact_mu_ keeps the list valid.
-  std::vector<int64_t> shards = LogShards();
+  std::vector<Range> shards = ShardRanges();
   std::vector<int64_t> logs;
   {
     std::shared_lock data(data_mu_);
@@ -1284,15 +1618,15 @@ StatusOr<ShipReply> LogStore::ReseedStandby() {
   }
   logs.push_back(generation_);
   std::vector<std::string> files;
-  for (int64_t g : shards) {
-    const fs::path dir = ShardDir(g);
+  for (const Range& r : shards) {
+    const fs::path dir = ShardDir(r);
     std::error_code ec;
     for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
          it.increment(ec)) {
       if (it->is_regular_file()) files.push_back(fs::relative(it->path(), options_.dir).string());
     }
     if (ec) return Status::IOError("cannot list " + dir.string() + ": " + ec.message());
-    files.push_back("shard-" + std::to_string(g) + ".deletes");
+    files.push_back(ShardName(r) + ".deletes");
   }
   for (uint32_t s = 0; s < feeds_.size(); ++s) {
     files.push_back("feed/shard-" + std::to_string(s) + ".log");
@@ -1518,12 +1852,17 @@ json LogStore::StatusJson() const {
     j["frozen"] = frozen_ ? json(frozen_->generation) : json(nullptr);
     json shards = json::array();
     for (const auto& ls : log_shards_) {
-      shards.push_back({{"generation", ls.generation},
-                        {"partitions", ls.parts.size()},
-                        {"touched_nodes", ls.deletes->size()}});
+      json one = {{"generation", ls.generation},
+                  {"bytes", ls.bytes},
+                  {"partitions", ls.parts.size()},
+                  {"touched_nodes", ls.deletes->size()}};
+      if (ls.first_generation != ls.generation) one["first_generation"] = ls.first_generation;
+      shards.push_back(std::move(one));
     }
     j["log_shards"] = shards;
   }
+  j["merges"] = merges_.load();
+  j["merge_deletes_moved"] = merge_deletes_moved_.load();
   j["writes"] = writes_.load();
   j["commit"] = {{"groups", commit_groups_.load()},
                  {"log_us", commit_log_us_.load()},
@@ -1555,6 +1894,8 @@ json LogStore::StatusJson() const {
   for (const auto& [g, n] : fragment_reads_) reads[std::to_string(g)] = n;
   j["fragment_reads"] = reads;
   j["last_compaction"] = last_compaction_;
+  j["last_merge"] = last_merge_;
+  j["merging"] = merging_;
   if (!last_error_.empty()) j["last_error"] = last_error_;
   return j;
 }

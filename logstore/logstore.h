@@ -5,8 +5,10 @@
 // Compact(), the current generation is frozen and compressed into a new log shard, which it
 // serves itself; shard servers fetch a written node's data from it with Fragment().
 //
-// Directory (options.dir): STATE, wal-<G>.log, shard-<G>/ (a one-partition store),
-// shard-<G>.deletes, feed/shard-<s>.log (docs/replication.md).
+// Directory (options.dir): STATE, wal-<G>.log, shard-<G>/ (a store of one or more hash
+// partitions), shard-<G>.deletes, shard-<F>-<G>/ and shard-<F>-<G>.deletes (a merge of the log
+// shards of generations F..G, docs/logstore-ha.md "Merges"), feed/shard-<s>.log
+// (docs/replication.md).
 //
 // Thread-safety: every public method may be called concurrently.
 #pragma once
@@ -18,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -53,6 +56,14 @@ struct LogStoreOptions {
   // available when it starts (graph/memory_plan.h). A generation too large to build in one
   // partition within it is built as several (a log shard is a small hash-partitioned store).
   uint64_t compaction_memory_bytes = 0;
+  // Merges (docs/logstore-ha.md, "Merges"): after a compaction, the oldest run of merge_width
+  // consecutive log shards whose sizes are within merge_ratio of each other is built into one,
+  // so that a read of a written node asks a number of log shards logarithmic in the log's size.
+  // merge_width < 2: never merge.
+  uint32_t merge_width = 4;
+  double merge_ratio = 2.0;
+  // Tests: called on the compaction thread after a merge took its snapshot, before its build.
+  std::function<void()> before_merge_build;
 
   // Standby (docs/logstore-ha.md): the LogStore takes no writes and posts nothing to the shards;
   // it applies the groups its leader ships (ApplyShipped) and compacts when the leader does.
@@ -153,10 +164,15 @@ class LogStore final : public GraphWriteApi {
 
  private:
   struct LogShard {
+    // It holds the live data of generations first_generation..generation (one, unless merged).
+    int64_t first_generation = 0;
     int64_t generation = 0;
+    uint64_t bytes = 0;     // its files' size on disk
+    bool merging = false;   // (data lock) its deletes are also logged in merge_log_
     std::vector<std::unique_ptr<engine::Shard>> parts;  // hash partitions, one or more
     std::unique_ptr<engine::UpdateIndex> deletes;       // of all parts
     const engine::Shard* PartFor(int64_t id) const;
+    bool Covers(int64_t g) const { return first_generation <= g && g <= generation; }
   };
   struct Frozen {
     int64_t generation = 0;
@@ -174,8 +190,13 @@ class LogStore final : public GraphWriteApi {
   // cut the live log after that many records (a standby dropping a tail).
   Status Reload(bool post, std::optional<uint64_t> keep_live_records = std::nullopt,
                 const std::function<Status()>& before_recover = {});
+  // A log shard's generations, first to last.
+  using Range = std::pair<int64_t, int64_t>;
   // STATE's text for these log shards and live logs (and ends_).
-  std::string StateText(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs) const;
+  std::string StateText(const std::vector<Range>& shards, const std::vector<int64_t>& logs) const;
+  // The log shards' ranges and the live logs (frozen, live) now (data lock not held).
+  std::vector<Range> ShardRanges() const;
+  std::vector<int64_t> LiveLogs() const;
   // Leader (compact_mu_ held): copies this LogStore's directory to the standby (log shards,
   // deletion sets, feeds, the frozen and live logs as they are now), then has it install them
   // with this STATE. Returns the standby's position after the install.
@@ -190,7 +211,9 @@ class LogStore final : public GraphWriteApi {
   std::string Refusal() const;
   std::string WalPath(int64_t generation) const;
   std::string FeedPath(uint32_t shard) const;
-  std::string ShardDir(int64_t generation) const;
+  // "shard-G", or "shard-F-G" for a merged shard; ShardDir is the directory.
+  static std::string ShardName(const Range& range);
+  std::string ShardDir(const Range& range) const;
   // The id of record `index` (from 0) of wal-<generation> (docs/replication.md).
   static uint64_t UpdateId(int64_t generation, uint64_t index) {
     return static_cast<uint64_t>(generation) << 32 | (index + 1);
@@ -202,7 +225,7 @@ class LogStore final : public GraphWriteApi {
     u.id = UpdateId(generation, index);
     return u;
   }
-  Status WriteState(const std::vector<int64_t>& shards, const std::vector<int64_t>& logs);
+  Status WriteState(const std::vector<Range>& shards, const std::vector<int64_t>& logs);
   // Per generation frozen here: how many records its log ended with (STATE "ends"; compact_mu_
   // held or no other thread yet). The leader ends a rejoining standby's generation there, also
   // once that log is compacted; the last kKeptEnds generations are kept.
@@ -261,10 +284,11 @@ class LogStore final : public GraphWriteApi {
     std::vector<std::optional<StatusOr<shard::UpdateSender::Reply>>> replies;  // per base shard
     std::vector<Status> status;  // per write: its base shard's answer
     std::vector<bool> found;     // per write: the base held a live version
-    // Per write of an edge: (generation, whether that log shard stores the key) per log shard.
+    // Per write of an edge: (the log shard's deletion set, whether that log shard stores the
+    // key) per log shard.
     // A log shard never changes, so this is looked up while the base shards work, without the
     // exclusive data lock; ApplyLocal adds the deletes made since.
-    std::vector<std::vector<std::pair<int64_t, bool>>> stored;
+    std::vector<std::vector<std::pair<const engine::UpdateIndex*, bool>>> stored;
   };
   // Appends the group to `wal` and posts its updates (commit_mu_ not held; one group at a time).
   Status LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
@@ -278,8 +302,9 @@ class LogStore final : public GraphWriteApi {
   // Applies a logged record to the LogStore's own fragments (data lock held exclusively). Deletes
   // on log shards are applied in memory; FlushDeletes persists them. `stored`, if given, says
   // which log shards store the edge key (GroupFanout::stored); others are looked up here.
-  StatusOr<bool> ApplyLocal(const LogRecord& record, int64_t generation,
-                            const std::vector<std::pair<int64_t, bool>>* stored = nullptr);
+  StatusOr<bool> ApplyLocal(
+      const LogRecord& record, int64_t generation,
+      const std::vector<std::pair<const engine::UpdateIndex*, bool>>* stored = nullptr);
   // Persists the deletes ApplyLocal queued on each log shard (data lock not held).
   Status FlushDeletes();
   // Calls `visit` with each memtable of `generations` (live, frozen) and the node's deletes there,
@@ -301,6 +326,14 @@ class LogStore final : public GraphWriteApi {
   // build the memtable if it is (still) past the memory threshold.
   StatusOr<std::string> CompactNow();
   void CompactionLoop();
+  // Merges one run of log shards if the policy finds one (false if not); see merge_width. Runs
+  // on the compaction thread: the build holds no lock (log shards are immutable and readers go
+  // on), deletes that hit the merging shards meanwhile are logged in merge_log_, and the swap
+  // (under compact_mu_ and the data lock) moves them to the merged shard's deletion set, writes
+  // STATE and retires the merged shards. A Reload during the build discards it.
+  StatusOr<bool> MergeNow();
+  // Indexes [begin, end) into log_shards_ of the run to merge, or begin == end (data lock held).
+  std::pair<size_t, size_t> PickMergeRun() const;
   // Has the compaction thread look for work (a frozen generation, a full memtable).
   void WakeCompactor();
 
@@ -343,7 +376,14 @@ class LogStore final : public GraphWriteApi {
   std::unique_ptr<Memtable> memtable_;
   std::optional<Frozen> frozen_;
   std::vector<LogShard> log_shards_;
-  std::vector<LogShard> retired_;  // dropped by Reload; kept until destruction
+  std::vector<LogShard> retired_;  // dropped by Reload and merges; kept until destruction
+  // Updates applied to a merging log shard's deletion set since the merge took its snapshot.
+  std::vector<engine::Update> merge_log_;
+  // Reloads so far (compact_mu_): a merge whose inputs were reloaded away is discarded.
+  uint64_t reloads_ = 0;
+  std::atomic<bool> stop_merge_{false};  // the destructor cuts a merge short
+  std::atomic<uint64_t> merges_{0};
+  std::atomic<uint64_t> merge_deletes_moved_{0};  // logged during builds, moved at swaps
 
   std::mutex compact_mu_;  // one compaction at a time
 
@@ -396,6 +436,8 @@ class LogStore final : public GraphWriteApi {
   mutable std::mutex stats_mu_;
   std::map<int64_t, uint64_t> fragment_reads_;  // by generation
   nlohmann::json last_compaction_ = nullptr;
+  nlohmann::json last_merge_ = nullptr;
+  nlohmann::json merging_ = nullptr;  // the generations of the merge under way
   std::string last_error_;
 };
 

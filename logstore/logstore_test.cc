@@ -32,6 +32,7 @@ namespace zipg::logstore {
 namespace {
 
 using engine::UpdateOp;
+using json = nlohmann::json;
 
 // A LogStore on `dir` whose one base shard accepts every update and holds nothing. `reader`
 // answers the conditional writes' checks (none: they must not be used).
@@ -518,6 +519,166 @@ std::string Show(const StatusOr<bool>& v) {
   return v.ok() ? (*v ? "found" : "not found") : v.status().ToString();
 }
 
+// Merges (docs/logstore-ha.md, "Merges"): one writer runs random writes (checked against a model)
+// while compactions add log shards and merges of two at a time fold them into one; the writer
+// goes on during each merge's build, so its deletes hit the shards being merged. The merged
+// shard must read as the shards it replaced did: the same live data, found through any
+// generation it covers, and the same after a restart, with the merged shards' files gone.
+// `budget`: the compaction memory budget (0: the default); `value_bytes`: each edge's value.
+void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
+  ScratchDir dir("logstore_test");
+  ASSERT_TRUE(dir.ok());
+  std::atomic<uint64_t> done{0};
+  std::atomic<bool> stop{false}, failed{false};
+  auto adjust = [&](LogStoreOptions* o) {
+    o->sync = false;
+    o->merge_width = 2;
+    o->merge_ratio = 1000;  // sizes vary: merge any two
+    // Let the writer run 150 writes into each merge's build.
+    o->before_merge_build = [&] {
+      const uint64_t until = done.load() + 150;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (done.load() < until && !stop && !failed &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+  };
+  FragmentReader reader;
+  auto h = std::make_unique<Harness>(dir.path(), &reader, budget, adjust);
+  reader.set_store(&h->store());
+
+  using Key = std::pair<int64_t, int64_t>;  // (type, dst)
+  std::map<int64_t, Properties> props;
+  std::map<int64_t, std::map<Key, Edge>> edges;
+  std::vector<int64_t> ids;
+  for (int64_t id = 1; id <= 40; ++id) ids.push_back(id * 7);
+  std::string failure;  // the writer's first mismatch (read once it is joined)
+  std::thread writer([&] {
+    std::mt19937_64 rng(41);
+    auto fail = [&](const std::string& what) {
+      if (failure.empty()) failure = what;
+      failed = true;
+    };
+    while (!stop && !failed) {
+      const int64_t id = ids[rng() % ids.size()];
+      const uint64_t dice = rng() % 100;
+      const std::string v = std::to_string(rng() % 1000);
+      if (dice < 55) {
+        const Edge e{id, static_cast<int64_t>(rng() % 3), static_cast<int64_t>(rng() % 80),
+                     static_cast<int64_t>(rng() % 500),
+                     {{"v", v + std::string(value_bytes, static_cast<char>('a' + rng() % 26))}}};
+        auto got = h->store().AssocAdd(e);
+        const bool had = edges[id].count({e.type, e.dst}) > 0;
+        if (!got.ok() || *got != had) fail("assoc_add " + std::to_string(id) + " " + Show(got));
+        edges[id][{e.type, e.dst}] = e;
+      } else if (dice < 85) {
+        const int64_t type = static_cast<int64_t>(rng() % 3), dst = static_cast<int64_t>(rng() % 80);
+        auto got = h->store().AssocDelete(id, type, dst);
+        const bool had = edges[id].erase({type, dst}) > 0;
+        if (!got.ok() || *got != had) fail("assoc_delete " + std::to_string(id) + " " + Show(got));
+      } else if (dice < 95) {
+        const Properties p = {{"a", v}, {"b", "x" + v}};
+        const bool had = props.count(id) > 0;
+        const Status s = had ? h->store().ObjUpdate(id, p) : h->store().ObjAdd(id, p);
+        if (!s.ok()) fail("obj_add/update " + std::to_string(id) + " " + s.ToString());
+        props[id] = p;
+      } else {
+        auto got = h->store().ObjDelete(id);
+        const bool had = props.count(id) > 0 || !edges[id].empty();
+        props.erase(id);
+        edges.erase(id);
+        if (!got.ok() || *got != had) fail("obj_delete " + std::to_string(id) + " " + Show(got));
+      }
+      ++done;
+    }
+  });
+  for (int round = 1; round <= 10; ++round) {
+    while (done.load() < static_cast<uint64_t>(round) * 400 && !failed) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    auto started = h->store().Compact();
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    const json j = json::parse(*started);
+    if (j.value("started", false)) WaitForCompaction(h->store(), j["generation"].get<int64_t>());
+  }
+  stop = true;
+  writer.join();
+  ASSERT_EQ(failure, "");
+  // Everything into log shards, then let the merges fold them into one.
+  auto started = h->store().Compact();
+  ASSERT_TRUE(started.ok());
+  WaitForCompaction(h->store(), json::parse(*started)["generation"].get<int64_t>());
+  json status;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);;) {
+    status = h->store().StatusJson();
+    ASSERT_FALSE(status.contains("last_error")) << status.dump();
+    if (status["log_shards"].size() == 1 && status["frozen"].is_null()) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << status.dump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(status["merges"].get<uint64_t>(), 10u) << status.dump();
+  EXPECT_GT(status["merge_deletes_moved"].get<uint64_t>(), 0u)
+      << "no delete hit a shard while it was being merged: " << status.dump();
+  const json& merged = status["log_shards"][0];
+  const int64_t first = merged.value("first_generation", int64_t{0});
+  const int64_t last = merged["generation"].get<int64_t>();
+  EXPECT_EQ(first, 1) << status.dump();
+
+  auto expect_model = [&](LogStore& store, const std::string& when) {
+    const auto got = NodeSnapshot(store, ids);
+    for (int64_t id : ids) {
+      std::vector<Edge> want;
+      for (const auto& [key, e] : edges[id]) want.push_back(e);
+      std::sort(want.begin(), want.end(), ByTypeNewestFirst);
+      auto it = props.find(id);
+      EXPECT_EQ(got.at(id).first, it == props.end() ? std::nullopt : std::optional(it->second))
+          << "node " << id << " " << when;
+      EXPECT_EQ(got.at(id).second, want) << "node " << id << " " << when;
+    }
+  };
+  expect_model(h->store(), "after the merges");
+  // Every key is found through any one generation the merged shard covers.
+  for (int64_t id : ids) {
+    for (int64_t type = 0; type < 3; ++type) {
+      std::vector<int64_t> dsts;
+      std::vector<Edge> want;
+      for (const auto& [key, e] : edges[id]) {
+        if (key.first != type) continue;
+        dsts.push_back(key.second);
+        want.push_back(e);
+      }
+      const int64_t g = first + (id + type) % (last - first + 1);
+      auto got = h->store().FragmentEdges(id, type, {g}, dsts);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      std::sort(got->begin(), got->end(), [](const Edge& a, const Edge& b) { return a.dst < b.dst; });
+      EXPECT_EQ(*got, want) << "node " << id << " type " << type << " through generation " << g;
+    }
+  }
+  if (budget > 0) {
+    EXPECT_GE(status["last_merge"]["partitions"].get<uint32_t>(), 2u)
+        << "the budget did not split the merged shard: " << status.dump();
+  }
+  h.reset();
+  h = std::make_unique<Harness>(dir.path(), &reader, budget, adjust);
+  reader.set_store(&h->store());
+  expect_model(h->store(), "after a restart");
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("shard-", 0) == 0) names.insert(name);
+  }
+  const std::string shard = "shard-" + std::to_string(first) + "-" + std::to_string(last);
+  EXPECT_EQ(names, (std::set<std::string>{shard, shard + ".deletes"}));
+}
+
+TEST(LogStoreTest, MergedLogShardsAnswerAsTheShardsTheyReplace) { MergeAgainstTheModel(0, 0); }
+
+// The same with a memory budget that builds the merged shard as several hash partitions.
+TEST(LogStoreTest, AMergeUnderAMemoryBudgetBuildsSeveralPartitions) {
+  MergeAgainstTheModel(graph::kProcessBaseline + (uint64_t{1} << 20), 2000);
+}
+
 // A reference for WriteBatch: the same random writes (bad ones among them) go to one LogStore as
 // single calls and to another as batches of 1-12. Every outcome, and the final state (also after
 // a restart), must be the same.
@@ -828,7 +989,9 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
     for (int i = 0; i < n; ++i) {
       const int64_t src = srcs[static_cast<size_t>(i) % srcs.size()];
       ASSERT_TRUE(leader.store().AssocAdd(Edge{src, i % 2, ++dst, i, {{"i", std::to_string(i)}}}).ok());
-      if (i % 7 == 0) ASSERT_TRUE(leader.store().AssocDelete(src, 0, std::max<int64_t>(dst - 3, 0)).ok());
+      if (i % 7 == 0) {
+        ASSERT_TRUE(leader.store().AssocDelete(src, 0, std::max<int64_t>(dst - 3, 0)).ok());
+      }
     }
   };
   auto wait_for = [&](const std::string& state) {
