@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""End-to-end test of log shard merges (docs/logstore-ha.md, "Merges") on a real local cluster:
+`zipg local start --logstores 2 --merge-width 2 --merge-ratio 100` (etcd, 2 shard servers for 4
+shards, two LogStores that elect their leader, 2 aggregators), so that every compaction is
+followed by a merge on each LogStore. Every answer is compared with the plain-Python model of the
+contract with writes (write_model.WriteModel).
+
+A. Six rounds of random writes, a compaction and a wait for the merges, while 2 clients add and
+   delete edges of their own nodes and read their counts back (a closed loop through the
+   compactions and merges; every outcome checked against each client's own state). After each
+   round, both LogStores hold one log shard covering every generation compacted so far, and
+   every read equals the model. The merges' counts and sizes are reported.
+B. kill -9 of the leader: the standby takes over with the log shards it merged itself; every
+   read equals the model; more writes, a compaction and a merge on the new leader; the old
+   leader restarted rejoins and is in sync; every read equals the model.
+C. `zipg local stop` leaves no process.
+
+Usage: merge_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_procs  # noqa: E402
+import write_model  # noqa: E402
+from write_model import acceptable, random_write, raw_status, short  # noqa: E402
+
+SEED = 20261126
+rnd = random.Random(SEED)
+T = cluster_procs.TestSetup("merge_test", __doc__)
+check, section, note = T.check, T.section, T.note
+TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
+SHARDS = 4
+LOADERS = 2
+LOAD_TYPE = 9  # the loaders' edges: (9_000_000 + k, 9, dst), a type random_write never uses
+
+
+def main():
+    section("setup: compress (4 shards), local start --logstores 2 --merge-width 2")
+    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, SHARDS, check)
+    if made is None:
+        return
+    inp, nodes_csv, edges_csv, model = made
+    r, state = procs.local_start(check, "--logstores", "2", "--servers", "2", "--lease-ttl", "2",
+                                 "--memtable-mb", "0", "--no-verify", "--merge-width", "2",
+                                 "--merge-ratio", "100")
+    if state is None:
+        return
+    aggs = state["aggregators"]
+
+    def members():
+        return {m["name"]: m for m in (raw_status(aggs[0]) or {}).get("servers", [])}
+
+    def logstores():
+        return {n: m for n, m in members().items() if m["role"] == "logstore"}
+
+    def leader_name():
+        return (raw_status(aggs[0]) or {}).get("logstore")
+
+    def logstore_status(name):
+        m = members().get(name)
+        return (raw_status(m["endpoint"]) or {}).get("logstore", {}) if m else {}
+
+    def Session(endpoint, label, seed=0):
+        return write_model.Session(ZIPG, TMP, procs.sessions, endpoint, label, seed)
+
+    sess = [Session(aggs[0], "agg0", SEED + 1), Session(aggs[1], "agg1", SEED + 2)]
+    cc = write_model.ClusterCheck(model, sess, Session, members, SHARDS, check, note)
+    universe = sorted(set(inp.ids) | {7_000_001 + k for k in range(20)})
+    hot = inp.node_ids[:8]
+    w = random.Random(SEED + 3)
+
+    def wait_in_sync(leader, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ls = logstores()
+            if leader_name() == leader and ls.get(leader, {}).get("sync") == "in_sync" and \
+                    len(ls) == 2:
+                return True
+            time.sleep(0.1)
+        return check(False, f"{leader} leads with its standby in sync: {logstores()}")
+
+    compacted = []  # generations compacted into a log shard so far
+
+    def compact_and_merge(label, names):
+        """A compaction, then the wait until each of `names` holds one log shard covering every
+        generation compacted so far (the merges are done)."""
+        r = subprocess.run([ZIPG, "admin", "compact", "--connect", aggs[0]], capture_output=True,
+                           timeout=300)
+        try:
+            summary = json.loads(r.stdout)
+        except ValueError:
+            summary = {}
+        check(r.returncode == 0 and summary.get("compacted") is True,
+              f"{label}: admin compact: {r.stdout[-300:]!r} {r.stderr[-300:]!r}")
+        if summary.get("generation"):
+            compacted.append(summary["generation"])
+        deadline = time.monotonic() + 60
+        while True:
+            st = {n: logstore_status(n) for n in names}
+            done = all(len(s.get("log_shards", [])) == 1 and s.get("frozen") is None and
+                       s["log_shards"][0].get("first_generation", s["log_shards"][0]["generation"])
+                       <= min(compacted) and
+                       s["log_shards"][0]["generation"] >= max(compacted) for s in st.values())
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        check(done, f"{label}: one merged log shard covering {compacted} on each of {names}: "
+                    f"{ {n: short(s.get('log_shards'), 300) for n, s in st.items()} }")
+        for n, s in st.items():
+            check("last_error" not in s, f"{label}: {n}: {s.get('last_error')}")
+        return st
+
+    # The loaders: loader k adds edges (9_000_000 + k, 9, n) and deletes some it added, and asks
+    # the count of its node after each write; its own state says every answer.
+    stop = threading.Event()
+    lock = threading.Lock()
+    loaded = []  # acknowledged loader writes, applied to the model once the loaders stop
+    stats = {"writes": 0, "reads": 0, "wrong": 0}
+
+    def loader(k):
+        s = Session(aggs[k % 2], f"loader-{k}", SEED + 10 + k)
+        lw = random.Random(SEED + 20 + k)
+        src, held, n, mine = 9_000_000 + k, set(), 0, []
+        while not stop.is_set():
+            if held and lw.random() < 0.35:
+                d = lw.choice(sorted(held))
+                q = {"op": "assoc_delete", "src": src, "type": LOAD_TYPE, "dst": d}
+                want = {"ok": {"deleted": True}}
+                held.discard(d)
+            else:
+                n += 1
+                q = {"op": "assoc_add", "src": src, "type": LOAD_TYPE, "dst": n, "timestamp": n,
+                     "properties": {"n": str(n)}}
+                want = {"ok": {"replaced": False}}
+                held.add(n)
+            got = s.call(q)
+            ok = acceptable(got, want)
+            mine.append(q)
+            count = s.call({"op": "assoc_count", "id": src, "type": LOAD_TYPE})
+            counted = acceptable(count, {"ok": len(held)})
+            with lock:
+                stats["writes"] += 1
+                stats["reads"] += 1
+                if not ok or not counted:
+                    stats["wrong"] += 1
+                    check(False, f"loader {k}: {short(q)} -> {short(got)}; count {short(count)} "
+                                 f"want {len(held)}")
+        with lock:
+            loaded.extend(mine)
+        s.close()
+
+    # ---- A ------------------------------------------------------------------------------------
+    section("A. six rounds of writes, compaction and merges, with 2 loaders running throughout")
+    check(wait_in_sync("logstore"), "A: in sync")
+    threads = [threading.Thread(target=loader, args=(k,)) for k in range(LOADERS)]
+    for th in threads:
+        th.start()
+    t0 = time.monotonic()
+    for rnd_no in range(1, 7):
+        for k in range(150):
+            cc.write(random_write(model, w, hot, universe), k)
+        st = compact_and_merge(f"A{rnd_no}", ["logstore", "logstore-standby"])
+        lead = st["logstore"]
+        note(f"A{rnd_no}: leader log shards {short(lead.get('log_shards'), 200)}, "
+             f"{lead.get('merges')} merges, last {short(lead.get('last_merge'), 300)}")
+    stop.set()
+    for th in threads:
+        th.join()
+    for q in loaded:
+        model.write(q)
+    check(stats["wrong"] == 0, f"A: {stats['wrong']} wrong loader answers")
+    note(f"A: the loaders made {stats['writes']} writes and {stats['reads']} reads in "
+         f"{time.monotonic() - t0:.1f} s, {stats['wrong']} wrong")
+    lead, stand = logstore_status("logstore"), logstore_status("logstore-standby")
+    check(lead.get("merges", 0) >= 5 and stand.get("merges", 0) >= 5,
+          f"A: merges: leader {lead.get('merges')}, standby {stand.get('merges')}")
+    note(f"A: merges: leader {lead.get('merges')} (deletes moved during builds: "
+         f"{lead.get('merge_deletes_moved')}), standby {stand.get('merges')} "
+         f"({stand.get('merge_deletes_moved')})")
+    cc.full_comparison("A")
+
+    # ---- B ------------------------------------------------------------------------------------
+    section("B. kill -9 of the leader: the standby leads with its own merged shards")
+    victim = logstores()["logstore"]
+    victim_argv = cluster_procs.cmdline(victim["pid"])
+    os.kill(victim["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and leader_name() != "logstore-standby":
+        time.sleep(0.1)
+    check(leader_name() == "logstore-standby", f"B: the leader is now {leader_name()}")
+    cc.full_comparison("B, after the takeover")
+    for k in range(150):
+        cc.write(random_write(model, w, hot, universe), k)
+    compact_and_merge("B", ["logstore-standby"])
+    procs.start_server(victim_argv, os.path.join(STORE, "run", "logstore.log"))
+    check(wait_in_sync("logstore-standby"), "B: the old leader is back in sync")
+    for k in range(100):
+        cc.write(random_write(model, w, hot, universe), k)
+    cc.full_comparison("B, after the old leader's return")
+    back = logstore_status("logstore")
+    note(f"B: the old leader rejoined with log shards {short(back.get('log_shards'), 200)}")
+
+    # ---- C ------------------------------------------------------------------------------------
+    section("C. zipg local stop")
+    procs.local_stop(check, STORE, ZIPG)
+
+
+if __name__ == "__main__":
+    cluster_procs.run_test("merge_test", main, report, procs.cleanup)
