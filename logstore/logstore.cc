@@ -1224,7 +1224,6 @@ StatusOr<bool> LogStore::MergeNow() {
   struct Input {
     std::vector<const engine::Shard*> parts;
     const engine::UpdateIndex* deletes;
-    std::vector<int64_t> nodes, sources;  // ascending: ids with properties, with edges
     uint64_t bytes;
     Range range;
   };
@@ -1277,22 +1276,17 @@ StatusOr<bool> LogStore::MergeNow() {
   };
 
   // 2. Build from the live rows, without a lock. A key is live in one generation at most, so
-  // the rows of the inputs never collide; a node's properties are live in one input at most.
+  // the rows of the inputs never collide (the compress pipeline takes rows in any order); a
+  // node's properties are live in one input at most. Edges are read by one pass over each
+  // part's text (no locates); properties node by node.
   uint64_t input_bytes = 0, nodes_out = 0, edges_out = 0;
   std::set<std::string> node_names, edge_names;
-  for (Input& in : inputs) {
+  for (const Input& in : inputs) {
     input_bytes += in.bytes;
     for (const engine::Shard* part : in.parts) {
-      const auto& ids = part->nodes().ids();
-      in.nodes.insert(in.nodes.end(), ids.begin(), ids.end());
-      auto sources = part->edges().Sources();
-      if (!sources.ok()) return abandon(sources.status());
-      in.sources.insert(in.sources.end(), sources->begin(), sources->end());
       for (const auto& n : part->nodes().property_names()) node_names.insert(n);
       for (const auto& n : part->edges().property_names()) edge_names.insert(n);
     }
-    std::sort(in.nodes.begin(), in.nodes.end());
-    std::sort(in.sources.begin(), in.sources.end());
   }
   graph::CompressOptions options;
   options.auto_shards = 1;
@@ -1305,13 +1299,6 @@ StatusOr<bool> LogStore::MergeNow() {
     const std::vector<std::string> edge_list(edge_names.begin(), edge_names.end());
     ZIPG_RETURN_IF_ERROR(sink->NodeHeader(node_list));
     ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(edge_list));
-    std::vector<int64_t> ids;
-    for (const Input& in : inputs) {
-      ids.insert(ids.end(), in.nodes.begin(), in.nodes.end());
-      ids.insert(ids.end(), in.sources.begin(), in.sources.end());
-    }
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     graph::PropertyRefs refs;
     auto index = [&refs](const std::vector<std::string>& names,
                          const Properties& props) -> const graph::PropertyRefs& {
@@ -1324,36 +1311,36 @@ StatusOr<bool> LogStore::MergeNow() {
       return refs;
     };
     nodes_out = edges_out = 0;
-    for (int64_t id : ids) {
-      if (stop_merge_) return Status::Unavailable("the LogStore is closing");
-      std::optional<Properties> props;
-      std::vector<Edge> edges;
-      for (const Input& in : inputs) {
-        const bool has_props = std::binary_search(in.nodes.begin(), in.nodes.end(), id);
-        const bool has_edges = std::binary_search(in.sources.begin(), in.sources.end(), id);
-        if (!has_props && !has_edges) continue;
-        const engine::Shard& part = *in.parts[ShardOf(id, static_cast<uint32_t>(in.parts.size()))];
-        const auto entry = in.deletes->Lookup(id);
-        if (has_props && !(entry && entry->props_dead)) {
-          ZIPG_ASSIGN_OR_RETURN(auto p, part.GetNodeProperty(id, nullptr));
-          if (p) props = std::move(p);
+    for (const Input& in : inputs) {
+      for (const engine::Shard* part : in.parts) {
+        for (int64_t id : part->nodes().ids()) {
+          if (stop_merge_) return Status::Unavailable("the LogStore is closing");
+          const auto entry = in.deletes->Lookup(id);
+          if (entry && entry->props_dead) continue;
+          ZIPG_ASSIGN_OR_RETURN(auto props, part->GetNodeProperty(id, nullptr));
+          if (!props) continue;
+          ZIPG_RETURN_IF_ERROR(sink->Node(id, index(node_list, *props)));
+          ++nodes_out;
         }
-        if (has_edges && !(entry && entry->edges_dead)) {
-          ZIPG_ASSIGN_OR_RETURN(auto list, part.AllEdges(id, std::nullopt));
-          for (auto& e : list) {
-            if (!(entry && entry->EdgeDead(e.type, e.dst))) edges.push_back(std::move(e));
-          }
-        }
+        std::shared_ptr<const engine::NodeUpdates> entry;
+        int64_t entry_of = -1;
+        ZIPG_RETURN_IF_ERROR(part->edges().ForEachRecord(
+            [&](const layout::EdgeFile::Record& r, std::vector<Edge> edges) -> Status {
+              if (stop_merge_) return Status::Unavailable("the LogStore is closing");
+              if (r.src != entry_of) {  // records come by (src, type): one lookup per src
+                entry = in.deletes->Lookup(r.src);
+                entry_of = r.src;
+              }
+              if (entry && entry->edges_dead) return Status::OK();
+              for (const Edge& e : edges) {
+                if (entry && entry->EdgeDead(e.type, e.dst)) continue;
+                ZIPG_RETURN_IF_ERROR(
+                    sink->Edge(e.src, e.dst, e.type, e.timestamp, index(edge_list, e.properties)));
+                ++edges_out;
+              }
+              return Status::OK();
+            }));
       }
-      if (props) {
-        ZIPG_RETURN_IF_ERROR(sink->Node(id, index(node_list, *props)));
-        ++nodes_out;
-      }
-      for (const Edge& e : edges) {
-        ZIPG_RETURN_IF_ERROR(
-            sink->Edge(e.src, e.dst, e.type, e.timestamp, index(edge_list, e.properties)));
-      }
-      edges_out += edges.size();
     }
     return input_bytes;
   };
@@ -1803,9 +1790,11 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
       json summary;
       if (Status built = BuildFrozen(&summary); !built.ok()) return failed(built);
     }
-    auto frozen = Freeze();
+    // Even an empty generation: the leader ends one when it takes over (Promote), and the
+    // standby must be in the same generation after it.
+    auto frozen = Freeze(/*force=*/true);
     if (!frozen.ok()) return failed(frozen.status());
-    if (*frozen) WakeCompactor();
+    WakeCompactor();
     return Position(ShipCode::kOk);
   }
   // An append: records first_index.. of wal-<generation>.

@@ -1176,5 +1176,62 @@ TEST(LogStoreTest, APromotedStandbyFencesTheOldLeaderWhichRejoinsWithoutItsTail)
   }
 }
 
+// A takeover right after a compaction ends an empty generation (Promote freezes the live one even
+// if it is empty). The old leader, rejoining as the standby in that empty generation, must
+// follow the freeze and catch up.
+TEST(LogStoreTest, AStandbyFollowsTheEmptyGenerationATakeoverEnded) {
+  ScratchDir dir("logstore_takeover_test");
+  ASSERT_TRUE(dir.ok());
+  const std::string a_dir = dir.path() + "/a", b_dir = dir.path() + "/b";
+  auto base = shard::UpdateReceiver::Start(
+      "127.0.0.1", 0, [](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
+        return StatusOr<shard::PushAnswer>(
+            shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
+      });
+  ASSERT_TRUE(base.ok());
+  const std::string base_endpoint = (*base)->endpoint();
+  auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
+  auto serve = [](LogStore* store) {
+    auto r = ShipReceiver::Start("127.0.0.1", 0,
+                                 [store](const ShipRequest& q) { return store->ApplyShipped(q); });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return std::move(*r);
+  };
+  auto b = std::make_unique<Harness>(b_dir, nullptr, 0, as_standby, base_endpoint);
+  auto b_ship = serve(&b->store());
+  auto a = std::make_unique<Harness>(a_dir, nullptr, 0, [&](LogStoreOptions* o) {
+    o->standby_endpoint = b_ship->endpoint();
+    o->epoch = 1;
+  }, base_endpoint);
+  const std::vector<int64_t> srcs = {1, 2, 3};
+  int64_t dst = 0;
+  auto write = [&](LogStore& store, int n) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(store.AssocAdd(Edge{srcs[static_cast<size_t>(i) % 3], 0, ++dst, i, {}}).ok());
+    }
+  };
+  write(a->store(), 30);
+  auto frozen = a->store().Compact();
+  ASSERT_TRUE(frozen.ok());
+  WaitForCompaction(a->store(), json::parse(*frozen)["generation"].get<int64_t>());
+  const int64_t empty_generation = a->store().StatusJson()["generation"].get<int64_t>();
+  a.reset();  // A stops with its live generation empty
+  ASSERT_TRUE(b->store().Promote(2).ok());
+  EXPECT_EQ(b->store().StatusJson()["generation"].get<int64_t>(), empty_generation + 1);
+  write(b->store(), 10);
+  a = std::make_unique<Harness>(a_dir, nullptr, 0, as_standby, base_endpoint);
+  auto a_ship = serve(&a->store());
+  b->store().AttachStandby(a_ship->endpoint());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (b->store().StatusJson()["standby"]["sync"] != "in_sync" &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(b->store().StatusJson()["standby"]["sync"], "in_sync") << b->store().StatusJson().dump();
+  write(b->store(), 10);
+  EXPECT_EQ(a->store().StatusJson()["generation"], b->store().StatusJson()["generation"]);
+  EXPECT_EQ(Snapshot(a->store(), srcs), Snapshot(b->store(), srcs));
+}
+
 }  // namespace
 }  // namespace zipg::logstore

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """End-to-end test of LogStore failover (docs/logstore-ha.md, "Election and takeover") on a real
-local cluster: `zipg local start --logstores 2` (etcd, 2 shard servers for 4 shards, two LogStores
-that elect their leader, 2 aggregators). Every answer is compared with the plain-Python model of
-the contract with writes (write_model.WriteModel).
+local cluster: `zipg local start --logstores 2 --merge-width 2` (etcd, 2 shard servers for 4
+shards, two LogStores that elect their leader, 2 aggregators). Every answer is compared with the
+plain-Python model of the contract with writes (write_model.WriteModel). Each round of random
+writes ends with a compaction, so that both LogStores merge log shards (docs/logstore-ha.md,
+"Merges") between the failovers: the model holds across 3 failovers and several merges.
 
-A. random writes through both aggregators; every read equals the model.
+A. random writes through both aggregators, a compaction; every read equals the model.
 B. kill -9 of the leader during a load of 16 writing connections (unique edges, each write's
    outcome recorded: acknowledged, or unknown when its call failed) and 2 reading connections.
    The standby takes over: the failover time (kill to the first acknowledged write after it) is
@@ -24,6 +26,7 @@ Usage: failover_test.py PATH/TO/zipg        (exit status 0 if everything passed)
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -49,7 +52,8 @@ def main():
         return
     inp, nodes_csv, edges_csv, model = made
     r, state = procs.local_start(check, "--logstores", "2", "--servers", "2", "--lease-ttl", "2",
-                                 "--memtable-mb", "0", "--no-verify")
+                                 "--memtable-mb", "0", "--no-verify", "--merge-width", "2",
+                                 "--merge-ratio", "100")
     if state is None:
         return
     aggs = state["aggregators"]
@@ -76,6 +80,10 @@ def main():
     def random_writes(n, label):
         for k in range(n):
             cc.write(random_write(model, w, hot, universe), k)
+        r = subprocess.run([ZIPG, "admin", "compact", "--connect", aggs[0]], capture_output=True,
+                           timeout=300)
+        check(r.returncode == 0 and b'"compacted":true' in r.stdout,
+              f"{label}: admin compact: {r.stdout[-300:]!r} {r.stderr[-300:]!r}")
         cc.full_comparison(label)
 
     def wait_in_sync(leader, timeout=30):
@@ -86,7 +94,11 @@ def main():
                     len(ls) == 2:
                 return True
             time.sleep(0.1)
-        return check(False, f"{leader} leads with its standby in sync: {logstores()}")
+        lead = logstores().get(leader)
+        why = ((raw_status(lead["endpoint"]) or {}).get("logstore", {}).get("standby")
+               if lead else None)
+        return check(False, f"{leader} leads with its standby in sync: {logstores()}; "
+                            f"its status says {why}")
 
     section("A. two LogStores elect a leader; random writes")
     first = leader_name()
@@ -282,6 +294,15 @@ def main():
     random_writes(150, "E, after")
     restart(leader_argv, "logstore")
     check(wait_in_sync("logstore-standby"), "E: in sync")
+
+    merges = {}
+    for name, m in logstores().items():
+        st = (raw_status(m["endpoint"]) or {}).get("logstore", {})
+        merges[name] = (st.get("merges"), [(s.get("first_generation", s["generation"]),
+                                            s["generation"]) for s in st.get("log_shards", [])])
+    # Each LogStore counts the merges it made since its last start.
+    check(sum(v[0] or 0 for v in merges.values()) >= 2, f"merges (count, log shards): {merges}")
+    note(f"merges since each LogStore's last start, and its log shards: {merges}")
 
     # ---- F ------------------------------------------------------------------------------------
     section("F. zipg local stop")
