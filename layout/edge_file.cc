@@ -200,6 +200,11 @@ EdgeFile::~EdgeFile() = default;
 StatusOr<EdgeFile::Record> EdgeFile::ReadRecord(uint64_t marker_offset) const {
   std::string bytes;
   ZIPG_RETURN_IF_ERROR(text_->Extract(marker_offset, kHeadBytes, &bytes));
+  return ParseHead(bytes, marker_offset);
+}
+
+StatusOr<EdgeFile::Record> EdgeFile::ParseHead(std::string_view bytes,
+                                               uint64_t marker_offset) const {
   const Status bad = Status::Corruption("edge record at text offset " +
                                         std::to_string(marker_offset) + " is malformed");
   if (bytes.empty() || static_cast<uint8_t>(bytes[0]) != kEdgeRecordMarker) return bad;
@@ -226,8 +231,55 @@ StatusOr<EdgeFile::Record> EdgeFile::ReadRecord(uint64_t marker_offset) const {
   r.order_width = static_cast<uint32_t>(order_width);
   r.columns = marker_offset + pos;
   if (r.properties() > text_->size()) return bad;
-  r.head = bytes.substr(pos);
+  r.head = std::string(bytes.substr(pos));
   return r;
+}
+
+Status EdgeFile::ForEachRecord(const std::function<Status(const Record&, std::vector<Edge>)>& visit,
+                               uint64_t chunk_bytes) const {
+  // A window [base, base + window.size()) of the text, extended in chunks as the scan needs.
+  const uint64_t kChunk = std::max<uint64_t>(chunk_bytes, 1);
+  std::string window;
+  uint64_t base = 0;
+  auto have = [&](uint64_t offset, uint64_t len) -> Status {
+    const uint64_t want = std::min(offset + len, text_->size());
+    while (base + window.size() < want) {
+      const uint64_t from = base + window.size();
+      ZIPG_RETURN_IF_ERROR(text_->Extract(
+          from, std::max(want - from, std::min(kChunk, text_->size() - from)), &window));
+    }
+    return Status::OK();
+  };
+  uint64_t at = 0;
+  while (at < text_->size()) {
+    if (at - base > kChunk) {  // drop what the scan is past (at is inside the window)
+      window.erase(0, at - base);
+      base = at;
+    }
+    ZIPG_RETURN_IF_ERROR(have(at, kHeadBytes));
+    const std::string_view view(window);
+    ZIPG_ASSIGN_OR_RETURN(
+        Record r, ParseHead(view.substr(at - base, std::min<uint64_t>(kHeadBytes,
+                                                                      window.size() - (at - base))),
+                            at));
+    // The record ends where its last edge's property list does.
+    const uint64_t last_end = r.end_column() + (r.count - 1) * r.end_width;
+    ZIPG_RETURN_IF_ERROR(have(last_end, r.end_width));
+    uint64_t list_end = 0;
+    if (r.end_width > 0 &&
+        (last_end + r.end_width > base + window.size() ||
+         !GetDigits(window.data() + (last_end - base), r.end_width, &list_end))) {
+      return Status::Corruption("edge text: bad end column at offset " + std::to_string(at));
+    }
+    const uint64_t end = r.properties() + list_end;
+    if (end > text_->size()) return Status::Corruption("edge text: record runs past the end");
+    ZIPG_RETURN_IF_ERROR(have(r.columns, end - r.columns));
+    r.head = window.substr(r.columns - base, end - r.columns);  // the whole record: no extracts
+    ZIPG_ASSIGN_OR_RETURN(std::vector<Edge> edges, Edges(r, 0, r.count));
+    ZIPG_RETURN_IF_ERROR(visit(r, std::move(edges)));
+    at = end;
+  }
+  return Status::OK();
 }
 
 StatusOr<std::optional<EdgeFile::Record>> EdgeFile::Find(int64_t src, int64_t type) const {
@@ -253,20 +305,6 @@ StatusOr<std::vector<EdgeFile::Record>> EdgeFile::FindAll(int64_t src) const {
     records.push_back(std::move(r));
   }
   return records;
-}
-
-StatusOr<std::vector<int64_t>> EdgeFile::Sources() const {
-  ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits,
-                        text_->Search(std::string(1, static_cast<char>(kEdgeRecordMarker))));
-  std::vector<int64_t> sources;
-  sources.reserve(hits.size());
-  for (uint64_t hit : hits) {
-    ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(hit));
-    sources.push_back(r.src);
-  }
-  std::sort(sources.begin(), sources.end());
-  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
-  return sources;
 }
 
 Status EdgeFile::Read(const Record& r, uint64_t offset, uint64_t len, std::string* out) const {

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -97,9 +99,12 @@ class EdgeFile {
   StatusOr<std::optional<Record>> Find(int64_t src, int64_t type) const;
   // Every record of src, ascending type.
   StatusOr<std::vector<Record>> FindAll(int64_t src) const;
-  // Every src with a record here, ascending and distinct (one locate per record: for a
-  // background scan, such as a LogStore merge, not for queries).
-  StatusOr<std::vector<int64_t>> Sources() const;
+  // Calls visit(record, its edges) for every record in text order (ascending (src, type)),
+  // reading the text once front to back: no search, no locate. For whole-file readers (a
+  // LogStore merge), not for queries. Stops at the first error visit returns. The text is
+  // extracted `chunk_bytes` at a time (at least), and at most about twice that is held.
+  Status ForEachRecord(const std::function<Status(const Record&, std::vector<Edge>)>& visit,
+                       uint64_t chunk_bytes = 4 << 20) const;
 
   // [begin, end): the TimeOrder range of edges with lo <= timestamp <= hi (binary search).
   StatusOr<std::pair<uint64_t, uint64_t>> TimeRange(const Record& r, int64_t lo, int64_t hi) const;
@@ -121,6 +126,9 @@ class EdgeFile {
  private:
   EdgeFile() = default;
   StatusOr<Record> ReadRecord(uint64_t marker_offset) const;
+  // The record whose marker is at `marker_offset`, from `bytes` extracted there (at least its
+  // header; head takes the rest of them).
+  StatusOr<Record> ParseHead(std::string_view bytes, uint64_t marker_offset) const;
   // text[offset, offset + len), from r.head when it covers the range.
   Status Read(const Record& r, uint64_t offset, uint64_t len, std::string* out) const;
   StatusOr<std::vector<uint64_t>> Column(const Record& r, uint64_t column, uint32_t width,

@@ -80,11 +80,28 @@ void CheckFile(const std::map<int64_t, std::vector<RefEdge>>& records, const std
   auto file = EdgeFile::Open(base);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   EXPECT_EQ((*file)->format_version(), format);
-  std::vector<int64_t> want_sources;
-  for (const auto& [src, edges] : records) want_sources.push_back(src);
-  auto sources = (*file)->Sources();
-  ASSERT_TRUE(sources.ok()) << sources.status().ToString();
-  EXPECT_EQ(*sources, want_sources);
+  // One pass over the whole text: every record in (src, type) order, each edge as stored; in
+  // big chunks, and in chunks smaller than a record.
+  for (uint64_t chunk : {uint64_t{4} << 20, uint64_t{61}}) {
+    std::vector<int64_t> want_sources, seen;
+    for (const auto& [src, edges] : records) want_sources.push_back(src);
+    Status scanned = (*file)->ForEachRecord(
+        [&](const EdgeFile::Record& r, std::vector<Edge> got) {
+          seen.push_back(r.src);
+          EXPECT_EQ(r.type, 7);
+          const auto& want = records.at(r.src);
+          EXPECT_EQ(got.size(), want.size()) << "src " << r.src;
+          for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+            EXPECT_EQ(got[i].dst, want[i].dst);
+            EXPECT_EQ(got[i].timestamp, want[i].ts);
+            EXPECT_EQ(got[i].properties.empty() ? "" : got[i].properties[0].second, want[i].value);
+          }
+          return Status::OK();
+        },
+        chunk);
+    ASSERT_TRUE(scanned.ok()) << scanned.ToString();
+    EXPECT_EQ(seen, want_sources) << "chunk " << chunk;
+  }
   std::mt19937_64 rng(seed);
   for (const auto& [src, edges] : records) {
     auto r = (*file)->Find(src, 7);
