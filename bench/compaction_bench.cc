@@ -8,10 +8,17 @@
 // (the figure is the compaction, not the write path). Afterwards, sampled edges are read back
 // through the new log shard and checked.
 //
+// With --generations N (> 1), the log is filled and compacted N times (log-mb / N each) with
+// merges on (--merge-width W, default 4; docs/logstore-ha.md "Merges"): it reports each merge
+// (time, sizes), the peak RSS, and the latency of reads of sampled edges by a reader thread while
+// a merge runs and while none does. Writers go on during the merges.
+//
 //   compaction_bench --dir DIR [--log-mb 1024] [--nodes 10000000] [--threads 4] [--seed 1]
+//                    [--generations 1] [--merge-width 4]
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -52,12 +59,156 @@ double Since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// "p50 X us, p99 Y us, max Z us over N reads".
+std::string Latencies(std::vector<double> us) {
+  if (us.empty()) return "no reads";
+  std::sort(us.begin(), us.end());
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "p50 %.0f us, p99 %.0f us, max %.0f us over %zu reads",
+                us[us.size() / 2], us[us.size() * 99 / 100], us.back(), us.size());
+  return buf;
+}
+
+// --generations: fill and compact `generations` logs of `per_generation` bytes with the writers
+// never stopping, while a reader reads sampled edges back; then wait for the merges to settle.
+int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_generation,
+                   uint64_t generations, uint64_t nodes, int threads, uint64_t seed,
+                   const datagen::ZipfSampler& zipf) {
+  std::atomic<bool> stop{false}, full{false}, merging{false};
+  std::atomic<int64_t> live{1};
+  std::atomic<uint64_t> written{0};
+  std::mutex sample_mu;
+  std::vector<Edge> sample;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      datagen::Rng rng(seed * 1000 + static_cast<uint64_t>(t));
+      int64_t clock = static_cast<int64_t>(t) << 40;
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        std::string payload(128, 'a');
+        for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
+        Edge e{static_cast<int64_t>(zipf.Next(rng)), static_cast<int64_t>(rng.Uniform(5)),
+               static_cast<int64_t>(rng.Uniform(nodes)), ++clock, {{"data", payload}}};
+        if (Status s = ls.AssocAdd(e).status(); !s.ok()) Die("assoc_add: " + s.ToString());
+        ++written;
+        if (i % 10000 == 0) {
+          std::lock_guard lock(sample_mu);
+          sample.push_back(e);
+        }
+        if (t == 0 && i % 2000 == 0) {
+          std::error_code ec;
+          const auto size =
+              fs::file_size(dir + "/wal-" + std::to_string(live.load()) + ".log", ec);
+          if (!ec && size >= per_generation) full = true;
+        }
+      }
+    });
+  }
+  // The reader: one sampled edge at a time (never deleted, so always found), every generation.
+  std::vector<double> during, outside;
+  uint64_t missing = 0;
+  std::atomic<bool> reader_stop{false};
+  std::thread reader([&] {
+    datagen::Rng rng(seed + 77);
+    while (!reader_stop) {
+      Edge e;
+      {
+        std::lock_guard lock(sample_mu);
+        if (sample.empty()) {
+          e.src = -1;
+        } else {
+          e = sample[rng.Uniform(sample.size())];
+        }
+      }
+      if (e.src >= 0) {
+        std::vector<int64_t> gens;
+        for (int64_t g = 1; g <= live.load(); ++g) gens.push_back(g);
+        const bool in_merge = merging.load();
+        const auto t0 = std::chrono::steady_clock::now();
+        auto got = ls.FragmentEdges(e.src, e.type, gens, {e.dst});
+        const double us = Since(t0) * 1e6;
+        if (!got.ok()) Die("fragment_edges: " + got.status().ToString());
+        if (got->empty()) ++missing;
+        (in_merge ? during : outside).push_back(us);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  // The watcher: reports each merge as it is published.
+  std::atomic<bool> watcher_stop{false};
+  std::atomic<uint64_t> merges_seen{0};
+  size_t most_shards = 0;
+  std::thread watcher([&] {
+    while (!watcher_stop) {
+      const nlohmann::json st = ls.StatusJson();
+      if (st.contains("last_error")) Die("LogStore: " + st["last_error"].dump());
+      merging = !st["merging"].is_null();
+      most_shards = std::max(most_shards, st["log_shards"].size());
+      if (st["merges"].get<uint64_t>() > merges_seen) {
+        merges_seen = st["merges"].get<uint64_t>();
+        std::printf("merge %llu at %.0f s: %s; RSS %.0f MiB\n",
+                    static_cast<unsigned long long>(merges_seen.load()), Since(start),
+                    st["last_merge"].dump().c_str(), ProcMiB("VmRSS"));
+        std::fflush(stdout);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  for (uint64_t g = 1; g <= generations; ++g) {
+    while (!full) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    full = false;
+    auto started = ls.Compact();
+    if (!started.ok()) Die("compact: " + started.status().ToString());
+    live = static_cast<int64_t>(g) + 1;
+    while (true) {
+      const nlohmann::json last = ls.StatusJson()["last_compaction"];
+      if (!last.is_null() && last["generation"].get<uint64_t>() >= g) {
+        std::printf("compaction of generation %llu at %.0f s: %.1f s, %.1f MiB log -> %.1f MiB; "
+                    "%llu writes so far\n",
+                    static_cast<unsigned long long>(g), Since(start),
+                    last["seconds"].get<double>(), last["log_bytes"].get<double>() / 1048576.0,
+                    last["stored_bytes"].get<double>() / 1048576.0,
+                    static_cast<unsigned long long>(written.load()));
+        std::fflush(stdout);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  stop = true;
+  for (auto& w : workers) w.join();
+  // Settled: no merge running for 3 s.
+  for (auto quiet = std::chrono::steady_clock::now(); Since(quiet) < 3;) {
+    if (merging) quiet = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  reader_stop = true;
+  reader.join();
+  watcher_stop = true;
+  watcher.join();
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const nlohmann::json st = ls.StatusJson();
+  std::printf("done in %.0f s: %llu writes, %llu merges; log shards now %s (at most %zu at once); "
+              "peak RSS %.0f MiB\n",
+              Since(start), static_cast<unsigned long long>(written.load()),
+              static_cast<unsigned long long>(st["merges"].get<uint64_t>()),
+              st["log_shards"].dump().c_str(), most_shards, ru.ru_maxrss / 1024.0);
+  std::printf("reads during merges: %s\nreads otherwise: %s\nsampled edges not found: %llu\n",
+              Latencies(during).c_str(), Latencies(outside).c_str(),
+              static_cast<unsigned long long>(missing));
+  return missing == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   auto args = cli::Args::Parse(argc, argv, 1, {});
   if (!args.ok()) Die(args.status().ToString());
-  if (Status s = args->CheckKnown({"dir", "log-mb", "nodes", "threads", "seed"}); !s.ok()) {
+  if (Status s = args->CheckKnown(
+          {"dir", "log-mb", "nodes", "threads", "seed", "generations", "merge-width"});
+      !s.ok()) {
     Die(s.ToString());
   }
   const std::string dir = args->Get("dir").value_or("");
@@ -71,6 +222,8 @@ int main(int argc, char** argv) {
   const uint64_t nodes = number("nodes", 10'000'000);
   const int threads = static_cast<int>(number("threads", 4));
   const uint64_t seed = number("seed", 1);
+  const uint64_t generations = std::max<uint64_t>(1, number("generations", 1));
+  const uint64_t merge_width = number("merge-width", 4);
   const datagen::ZipfSampler zipf(nodes, 0.99);
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -89,10 +242,14 @@ int main(int argc, char** argv) {
   options.dir = dir;
   options.memtable_bytes = 0;  // compact only when told
   options.sync = false;
+  options.merge_width = static_cast<uint32_t>(merge_width);
   auto store = logstore::LogStore::Open(options, nullptr, &sender, [](std::vector<int64_t>) {});
   if (!store.ok()) Die(store.status().ToString());
   logstore::LogStore& ls = **store;
   const double rss_empty = ProcMiB("VmRSS");
+
+  if (generations > 1) return RunGenerations(ls, dir, log_bytes / generations, generations, nodes,
+                                             threads, seed, zipf);
 
   // Fill the log.
   const std::string wal = dir + "/wal-1.log";
