@@ -93,6 +93,8 @@ class CompressedFile::Impl {
 
   uint64_t n() const { return n_; }
   Status Extract(uint64_t offset, uint64_t len, std::string* out) const;
+  template <typename Row>
+  Status ExtractAll(std::string* out) const;
   StatusOr<uint64_t> Count(std::string_view pattern, uint64_t* lo_row) const;
   StatusOr<uint64_t> Locate(uint64_t row) const;
   Status Verify() const;
@@ -518,6 +520,55 @@ Status CompressedFile::Impl::Extract(uint64_t offset, uint64_t len, std::string*
   return Status::OK();
 }
 
+template <typename Row>
+Status CompressedFile::Impl::ExtractAll(std::string* out) const {
+  if (n_ == 0) return Status::OK();
+  // Psi of every row, column by column, block by block: each gap decoded once.
+  std::vector<Row> psi(n_ + 1);
+  for (uint32_t col = 0; col < num_cols_; ++col) {
+    const uint64_t first = col_start_[col], end = col_start_[col + 1];
+    const uint64_t block = 1ull << block_shift_;
+    for (uint64_t b = 0; first + (b << block_shift_) < end; ++b) {
+      uint64_t value, offset;
+      ReadBlock(col, b, &value, &offset);
+      if (offset > psi_gap_bits_) return Corrupt("invalid Psi block while extracting");
+      uint64_t row = first + (b << block_shift_);
+      const uint64_t stop = std::min(end, row + block);
+      psi[row] = static_cast<Row>(value);
+      GapReader reader(psi_gaps_, codes_[col], offset);
+      while (++row < stop) {
+        const uint64_t w = reader.Window();
+        if (uint64_t run = reader.UnitRun(w); run > 0) {
+          const uint64_t k = std::min(run, stop - row);
+          reader.SkipUnits(k);
+          for (uint64_t i = 0; i < k; ++i) psi[row + i] = static_cast<Row>(++value);
+          row += k - 1;
+          continue;
+        }
+        const uint64_t gap = reader.Next(w);
+        if (gap == 0) [[unlikely]]
+          return Corrupt("invalid Psi gap while extracting");
+        value += gap;
+        psi[row] = static_cast<Row>(value);
+      }
+    }
+  }
+  // Then the text, front to back: T[pos] is the byte of row's column, and Psi moves to pos + 1.
+  const size_t start = out->size();
+  out->resize(start + n_);
+  char* dst = out->data() + start;
+  uint64_t row = isa_.Get(0);
+  for (uint64_t pos = 0; pos < n_; ++pos) {
+    if (row == 0 || row > n_) [[unlikely]] {
+      out->resize(start);
+      return Corrupt("invalid row while extracting");
+    }
+    dst[pos] = static_cast<char>(col_sym_[ColumnOf(row)]);
+    row = psi[row];
+  }
+  return Status::OK();
+}
+
 StatusOr<uint64_t> CompressedFile::Impl::Count(std::string_view pattern, uint64_t* lo_row) const {
   if (pattern.empty()) return Status::InvalidArgument("search pattern is empty");
   *lo_row = 0;
@@ -602,6 +653,11 @@ uint64_t CompressedFile::size() const { return impl_->n(); }
 
 Status CompressedFile::Extract(uint64_t offset, uint64_t len, std::string* out) const {
   return impl_->Extract(offset, len, out);
+}
+
+Status CompressedFile::ExtractAll(std::string* out) const {
+  return impl_->n() < (uint64_t{1} << 32) ? impl_->ExtractAll<uint32_t>(out)
+                                           : impl_->ExtractAll<uint64_t>(out);
 }
 
 StatusOr<std::string> CompressedFile::Extract(uint64_t offset, uint64_t len) const {

@@ -496,6 +496,13 @@ void CheckExtract(const CompressedFile& file, const ReferenceIndex& ref,
   const std::string& text = ref.text();
   const uint64_t n = text.size();
   const CostModel cost(options, n);
+  {  // the whole text by one decode of Psi, appended
+    std::string all = "before";
+    ASSERT_TRUE(file.ExtractAll(&all).ok());
+    ASSERT_EQ(all.size(), text.size() + 6);
+    ASSERT_TRUE(all.compare(6, std::string::npos, text) == 0 && all.rfind("before", 0) == 0)
+        << "ExtractAll differs from the text";
+  }
   if (n <= 40) {  // every (offset, len), across the sample boundaries
     for (uint64_t offset = 0; offset <= n; ++offset) {
       for (uint64_t len = 0; len <= n - offset + 1; ++len) {
@@ -919,6 +926,9 @@ TEST(CompressedFileTest, EmptyAndOneByteTexts) {
     EXPECT_TRUE(ExtractMatches(*file, text, 0, 10));
     EXPECT_TRUE(ExtractMatches(*file, text, text.size(), 1));
     EXPECT_TRUE(ExtractMatches(*file, text, text.size() + 1, 0));
+    std::string all;
+    EXPECT_TRUE(file->ExtractAll(&all).ok());
+    EXPECT_EQ(all, text);
     EXPECT_TRUE(CharAtMatches(*file, text, 0));
     EXPECT_TRUE(CharAtMatches(*file, text, 1));
     for (const std::string& pattern : {std::string(1, '\0'), std::string(1, '\xff'),

@@ -236,23 +236,30 @@ StatusOr<EdgeFile::Record> EdgeFile::ParseHead(std::string_view bytes,
 }
 
 Status EdgeFile::ForEachRecord(const std::function<Status(const Record&, std::vector<Edge>)>& visit,
-                               uint64_t chunk_bytes) const {
-  // A window [base, base + window.size()) of the text, extended in chunks as the scan needs.
-  const uint64_t kChunk = std::max<uint64_t>(chunk_bytes, 1);
+                               uint64_t memory_bytes, uint64_t chunk_bytes) const {
+  // A window [base, base + window.size()) of the text, extended in chunks as the scan needs,
+  // or the whole text.
+  uint64_t chunk = std::max<uint64_t>(chunk_bytes, 1);
   std::string window;
   uint64_t base = 0;
+  const uint64_t per_byte =
+      1 + CompressedFile::kExtractAllBytesPerByte * (text_->size() < (uint64_t{1} << 32) ? 1 : 2);
+  if (text_->size() > 0 && text_->size() <= memory_bytes / per_byte) {
+    ZIPG_RETURN_IF_ERROR(text_->ExtractAll(&window));
+    chunk = UINT64_MAX;  // never drop any of it
+  }
   auto have = [&](uint64_t offset, uint64_t len) -> Status {
     const uint64_t want = std::min(offset + len, text_->size());
     while (base + window.size() < want) {
       const uint64_t from = base + window.size();
       ZIPG_RETURN_IF_ERROR(text_->Extract(
-          from, std::max(want - from, std::min(kChunk, text_->size() - from)), &window));
+          from, std::max(want - from, std::min(chunk, text_->size() - from)), &window));
     }
     return Status::OK();
   };
   uint64_t at = 0;
   while (at < text_->size()) {
-    if (at - base > kChunk) {  // drop what the scan is past (at is inside the window)
+    if (at - base > chunk) {  // drop what the scan is past (at is inside the window)
       window.erase(0, at - base);
       base = at;
     }

@@ -82,7 +82,7 @@ void CheckFile(const std::map<int64_t, std::vector<RefEdge>>& records, const std
   EXPECT_EQ((*file)->format_version(), format);
   // One pass over the whole text: every record in (src, type) order, each edge as stored; in
   // big chunks, and in chunks smaller than a record.
-  for (uint64_t chunk : {uint64_t{4} << 20, uint64_t{61}}) {
+  for (uint64_t chunk : {uint64_t{0}, uint64_t{4} << 20, uint64_t{61}}) {  // 0: whole text
     std::vector<int64_t> want_sources, seen;
     for (const auto& [src, edges] : records) want_sources.push_back(src);
     Status scanned = (*file)->ForEachRecord(
@@ -98,7 +98,7 @@ void CheckFile(const std::map<int64_t, std::vector<RefEdge>>& records, const std
           }
           return Status::OK();
         },
-        chunk);
+        chunk == 0 ? uint64_t{1} << 30 : 0, std::max<uint64_t>(chunk, 1));
     ASSERT_TRUE(scanned.ok()) << scanned.ToString();
     EXPECT_EQ(seen, want_sources) << "chunk " << chunk;
   }
