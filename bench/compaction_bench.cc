@@ -60,7 +60,7 @@ double Since(std::chrono::steady_clock::time_point t) {
 }
 
 // "p50 X us, p99 Y us, max Z us over N reads".
-std::string Latencies(std::vector<double> us) {
+std::string Latencies(std::vector<double> us) {  // sorts a copy
   if (us.empty()) return "no reads";
   std::sort(us.begin(), us.end());
   char buf[160];
@@ -72,9 +72,9 @@ std::string Latencies(std::vector<double> us) {
 // --generations: fill and compact `generations` logs of `per_generation` bytes with the writers
 // never stopping, while a reader reads sampled edges back; then wait for the merges to settle.
 int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_generation,
-                   uint64_t generations, uint64_t nodes, int threads, uint64_t seed,
-                   const datagen::ZipfSampler& zipf) {
-  std::atomic<bool> stop{false}, full{false}, merging{false};
+                   uint64_t generations, uint64_t merge_width, uint64_t nodes, int threads,
+                   uint64_t seed, const datagen::ZipfSampler& zipf) {
+  std::atomic<bool> stop{false}, full{false}, merging{false}, paused{false};
   std::atomic<int64_t> live{1};
   std::atomic<uint64_t> written{0};
   std::mutex sample_mu;
@@ -86,6 +86,7 @@ int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_
       datagen::Rng rng(seed * 1000 + static_cast<uint64_t>(t));
       int64_t clock = static_cast<int64_t>(t) << 40;
       for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        while (paused && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         std::string payload(128, 'a');
         for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
         Edge e{static_cast<int64_t>(zipf.Next(rng)), static_cast<int64_t>(rng.Uniform(5)),
@@ -105,6 +106,33 @@ int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_
       }
     });
   }
+  // A quiet pass (writers paused, no merge running): `n` reads of sampled edges, closed loop.
+  auto quiet_pass = [&](size_t n) {
+    paused = true;
+    while (merging) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<Edge> picks;
+    {
+      std::lock_guard lock(sample_mu);
+      datagen::Rng rng(seed + 99);
+      for (size_t i = 0; i < n && !sample.empty(); ++i) {
+        picks.push_back(sample[rng.Uniform(sample.size())]);
+      }
+    }
+    std::vector<double> us;
+    std::vector<int64_t> gens;
+    for (int64_t g = 1; g <= live.load(); ++g) gens.push_back(g);
+    for (const Edge& e : picks) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto got = ls.FragmentEdges(e.src, e.type, gens, {e.dst});
+      us.push_back(Since(t0) * 1e6);
+      if (!got.ok() || got->empty()) Die("a sampled edge was not found");
+    }
+    paused = false;
+    std::sort(us.begin(), us.end());
+    return us;
+  };
+  std::vector<double> first_pass;
   // The reader: one sampled edge at a time (never deleted, so always found), every generation.
   std::vector<double> during, outside;
   uint64_t missing = 0;
@@ -175,6 +203,10 @@ int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    if (g == 1) {
+      first_pass = quiet_pass(2000);
+      std::printf("quiet reads with one log shard: %s\n", Latencies(first_pass).c_str());
+    }
   }
   stop = true;
   for (auto& w : workers) w.join();
@@ -185,19 +217,31 @@ int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_
   }
   reader_stop = true;
   reader.join();
+  const std::vector<double> last_pass = quiet_pass(2000);
   watcher_stop = true;
   watcher.join();
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
   const nlohmann::json st = ls.StatusJson();
-  std::printf("done in %.0f s: %llu writes, %llu merges; log shards now %s (at most %zu at once); "
-              "peak RSS %.0f MiB\n",
+  // The documented bound (docs/logstore-ha.md, "Merges"): (W - 1) x ceil(log_W N) + W.
+  const uint64_t width = merge_width;
+  uint64_t tiers = 0;
+  for (uint64_t reach = 1; reach < generations; reach *= std::max<uint64_t>(width, 2)) ++tiers;
+  std::printf("done in %.0f s: %llu writes, %llu merges; log shards now %s (at most %zu at once; "
+              "bound %llu); peak RSS %.0f MiB\n",
               Since(start), static_cast<unsigned long long>(written.load()),
               static_cast<unsigned long long>(st["merges"].get<uint64_t>()),
-              st["log_shards"].dump().c_str(), most_shards, ru.ru_maxrss / 1024.0);
+              st["log_shards"].dump().c_str(), most_shards,
+              static_cast<unsigned long long>((width - 1) * tiers + width), ru.ru_maxrss / 1024.0);
   std::printf("reads during merges: %s\nreads otherwise: %s\nsampled edges not found: %llu\n",
               Latencies(during).c_str(), Latencies(outside).c_str(),
               static_cast<unsigned long long>(missing));
+  if (!first_pass.empty() && !last_pass.empty()) {
+    std::printf("quiet reads at the end: %s; p99 %.2fx, p50 %.2fx the pass after generation 1\n",
+                Latencies(last_pass).c_str(),
+                last_pass[last_pass.size() * 99 / 100] / first_pass[first_pass.size() * 99 / 100],
+                last_pass[last_pass.size() / 2] / first_pass[first_pass.size() / 2]);
+  }
   return missing == 0 ? 0 : 1;
 }
 
@@ -248,8 +292,10 @@ int main(int argc, char** argv) {
   logstore::LogStore& ls = **store;
   const double rss_empty = ProcMiB("VmRSS");
 
-  if (generations > 1) return RunGenerations(ls, dir, log_bytes / generations, generations, nodes,
-                                             threads, seed, zipf);
+  if (generations > 1) {
+    return RunGenerations(ls, dir, log_bytes / generations, generations, merge_width, nodes,
+                          threads, seed, zipf);
+  }
 
   // Fill the log.
   const std::string wal = dir + "/wal-1.log";
