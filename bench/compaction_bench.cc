@@ -167,14 +167,18 @@ int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_
   std::atomic<bool> watcher_stop{false};
   std::atomic<uint64_t> merges_seen{0};
   size_t most_shards = 0;
+  nlohmann::json last_seen;
   std::thread watcher([&] {
     while (!watcher_stop) {
       const nlohmann::json st = ls.StatusJson();
       if (st.contains("last_error")) Die("LogStore: " + st["last_error"].dump());
       merging = !st["merging"].is_null();
       most_shards = std::max(most_shards, st["log_shards"].size());
-      if (st["merges"].get<uint64_t>() > merges_seen) {
+      // last_merge is set just after the merge count grows: wait for it.
+      if (st["merges"].get<uint64_t>() > merges_seen && !st["last_merge"].is_null() &&
+          st["last_merge"]["generations"] != last_seen) {
         merges_seen = st["merges"].get<uint64_t>();
+        last_seen = st["last_merge"]["generations"];
         std::printf("merge %llu at %.0f s: %s; RSS %.0f MiB\n",
                     static_cast<unsigned long long>(merges_seen.load()), Since(start),
                     st["last_merge"].dump().c_str(), ProcMiB("VmRSS"));

@@ -517,4 +517,14 @@ Status LoadSnapEdges(const std::string& path, InputGraph* graph, const LoadProgr
   return Status::OK();
 }
 
+void RefsByName(const std::vector<std::string>& names, const Properties& properties,
+                PropertyRefs* refs) {
+  refs->clear();
+  for (const auto& [name, value] : properties) {
+    const auto pos = std::lower_bound(names.begin(), names.end(), name) - names.begin();
+    refs->emplace_back(static_cast<uint32_t>(pos), value);
+  }
+  std::sort(refs->begin(), refs->end());
+}
+
 }  // namespace zipg::graph

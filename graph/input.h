@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/types.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -49,6 +50,11 @@ using LoadProgress = std::function<void(uint64_t bytes_done, uint64_t bytes_tota
 // A property value as a view: (index into the file's property-name list, value). The value is
 // valid only during the call that receives it. Lists are sorted by index.
 using PropertyRefs = std::vector<std::pair<uint32_t, std::string_view>>;
+
+// Sets *refs to `properties` (name, value pairs) as indexes into `names` (sorted, holding every
+// name of `properties`), sorted by index; the views point into `properties`.
+void RefsByName(const std::vector<std::string>& names, const Properties& properties,
+                PropertyRefs* refs);
 
 // Receives the rows of a graph as a reader checks them. A non-OK status stops the reader, which
 // returns it. A reader calls a header function once, before the rows of its file.

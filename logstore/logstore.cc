@@ -1312,12 +1312,7 @@ StatusOr<bool> LogStore::MergeNow() {
     graph::PropertyRefs refs;
     auto index = [&refs](const std::vector<std::string>& names,
                          const Properties& props) -> const graph::PropertyRefs& {
-      refs.clear();
-      for (const auto& [name, value] : props) {
-        const auto pos = std::lower_bound(names.begin(), names.end(), name) - names.begin();
-        refs.emplace_back(static_cast<uint32_t>(pos), value);
-      }
-      std::sort(refs.begin(), refs.end());
+      graph::RefsByName(names, props, &refs);
       return refs;
     };
     nodes_out = edges_out = 0;

@@ -113,6 +113,24 @@ void WaitForCompaction(LogStore& store, int64_t generation) {
   FAIL() << "compaction of generation " << generation << " did not finish";
 }
 
+// A log shipping receiver on `port` (0: any) that hands every request to `store` (a standby).
+std::unique_ptr<ShipReceiver> ServeShipping(LogStore* store, int port = 0) {
+  auto r = ShipReceiver::Start("127.0.0.1", port,
+                               [store](const ShipRequest& q) { return store->ApplyShipped(q); });
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+// True once `leader` says its standby is in sync, false after `seconds`.
+bool InSyncWithin(LogStore& leader, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (leader.StatusJson()["standby"]["sync"] != "in_sync") {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 // 16 writers race on a few keys of two hot nodes (upserts with distinct versions, deletes). The
 // state after the race must be exactly what recovery rebuilds from the log: two writes of one key
 // in one group, or in consecutive groups, were applied in the order they were logged.
@@ -969,13 +987,7 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
   const std::string leader_dir = dir.path() + "/leader", standby_dir = dir.path() + "/standby";
   auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
   auto standby = std::make_unique<Harness>(standby_dir, nullptr, 0, as_standby);
-  auto serve = [&](int port) {
-    auto r = ShipReceiver::Start("127.0.0.1", port, [s = &standby->store()](const ShipRequest& q) {
-      return s->ApplyShipped(q);
-    });
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return std::move(*r);
-  };
+  auto serve = [&](int port) { return ServeShipping(&standby->store(), port); };
   auto receiver = serve(0);
   const std::string endpoint = receiver->endpoint();
   const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
@@ -1087,14 +1099,8 @@ TEST(LogStoreTest, APromotedStandbyFencesTheOldLeaderWhichRejoinsWithoutItsTail)
   ASSERT_TRUE(base.ok());
   const std::string base_endpoint = (*base)->endpoint();
   auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
-  auto serve = [](LogStore* store, int port) {
-    auto r = ShipReceiver::Start("127.0.0.1", port,
-                                 [store](const ShipRequest& q) { return store->ApplyShipped(q); });
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return std::move(*r);
-  };
   auto b = std::make_unique<Harness>(b_dir, nullptr, 0, as_standby, base_endpoint);
-  auto b_ship = serve(&b->store(), 0);
+  auto b_ship = ServeShipping(&b->store());
   auto a = std::make_unique<Harness>(a_dir, nullptr, 0, [&](LogStoreOptions* o) {
     o->standby_endpoint = b_ship->endpoint();
     o->ship_timeout_ms = 500;
@@ -1155,14 +1161,9 @@ TEST(LogStoreTest, APromotedStandbyFencesTheOldLeaderWhichRejoinsWithoutItsTail)
   }
   a = std::make_unique<Harness>(a_dir, nullptr, 0, as_standby, base_endpoint);
   ASSERT_EQ(Snapshot(a->store(), {2})[2].size(), acknowledged.at(2).size() + 3);  // the tail
-  auto a_ship = serve(&a->store(), 0);
+  auto a_ship = ServeShipping(&a->store());
   b->store().AttachStandby(a_ship->endpoint());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (b->store().StatusJson()["standby"]["sync"] != "in_sync" &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(b->store().StatusJson()["standby"]["sync"], "in_sync") << b->store().StatusJson().dump();
+  ASSERT_TRUE(InSyncWithin(b->store(), 20)) << b->store().StatusJson().dump();
   write(b->store(), 20);  // shipped to A
   const auto want = Snapshot(b->store(), srcs);
   EXPECT_EQ(Snapshot(a->store(), srcs), want);
@@ -1191,14 +1192,8 @@ TEST(LogStoreTest, AStandbyFollowsTheEmptyGenerationATakeoverEnded) {
   ASSERT_TRUE(base.ok());
   const std::string base_endpoint = (*base)->endpoint();
   auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
-  auto serve = [](LogStore* store) {
-    auto r = ShipReceiver::Start("127.0.0.1", 0,
-                                 [store](const ShipRequest& q) { return store->ApplyShipped(q); });
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return std::move(*r);
-  };
   auto b = std::make_unique<Harness>(b_dir, nullptr, 0, as_standby, base_endpoint);
-  auto b_ship = serve(&b->store());
+  auto b_ship = ServeShipping(&b->store());
   auto a = std::make_unique<Harness>(a_dir, nullptr, 0, [&](LogStoreOptions* o) {
     o->standby_endpoint = b_ship->endpoint();
     o->epoch = 1;
@@ -1220,14 +1215,9 @@ TEST(LogStoreTest, AStandbyFollowsTheEmptyGenerationATakeoverEnded) {
   EXPECT_EQ(b->store().StatusJson()["generation"].get<int64_t>(), empty_generation + 1);
   write(b->store(), 10);
   a = std::make_unique<Harness>(a_dir, nullptr, 0, as_standby, base_endpoint);
-  auto a_ship = serve(&a->store());
+  auto a_ship = ServeShipping(&a->store());
   b->store().AttachStandby(a_ship->endpoint());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (b->store().StatusJson()["standby"]["sync"] != "in_sync" &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_EQ(b->store().StatusJson()["standby"]["sync"], "in_sync") << b->store().StatusJson().dump();
+  ASSERT_TRUE(InSyncWithin(b->store(), 20)) << b->store().StatusJson().dump();
   write(b->store(), 10);
   EXPECT_EQ(a->store().StatusJson()["generation"], b->store().StatusJson()["generation"]);
   EXPECT_EQ(Snapshot(a->store(), srcs), Snapshot(b->store(), srcs));

@@ -197,12 +197,8 @@ Status Memtable::Feed(graph::InputSink* sink) const {
   graph::PropertyRefs refs;
   auto index = [&refs](const std::vector<std::string>& names,
                        const Properties& props) -> const graph::PropertyRefs& {
-    refs.clear();
-    for (const auto& [name, value] : props) {
-      const auto pos = std::lower_bound(names.begin(), names.end(), name) - names.begin();
-      refs.emplace_back(static_cast<uint32_t>(pos), value);
-    }
-    return refs;  // names and props are both sorted, so indexes ascend
+    graph::RefsByName(names, props, &refs);
+    return refs;
   };
   for (const auto& [id, entry] : nodes_) {
     if (entry.props) ZIPG_RETURN_IF_ERROR(sink->Node(id, index(node_list, *entry.props)));

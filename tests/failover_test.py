@@ -58,15 +58,9 @@ def main():
         return
     aggs = state["aggregators"]
 
-    def members():
-        return {m["name"]: m for m in (raw_status(aggs[0]) or {}).get("servers", [])}
-
-    def logstores():
-        return {n: m for n, m in members().items() if m["role"] == "logstore"}
-
-    def leader_name():
-        st = raw_status(aggs[0]) or {}
-        return st.get("logstore")
+    view = write_model.ClusterView(aggs[0], check)
+    members, logstores, leader_name = view.members, view.logstores, view.leader_name
+    wait_in_sync, logstore_status = view.wait_in_sync, view.logstore_status
 
     def Session(endpoint, label, seed=0):
         return write_model.Session(ZIPG, TMP, procs.sessions, endpoint, label, seed)
@@ -85,20 +79,6 @@ def main():
         check(r.returncode == 0 and b'"compacted":true' in r.stdout,
               f"{label}: admin compact: {r.stdout[-300:]!r} {r.stderr[-300:]!r}")
         cc.full_comparison(label)
-
-    def wait_in_sync(leader, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ls = logstores()
-            if leader_name() == leader and ls.get(leader, {}).get("sync") == "in_sync" and \
-                    len(ls) == 2:
-                return True
-            time.sleep(0.1)
-        lead = logstores().get(leader)
-        why = ((raw_status(lead["endpoint"]) or {}).get("logstore", {}).get("standby")
-               if lead else None)
-        return check(False, f"{leader} leads with its standby in sync: {logstores()}; "
-                            f"its status says {why}")
 
     section("A. two LogStores elect a leader; random writes")
     first = leader_name()
@@ -221,10 +201,6 @@ def main():
          f"its restart")
     check(logstores().get("logstore", {}).get("leader") is False, f"C: {logstores()}")
     random_writes(200, "C")
-
-    def logstore_status(name):
-        m = members().get(name)
-        return (raw_status(m["endpoint"]) or {}).get("logstore", {}) if m else {}
 
     lead, stand = logstore_status("logstore-standby"), logstore_status("logstore")
     for field in ("generation", "memtable"):

@@ -53,18 +53,9 @@ def main():
         return
     aggs = state["aggregators"]
 
-    def members():
-        return {m["name"]: m for m in (raw_status(aggs[0]) or {}).get("servers", [])}
-
-    def logstores():
-        return {n: m for n, m in members().items() if m["role"] == "logstore"}
-
-    def leader_name():
-        return (raw_status(aggs[0]) or {}).get("logstore")
-
-    def logstore_status(name):
-        m = members().get(name)
-        return (raw_status(m["endpoint"]) or {}).get("logstore", {}) if m else {}
+    view = write_model.ClusterView(aggs[0], check)
+    members, logstores, leader_name = view.members, view.logstores, view.leader_name
+    wait_in_sync, logstore_status = view.wait_in_sync, view.logstore_status
 
     def Session(endpoint, label, seed=0):
         return write_model.Session(ZIPG, TMP, procs.sessions, endpoint, label, seed)
@@ -74,16 +65,6 @@ def main():
     universe = sorted(set(inp.ids) | {7_000_001 + k for k in range(20)})
     hot = inp.node_ids[:8]
     w = random.Random(SEED + 3)
-
-    def wait_in_sync(leader, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ls = logstores()
-            if leader_name() == leader and ls.get(leader, {}).get("sync") == "in_sync" and \
-                    len(ls) == 2:
-                return True
-            time.sleep(0.1)
-        return check(False, f"{leader} leads with its standby in sync: {logstores()}")
 
     compacted = []  # generations compacted into a log shard so far
 

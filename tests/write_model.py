@@ -343,6 +343,40 @@ def node_reads(model, ids):
     return reqs
 
 
+class ClusterView:
+    """The cluster as the aggregator at `aggregator` reports it (its status "servers"): members
+    by name, the LogStores, the leader's name, a LogStore's own status. `check` is the test's."""
+
+    def __init__(self, aggregator, check):
+        self.aggregator, self.check = aggregator, check
+
+    def members(self):
+        return {m["name"]: m for m in (raw_status(self.aggregator) or {}).get("servers", [])}
+
+    def logstores(self):
+        return {n: m for n, m in self.members().items() if m["role"] == "logstore"}
+
+    def leader_name(self):
+        return (raw_status(self.aggregator) or {}).get("logstore")
+
+    def logstore_status(self, name):
+        m = self.members().get(name)
+        return (raw_status(m["endpoint"]) or {}).get("logstore", {}) if m else {}
+
+    def wait_in_sync(self, leader, timeout=30):
+        """True once `leader` leads with its standby in sync; else a failed check naming the
+        leader's view of its standby."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ls = self.logstores()
+            if self.leader_name() == leader and ls.get(leader, {}).get("sync") == "in_sync" and \
+                    len(ls) == 2:
+                return True
+            time.sleep(0.1)
+        return self.check(False, f"{leader} leads with its standby in sync: {self.logstores()}; "
+                                 f"its status says {self.logstore_status(leader).get('standby')}")
+
+
 class ClusterCheck:
     """Checks a running cluster against `model` (replicas_test.py, deploy_test.py): writes through
     `sessions` (taken in turn), every node's reads through them or asked of each replica directly.
