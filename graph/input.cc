@@ -517,14 +517,15 @@ Status LoadSnapEdges(const std::string& path, InputGraph* graph, const LoadProgr
   return Status::OK();
 }
 
-void RefsByName(const std::vector<std::string>& names, const Properties& properties,
-                PropertyRefs* refs) {
+const PropertyRefs& RefsByName(const std::vector<std::string>& names, const Properties& properties,
+                               PropertyRefs* refs) {
   refs->clear();
   for (const auto& [name, value] : properties) {
     const auto pos = std::lower_bound(names.begin(), names.end(), name) - names.begin();
     refs->emplace_back(static_cast<uint32_t>(pos), value);
   }
   std::sort(refs->begin(), refs->end());
+  return *refs;
 }
 
 }  // namespace zipg::graph

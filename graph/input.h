@@ -52,9 +52,9 @@ using LoadProgress = std::function<void(uint64_t bytes_done, uint64_t bytes_tota
 using PropertyRefs = std::vector<std::pair<uint32_t, std::string_view>>;
 
 // Sets *refs to `properties` (name, value pairs) as indexes into `names` (sorted, holding every
-// name of `properties`), sorted by index; the views point into `properties`.
-void RefsByName(const std::vector<std::string>& names, const Properties& properties,
-                PropertyRefs* refs);
+// name of `properties`), sorted by index, and returns it; the views point into `properties`.
+const PropertyRefs& RefsByName(const std::vector<std::string>& names, const Properties& properties,
+                               PropertyRefs* refs);
 
 // Receives the rows of a graph as a reader checks them. A non-OK status stops the reader, which
 // returns it. A reader calls a header function once, before the rows of its file.

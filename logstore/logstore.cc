@@ -1310,11 +1310,6 @@ StatusOr<bool> LogStore::MergeNow() {
     ZIPG_RETURN_IF_ERROR(sink->NodeHeader(node_list));
     ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(edge_list));
     graph::PropertyRefs refs;
-    auto index = [&refs](const std::vector<std::string>& names,
-                         const Properties& props) -> const graph::PropertyRefs& {
-      graph::RefsByName(names, props, &refs);
-      return refs;
-    };
     nodes_out = edges_out = 0;
     for (const Input& in : inputs) {
       for (const engine::Shard* part : in.parts) {
@@ -1324,7 +1319,7 @@ StatusOr<bool> LogStore::MergeNow() {
           if (entry && entry->props_dead) continue;
           ZIPG_ASSIGN_OR_RETURN(auto props, part->GetNodeProperty(id, nullptr));
           if (!props) continue;
-          ZIPG_RETURN_IF_ERROR(sink->Node(id, index(node_list, *props)));
+          ZIPG_RETURN_IF_ERROR(sink->Node(id, graph::RefsByName(node_list, *props, &refs)));
           ++nodes_out;
         }
         std::shared_ptr<const engine::NodeUpdates> entry;
@@ -1339,8 +1334,8 @@ StatusOr<bool> LogStore::MergeNow() {
               if (entry && entry->edges_dead) return Status::OK();
               for (const Edge& e : edges) {
                 if (entry && entry->EdgeDead(e.type, e.dst)) continue;
-                ZIPG_RETURN_IF_ERROR(
-                    sink->Edge(e.src, e.dst, e.type, e.timestamp, index(edge_list, e.properties)));
+                ZIPG_RETURN_IF_ERROR(sink->Edge(e.src, e.dst, e.type, e.timestamp,
+                                                graph::RefsByName(edge_list, e.properties, &refs)));
                 ++edges_out;
               }
               return Status::OK();

@@ -195,17 +195,14 @@ Status Memtable::Feed(graph::InputSink* sink) const {
   ZIPG_RETURN_IF_ERROR(sink->NodeHeader(node_list));
   ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(edge_list));
   graph::PropertyRefs refs;
-  auto index = [&refs](const std::vector<std::string>& names,
-                       const Properties& props) -> const graph::PropertyRefs& {
-    graph::RefsByName(names, props, &refs);
-    return refs;
-  };
   for (const auto& [id, entry] : nodes_) {
-    if (entry.props) ZIPG_RETURN_IF_ERROR(sink->Node(id, index(node_list, *entry.props)));
+    if (entry.props) {
+      ZIPG_RETURN_IF_ERROR(sink->Node(id, graph::RefsByName(node_list, *entry.props, &refs)));
+    }
     for (const auto& [type, list] : entry.edges) {
       for (const auto& e : list.ordered) {
-        ZIPG_RETURN_IF_ERROR(
-            sink->Edge(e.src, e.dst, e.type, e.timestamp, index(edge_list, e.properties)));
+        ZIPG_RETURN_IF_ERROR(sink->Edge(e.src, e.dst, e.type, e.timestamp,
+                                        graph::RefsByName(edge_list, e.properties, &refs)));
       }
     }
   }
