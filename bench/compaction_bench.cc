@@ -59,6 +59,16 @@ double Since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// An assoc_add shaped like `zipg bench --mix write`: Zipf source, uniform destination, 128-byte
+// random payload, timestamp `clock`.
+Edge WriteEdge(datagen::Rng& rng, const datagen::ZipfSampler& zipf, uint64_t nodes,
+               int64_t clock) {
+  std::string payload(128, 'a');
+  for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
+  return Edge{static_cast<int64_t>(zipf.Next(rng)), static_cast<int64_t>(rng.Uniform(5)),
+              static_cast<int64_t>(rng.Uniform(nodes)), clock, {{"data", payload}}};
+}
+
 // "p50 X us, p99 Y us, max Z us over N reads".
 std::string Latencies(std::vector<double> us) {  // sorts a copy
   if (us.empty()) return "no reads";
@@ -87,10 +97,7 @@ int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_
       int64_t clock = static_cast<int64_t>(t) << 40;
       for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
         while (paused && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        std::string payload(128, 'a');
-        for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
-        Edge e{static_cast<int64_t>(zipf.Next(rng)), static_cast<int64_t>(rng.Uniform(5)),
-               static_cast<int64_t>(rng.Uniform(nodes)), ++clock, {{"data", payload}}};
+        const Edge e = WriteEdge(rng, zipf, nodes, ++clock);
         if (Status s = ls.AssocAdd(e).status(); !s.ok()) Die("assoc_add: " + s.ToString());
         ++written;
         if (i % 10000 == 0) {
@@ -315,13 +322,7 @@ int main(int argc, char** argv) {
       // Distinct timestamps per thread keep every edge key's newest version unambiguous.
       int64_t clock = static_cast<int64_t>(t) << 40;
       for (uint64_t i = 0; !full.load(std::memory_order_relaxed); ++i) {
-        std::string payload(128, 'a');
-        for (auto& ch : payload) ch = static_cast<char>('a' + rng.Uniform(26));
-        Edge e{static_cast<int64_t>(zipf.Next(rng)),
-               static_cast<int64_t>(rng.Uniform(5)),
-               static_cast<int64_t>(rng.Uniform(nodes)),
-               ++clock,
-               {{"data", payload}}};
+        const Edge e = WriteEdge(rng, zipf, nodes, ++clock);
         Status s = ls.AssocAdd(e).status();
         if (!s.ok()) Die("assoc_add: " + s.ToString());
         ++written;

@@ -116,8 +116,8 @@ int RunServe(int argc, char** argv) {
   }
   Status known = args->CheckKnown(
       WithTls({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
-               "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory", "merge-width", "merge-ratio",
-               "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
+               "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory",
+               "merge-width", "merge-ratio", "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
                "ship-port", "standby-endpoint", "ship-timeout-ms", "logstore-dir", "elect",
                "leader-ttl"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);

@@ -660,6 +660,12 @@ Status CompressedFile::ExtractAll(std::string* out) const {
                                            : impl_->ExtractAll<uint64_t>(out);
 }
 
+uint64_t CompressedFile::ExtractAllMemory() const {
+  // The text, and Psi of every row as 4-byte (8-byte past 4 GiB) entries.
+  const uint64_t n = impl_->n();
+  return n + (n + 1) * (n < (uint64_t{1} << 32) ? 4 : 8);
+}
+
 StatusOr<std::string> CompressedFile::Extract(uint64_t offset, uint64_t len) const {
   std::string out;
   ZIPG_RETURN_IF_ERROR(impl_->Extract(offset, len, &out));

@@ -99,9 +99,9 @@ class CompressedFile {
   StatusOr<std::string> Extract(uint64_t offset, uint64_t len) const;
   // Appends the whole text to *out by decoding every Psi value once, in order (O(n) gap decodes,
   // where Extract costs about half a Psi block of them per byte): for readers of a whole file.
-  // Needs about 4 x size() bytes of memory besides the text (8 x past 4 GiB).
+  // Needs ExtractAllMemory() bytes while it runs, the text included.
   Status ExtractAll(std::string* out) const;
-  static constexpr uint64_t kExtractAllBytesPerByte = 4;
+  uint64_t ExtractAllMemory() const;
   // The byte at `offset`; INVALID_ARGUMENT if offset >= size().
   StatusOr<uint8_t> CharAt(uint64_t offset) const;
 

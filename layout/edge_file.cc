@@ -242,9 +242,7 @@ Status EdgeFile::ForEachRecord(const std::function<Status(const Record&, std::ve
   uint64_t chunk = std::max<uint64_t>(chunk_bytes, 1);
   std::string window;
   uint64_t base = 0;
-  const uint64_t per_byte =
-      1 + CompressedFile::kExtractAllBytesPerByte * (text_->size() < (uint64_t{1} << 32) ? 1 : 2);
-  if (text_->size() > 0 && text_->size() <= memory_bytes / per_byte) {
+  if (text_->size() > 0 && text_->ExtractAllMemory() <= memory_bytes) {
     ZIPG_RETURN_IF_ERROR(text_->ExtractAll(&window));
     chunk = UINT64_MAX;  // never drop any of it
   }

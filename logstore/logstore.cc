@@ -1,7 +1,6 @@
 #include "logstore/logstore.h"
 
 #include <sys/resource.h>
-#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <set>
 
 #include "graph/compress.h"
 #include "graph/graph.h"
@@ -135,6 +135,10 @@ std::vector<LogStore::Range> LogStore::ShardRanges() const {
 
 std::vector<int64_t> LogStore::LiveLogs() const {
   std::shared_lock data(data_mu_);
+  return LiveLogsLocked();
+}
+
+std::vector<int64_t> LogStore::LiveLogsLocked() const {
   if (frozen_) return {frozen_->generation, generation_};
   return {generation_};
 }
@@ -1250,17 +1254,6 @@ StatusOr<bool> LogStore::MergeNow() {
       inputs.push_back(std::move(in));
     }
   }
-  {
-    std::lock_guard stats(stats_mu_);
-    merging_ = {range.first, range.second};
-  }
-  struct ClearMerging {
-    LogStore* store;
-    ~ClearMerging() {
-      std::lock_guard stats(store->stats_mu_);
-      store->merging_ = nullptr;
-    }
-  } clear_merging{this};
   if (options_.before_merge_build) options_.before_merge_build();
   // Stops the merge: clears the merging marks of whichever inputs are still there.
   const std::string out = ShardDir(range) + ".merge";
@@ -1376,7 +1369,6 @@ StatusOr<bool> LogStore::MergeNow() {
     merged.deletes = std::move(*deletes);
   }
   std::vector<Range> ranges;
-  std::vector<int64_t> logs;
   uint64_t moved = 0;
   {
     std::unique_lock data(data_mu_);
@@ -1403,9 +1395,7 @@ StatusOr<bool> LogStore::MergeNow() {
         ranges.push_back(range);
       }
     }
-    logs = frozen_ ? std::vector<int64_t>{frozen_->generation, generation_}
-                   : std::vector<int64_t>{generation_};
-    if (Status s = WriteState(ranges, logs); !s.ok()) {
+    if (Status s = WriteState(ranges, LiveLogsLocked()); !s.ok()) {
       data.unlock();
       return abandon(s);
     }
@@ -1598,13 +1588,8 @@ StatusOr<ShipReply> LogStore::ReseedStandby() {
   // What to copy, as relative paths: log shards and deletion sets (immutable, or append-only
   // logs of which a prefix is a valid file), the feeds (append-only), then the frozen and live
   // logs (a prefix of the live one: catch-up sends the rest). compact_mu_ keeps the list valid.
-  std::vector<Range> shards = ShardRanges();
-  std::vector<int64_t> logs;
-  {
-    std::shared_lock data(data_mu_);
-    if (frozen_) logs.push_back(frozen_->generation);
-  }
-  logs.push_back(generation_);
+  const std::vector<Range> shards = ShardRanges();
+  const std::vector<int64_t> logs = LiveLogs();
   std::vector<std::string> files;
   for (const Range& r : shards) {
     const fs::path dir = ShardDir(r);
@@ -1694,13 +1679,7 @@ Status LogStore::InstallReseed(const ShipRequest& q) {
   if (!fs::exists(ReseedDir())) return Status::InvalidArgument("no re-seed was started");
   // Durable before it replaces anything: every file, then STATE last.
   for (const auto& entry : fs::recursive_directory_iterator(ReseedDir())) {
-    if (!entry.is_regular_file()) continue;
-    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      if (fd >= 0) ::close(fd);
-      return Status::IOError("cannot sync " + entry.path().string());
-    }
-    ::close(fd);
+    if (entry.is_regular_file()) ZIPG_RETURN_IF_ERROR(SyncFile(entry.path().string()));
   }
   const std::string state(q.records[0]);
   ZIPG_RETURN_IF_ERROR(WriteFileAtomically(ReseedDir() + "/" + kStateName,
@@ -1715,11 +1694,7 @@ Status LogStore::InstallReseed(const ShipRequest& q) {
     if (ec) return Status::IOError("cannot move " + options_.dir + " aside: " + ec.message());
     fs::rename(ReseedDir(), options_.dir, ec);
     if (ec) return Status::IOError("cannot install " + ReseedDir() + ": " + ec.message());
-    const std::string parent = fs::path(options_.dir).parent_path().string();
-    const int dir_fd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const bool synced = dir_fd >= 0 && ::fsync(dir_fd) == 0;
-    if (dir_fd >= 0) ::close(dir_fd);
-    if (!synced) return Status::IOError("cannot sync the directory of " + options_.dir);
+    ZIPG_RETURN_IF_ERROR(SyncDirectoryOf(options_.dir));
     fs::remove_all(old, ec);
     std::lock_guard lock(stats_mu_);
     ++reseeds_;
@@ -1850,6 +1825,14 @@ json LogStore::StatusJson() const {
       shards.push_back(std::move(one));
     }
     j["log_shards"] = shards;
+    // The generations of the merge under way: its inputs are marked from snapshot to swap.
+    json merging = nullptr;
+    for (const auto& ls : log_shards_) {
+      if (!ls.merging) continue;
+      if (merging.is_null()) merging = {ls.first_generation, ls.generation};
+      merging[1] = ls.generation;
+    }
+    j["merging"] = merging;
   }
   j["merges"] = merges_.load();
   j["merge_deletes_moved"] = merge_deletes_moved_.load();
@@ -1885,7 +1868,6 @@ json LogStore::StatusJson() const {
   j["fragment_reads"] = reads;
   j["last_compaction"] = last_compaction_;
   j["last_merge"] = last_merge_;
-  j["merging"] = merging_;
   if (!last_error_.empty()) j["last_error"] = last_error_;
   return j;
 }

@@ -20,7 +20,6 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -197,6 +196,7 @@ class LogStore final : public GraphWriteApi {
   // The log shards' ranges and the live logs (frozen, live) now (data lock not held).
   std::vector<Range> ShardRanges() const;
   std::vector<int64_t> LiveLogs() const;
+  std::vector<int64_t> LiveLogsLocked() const;  // the data lock held
   // Leader (compact_mu_ held): copies this LogStore's directory to the standby (log shards,
   // deletion sets, feeds, the frozen and live logs as they are now), then has it install them
   // with this STATE. Returns the standby's position after the install.
@@ -437,7 +437,6 @@ class LogStore final : public GraphWriteApi {
   std::map<int64_t, uint64_t> fragment_reads_;  // by generation
   nlohmann::json last_compaction_ = nullptr;
   nlohmann::json last_merge_ = nullptr;
-  nlohmann::json merging_ = nullptr;  // the generations of the merge under way
   std::string last_error_;
 };
 

@@ -1184,20 +1184,14 @@ TEST(LogStoreTest, AStandbyFollowsTheEmptyGenerationATakeoverEnded) {
   ScratchDir dir("logstore_takeover_test");
   ASSERT_TRUE(dir.ok());
   const std::string a_dir = dir.path() + "/a", b_dir = dir.path() + "/b";
-  auto base = shard::UpdateReceiver::Start(
-      "127.0.0.1", 0, [](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
-        return StatusOr<shard::PushAnswer>(
-            shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
-      });
-  ASSERT_TRUE(base.ok());
-  const std::string base_endpoint = (*base)->endpoint();
+  // Each LogStore posts to its own stand-in base shard (fencing is not what this test checks).
   auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
-  auto b = std::make_unique<Harness>(b_dir, nullptr, 0, as_standby, base_endpoint);
+  auto b = std::make_unique<Harness>(b_dir, nullptr, 0, as_standby);
   auto b_ship = ServeShipping(&b->store());
   auto a = std::make_unique<Harness>(a_dir, nullptr, 0, [&](LogStoreOptions* o) {
     o->standby_endpoint = b_ship->endpoint();
     o->epoch = 1;
-  }, base_endpoint);
+  });
   const std::vector<int64_t> srcs = {1, 2, 3};
   int64_t dst = 0;
   auto write = [&](LogStore& store, int n) {
@@ -1214,7 +1208,7 @@ TEST(LogStoreTest, AStandbyFollowsTheEmptyGenerationATakeoverEnded) {
   ASSERT_TRUE(b->store().Promote(2).ok());
   EXPECT_EQ(b->store().StatusJson()["generation"].get<int64_t>(), empty_generation + 1);
   write(b->store(), 10);
-  a = std::make_unique<Harness>(a_dir, nullptr, 0, as_standby, base_endpoint);
+  a = std::make_unique<Harness>(a_dir, nullptr, 0, as_standby);
   auto a_ship = ServeShipping(&a->store());
   b->store().AttachStandby(a_ship->endpoint());
   ASSERT_TRUE(InSyncWithin(b->store(), 20)) << b->store().StatusJson().dump();

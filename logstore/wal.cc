@@ -15,6 +15,7 @@
 
 #include "util/checksum.h"
 #include "util/coding.h"
+#include "util/file.h"
 
 namespace zipg::logstore {
 namespace {
@@ -47,15 +48,6 @@ class FdGuard {
  private:
   int fd_;
 };
-
-Status SyncDirectoryOf(const std::string& path) {
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  const std::string dir = parent.empty() ? std::string(".") : parent;
-  FdGuard fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoStatus("cannot open directory", dir);
-  if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync directory", dir);
-  return Status::OK();
-}
 
 // Sequential, buffered reads of a file whose size is known.
 class Reader {

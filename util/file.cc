@@ -29,17 +29,6 @@ Status WriteAll(int fd, const std::string& path, std::string_view data) {
   return Status::OK();
 }
 
-Status SyncDirectoryOf(const std::string& path) {
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  const std::string dir = parent.empty() ? std::string(".") : parent;
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open directory", dir);
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus("cannot fsync directory", dir);
-  return Status::OK();
-}
-
 }  // namespace
 
 void MappedFile::AdviseSequential() const {
@@ -129,6 +118,26 @@ StatusOr<std::string> ReadFileToString(const std::string& path) {
   ::close(fd);
   out.resize(used);
   return out;
+}
+
+Status SyncFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open", path);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus("cannot fsync", path);
+  return Status::OK();
+}
+
+Status SyncDirectoryOf(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const std::string dir = parent.empty() ? std::string(".") : parent;
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open directory", dir);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus("cannot fsync directory", dir);
+  return Status::OK();
 }
 
 }  // namespace zipg

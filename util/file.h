@@ -54,4 +54,9 @@ Status WriteFileAtomically(const std::string& path,
 // Reads a whole file into memory.
 StatusOr<std::string> ReadFileToString(const std::string& path);
 
+// fsync of the file at `path`, and of the directory holding `path` (which makes a create or
+// rename there durable).
+Status SyncFile(const std::string& path);
+Status SyncDirectoryOf(const std::string& path);
+
 }  // namespace zipg
