@@ -103,6 +103,8 @@ StatusOr<DeltaIndex::Resolved> DeltaIndex::Resolve(const Shard& base, const Node
       const TypeDelta* t = node.Type(u.type);
       // A version in the LogStore means the base's is already dead.
       if (node.edges_dead || (t && t->log_dst.Find(u.dst))) return r;
+      // Most edge writes are of new keys: the key filter answers those without a search.
+      if (!base.edges().MayContain(u.node, u.type, u.dst)) return r;
       ZIPG_ASSIGN_OR_RETURN(auto record, base.edges().Find(u.node, u.type));
       if (!record) return r;
       ZIPG_ASSIGN_OR_RETURN(auto at, base.edges().FindDst(*record, u.dst));

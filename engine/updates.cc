@@ -86,6 +86,8 @@ StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Upda
     case UpdateOp::kPutEdge:
     case UpdateOp::kDeleteEdge: {
       if (entry && entry->EdgeDead(u.type, u.dst)) return false;
+      // Most edge writes are of new keys: the filter answers those without a search.
+      if (!data.edges().MayContain(u.node, u.type, u.dst)) return false;
       ZIPG_ASSIGN_OR_RETURN(
           auto found, data.AssocGet(u.node, u.type, {u.dst}, std::numeric_limits<int64_t>::min(),
                                     std::numeric_limits<int64_t>::max()));

@@ -27,7 +27,9 @@ namespace zipg::layout {
 
 namespace {
 constexpr char kMetaMagic[] = "ZIPGEMET";
-constexpr uint32_t kMetaVersion = 2;  // 1: records without the destination index
+// The meta's version is the file's format: 1, records without the destination index; 2, no key
+// filter after the property names; 3, the current one.
+constexpr uint32_t kMetaVersion = EdgeFile::kFormat;
 // Bytes extracted when a record is found: key, metadata and, for small records, all columns.
 constexpr uint64_t kHeadBytes = 192;
 // A column slice at most this long is read whole for a binary search.
@@ -163,6 +165,69 @@ Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& 
   return BuildFromRecords(base, property_names, text, options);
 }
 
+namespace {
+// The record whose marker is at `marker_offset` of a text of `text_size` bytes, from `bytes`
+// taken there (at least its header; head takes the rest of them).
+StatusOr<EdgeFile::Record> ParseRecordHead(std::string_view bytes, uint64_t marker_offset,
+                                           uint32_t format, uint64_t text_size) {
+  const Status bad = Status::Corruption("edge record at text offset " +
+                                        std::to_string(marker_offset) + " is malformed");
+  if (bytes.empty() || static_cast<uint8_t>(bytes[0]) != kEdgeRecordMarker) return bad;
+  EdgeFile::Record r;
+  size_t pos = 1;
+  uint64_t src, type, count, ts_min, ts_width, dst_min, dst_width, end_width, order_width = 0;
+  if (!GetVarint6(bytes, &pos, &src) || !GetVarint6(bytes, &pos, &type) ||
+      !GetVarint6(bytes, &pos, &count) || !GetVarint6(bytes, &pos, &ts_min) ||
+      !GetVarint6(bytes, &pos, &ts_width) || !GetVarint6(bytes, &pos, &dst_min) ||
+      !GetVarint6(bytes, &pos, &dst_width) || !GetVarint6(bytes, &pos, &end_width) ||
+      (format >= 2 && !GetVarint6(bytes, &pos, &order_width)) || ts_width > 10 ||
+      dst_width > 10 || end_width > 10 || order_width > 10 || count == 0 ||
+      (order_width > 0 && (count < 2 || DigitsFor(count - 1) > order_width))) {
+    return bad;
+  }
+  r.src = static_cast<int64_t>(src);
+  r.type = static_cast<int64_t>(type);
+  r.count = count;
+  r.ts_min = UnZigZag(ts_min);
+  r.dst_min = UnZigZag(dst_min);
+  r.ts_width = static_cast<uint32_t>(ts_width);
+  r.dst_width = static_cast<uint32_t>(dst_width);
+  r.end_width = static_cast<uint32_t>(end_width);
+  r.order_width = static_cast<uint32_t>(order_width);
+  r.columns = marker_offset + pos;
+  if (r.properties() > text_size) return bad;
+  r.head = std::string(bytes.substr(pos));
+  return r;
+}
+
+// Calls fn(src, type, dst) for every edge of `text`, a concatenation of records (to build the key
+// filter from what BuildFromRecords is given).
+Status ForEachKey(std::string_view text, uint32_t format,
+                  const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  uint64_t at = 0;
+  while (at < text.size()) {
+    ZIPG_ASSIGN_OR_RETURN(EdgeFile::Record r,
+                          ParseRecordHead(text.substr(at, kHeadBytes), at, format, text.size()));
+    const Status bad = Status::Corruption("edge text: bad column in the record at offset " +
+                                          std::to_string(at));
+    uint64_t list_end = 0;
+    const uint64_t last_end = r.end_column() + (r.count - 1) * r.end_width;
+    if (r.end_width > 0 && !GetDigits(text.data() + last_end, r.end_width, &list_end)) return bad;
+    if (r.properties() + list_end > text.size()) return bad;
+    for (uint64_t i = 0; i < r.count; ++i) {
+      uint64_t d = 0;
+      if (r.dst_width > 0 &&
+          !GetDigits(text.data() + r.dst_column() + i * r.dst_width, r.dst_width, &d)) {
+        return bad;
+      }
+      fn(r.src, r.type, static_cast<int64_t>(static_cast<uint64_t>(r.dst_min) + d));
+    }
+    at = r.properties() + list_end;
+  }
+  return Status::OK();
+}
+}  // namespace
+
 Status EdgeFile::BuildFromRecords(const std::string& base,
                                   const std::vector<std::string>& property_names,
                                   std::string_view text, const CompressedFileOptions& options,
@@ -172,6 +237,15 @@ Status EdgeFile::BuildFromRecords(const std::string& base,
   std::string meta;
   PutFixed32(&meta, static_cast<uint32_t>(property_names.size()));
   for (const auto& name : property_names) PutLengthPrefixed(&meta, name);
+  if (format >= 3) {
+    uint64_t keys = 0;
+    ZIPG_RETURN_IF_ERROR(ForEachKey(text, format, [&](int64_t, int64_t, int64_t) { ++keys; }));
+    KeyFilter filter(keys);
+    ZIPG_RETURN_IF_ERROR(ForEachKey(text, format, [&](int64_t src, int64_t type, int64_t dst) {
+      filter.Add(EdgeKeyHash(src, type, dst));
+    }));
+    filter.EncodeTo(&meta);
+  }
   ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options, base + ".zcf"));
   return WriteSideFile(base + ".meta", kMetaMagic, format, meta);
 }
@@ -191,6 +265,9 @@ StatusOr<std::unique_ptr<EdgeFile>> EdgeFile::Open(const std::string& base,
   for (auto& name : file->names_) {
     if (!reader.GetString(&name)) return bad;
   }
+  if (file->format_ >= 3) {
+    ZIPG_ASSIGN_OR_RETURN(file->keys_, KeyFilter::Decode(&reader, base + ".meta"));
+  }
   if (!reader.empty()) return bad;
   return file;
 }
@@ -205,34 +282,7 @@ StatusOr<EdgeFile::Record> EdgeFile::ReadRecord(uint64_t marker_offset) const {
 
 StatusOr<EdgeFile::Record> EdgeFile::ParseHead(std::string_view bytes,
                                                uint64_t marker_offset) const {
-  const Status bad = Status::Corruption("edge record at text offset " +
-                                        std::to_string(marker_offset) + " is malformed");
-  if (bytes.empty() || static_cast<uint8_t>(bytes[0]) != kEdgeRecordMarker) return bad;
-  Record r;
-  size_t pos = 1;
-  uint64_t src, type, count, ts_min, ts_width, dst_min, dst_width, end_width, order_width = 0;
-  if (!GetVarint6(bytes, &pos, &src) || !GetVarint6(bytes, &pos, &type) ||
-      !GetVarint6(bytes, &pos, &count) || !GetVarint6(bytes, &pos, &ts_min) ||
-      !GetVarint6(bytes, &pos, &ts_width) || !GetVarint6(bytes, &pos, &dst_min) ||
-      !GetVarint6(bytes, &pos, &dst_width) || !GetVarint6(bytes, &pos, &end_width) ||
-      (format_ >= 2 && !GetVarint6(bytes, &pos, &order_width)) || ts_width > 10 ||
-      dst_width > 10 || end_width > 10 || order_width > 10 || count == 0 ||
-      (order_width > 0 && (count < 2 || DigitsFor(count - 1) > order_width))) {
-    return bad;
-  }
-  r.src = static_cast<int64_t>(src);
-  r.type = static_cast<int64_t>(type);
-  r.count = count;
-  r.ts_min = UnZigZag(ts_min);
-  r.dst_min = UnZigZag(dst_min);
-  r.ts_width = static_cast<uint32_t>(ts_width);
-  r.dst_width = static_cast<uint32_t>(dst_width);
-  r.end_width = static_cast<uint32_t>(end_width);
-  r.order_width = static_cast<uint32_t>(order_width);
-  r.columns = marker_offset + pos;
-  if (r.properties() > text_->size()) return bad;
-  r.head = std::string(bytes.substr(pos));
-  return r;
+  return ParseRecordHead(bytes, marker_offset, format_, text_->size());
 }
 
 Status EdgeFile::ForEachRecord(const std::function<Status(const Record&, std::vector<Edge>)>& visit,
@@ -460,7 +510,9 @@ StatusOr<std::optional<uint64_t>> EdgeFile::FindDst(const Record& r, int64_t dst
 std::vector<ComponentSize> EdgeFile::Breakdown() const {
   std::vector<ComponentSize> parts;
   for (auto& part : text_->Breakdown()) parts.push_back({"text." + part.name, part.bytes});
-  parts.push_back({"meta", meta_bytes_});
+  const uint64_t filter = keys_ ? keys_->SizeInBytes() : 0;
+  parts.push_back({"meta", meta_bytes_ - filter});
+  if (keys_) parts.push_back({"key_filter", filter});
   return parts;
 }
 

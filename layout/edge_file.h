@@ -18,6 +18,7 @@
 
 #include "model/types.h"
 #include "layout/compressed_file.h"
+#include "layout/key_filter.h"
 #include "layout/node_file.h"
 #include "util/status.h"
 
@@ -81,14 +82,16 @@ class EdgeFile {
   // AppendRecord appends the EdgeRecord of (src, type) to *text; `edges` is non-empty, sorted
   // newest first (timestamp descending, dst ascending) with distinct dst, src and type >= 0.
   // BuildFromRecords writes the files from `text`, a concatenation of records in (src, type)
-  // order. `format` 1 writes the older records without a destination index (for tests of
-  // reading old files).
+  // order, with a key filter of every (src, type, dst) in it. `format` 1 writes the older
+  // records without a destination index, 2 the file without a key filter (for tests of reading
+  // old files).
+  static constexpr uint32_t kFormat = 3;
   static void AppendRecord(int64_t src, int64_t type, const std::vector<EncodedEdge>& edges,
-                           std::string* text, uint32_t format = 2);
+                           std::string* text, uint32_t format = kFormat);
   static Status BuildFromRecords(const std::string& base,
                                  const std::vector<std::string>& property_names,
                                  std::string_view text, const CompressedFileOptions& options,
-                                 uint32_t format = 2);
+                                 uint32_t format = kFormat);
   static StatusOr<std::unique_ptr<EdgeFile>> Open(const std::string& base,
                                                   const OpenOptions& options = {});
   ~EdgeFile();
@@ -118,7 +121,14 @@ class EdgeFile {
   // (O(log count) reads), or a scan of the destination column for a record without one.
   StatusOr<std::optional<uint64_t>> FindDst(const Record& r, int64_t dst) const;
 
-  // The format of the file's records: 1 (no destination index) or 2.
+  // False if src has no edge of `type` to dst here; true if it may have one (about 1% of absent
+  // keys: KeyFilter), and always true for a file without a key filter (format 1 or 2).
+  bool MayContain(int64_t src, int64_t type, int64_t dst) const {
+    return !keys_ || keys_->MayContain(EdgeKeyHash(src, type, dst));
+  }
+  bool has_key_filter() const { return keys_.has_value(); }
+
+  // The file's format: 1 (records without a destination index), 2 (no key filter) or 3.
   uint32_t format_version() const { return format_; }
 
   std::vector<ComponentSize> Breakdown() const;
@@ -138,8 +148,9 @@ class EdgeFile {
 
   std::unique_ptr<CompressedFile> text_;
   std::vector<std::string> names_;
+  std::optional<KeyFilter> keys_;
   uint64_t meta_bytes_ = 0;
-  uint32_t format_ = 2;
+  uint32_t format_ = kFormat;
 };
 
 }  // namespace zipg::layout

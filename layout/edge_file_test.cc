@@ -1,6 +1,7 @@
-// Tests of the EdgeFile's destination index (format version 2) and of reading version 1 files:
-// records of every size around the index threshold, with destinations at the int64 extremes,
-// answer Find / FindDst / Edges / TimeRange like a sorted reference.
+// Tests of the EdgeFile's destination index (format version 2), its key filter (version 3) and of
+// reading version 1 and 2 files: records of every size around the index threshold, with
+// destinations at the int64 extremes, answer Find / FindDst / Edges / TimeRange / MayContain like
+// a sorted reference.
 
 #include "layout/edge_file.h"
 
@@ -13,6 +14,7 @@
 #include <set>
 
 #include "layout/record_coding.h"
+#include "layout/side_file.h"
 #include "util/scratch_dir.h"
 
 namespace zipg::layout {
@@ -102,6 +104,31 @@ void CheckFile(const std::map<int64_t, std::vector<RefEdge>>& records, const std
     ASSERT_TRUE(scanned.ok()) << scanned.ToString();
     EXPECT_EQ(seen, want_sources) << "chunk " << chunk;
   }
+  // The key filter: every stored key may be there; absent keys mostly are not (a file without
+  // a filter says "may" to everything).
+  EXPECT_EQ((*file)->has_key_filter(), format >= 3);
+  uint64_t absent = 0, passed = 0;
+  for (const auto& [src, edges] : records) {
+    std::set<int64_t> present;
+    for (const auto& e : edges) {
+      ASSERT_TRUE((*file)->MayContain(src, 7, e.dst)) << src << " -> " << e.dst;
+      present.insert(e.dst);
+    }
+    for (const auto& e : edges) {
+      for (int64_t d : {e.dst + 1, e.dst - 1}) {
+        if (present.count(d)) continue;
+        ++absent;
+        passed += (*file)->MayContain(src, 7, d);
+      }
+      ++absent;
+      passed += (*file)->MayContain(src, 8, e.dst);  // another type
+    }
+  }
+  if (format >= 3) {
+    EXPECT_LT(passed, absent / 25 + 3) << passed << " of " << absent << " absent keys pass";
+  } else {
+    EXPECT_EQ(passed, absent);
+  }
   std::mt19937_64 rng(seed);
   for (const auto& [src, edges] : records) {
     auto r = (*file)->Find(src, 7);
@@ -155,6 +182,44 @@ TEST(EdgeFileTest, DestinationIndexFindsEveryEdge) {
   const auto records = MakeRecords(sizes, 1);
   BuildFile(records, dir.File("v2"), 2);
   CheckFile(records, dir.File("v2"), 2, 2);
+}
+
+TEST(EdgeFileTest, KeyFilterPassesEveryStoredKeyAndFewOthers) {
+  ScratchDir dir("edge_file_test");
+  const std::vector<size_t> sizes = {1, 2, 5, 63, 64, 65, 130, 1000, 4096, 9000};
+  const auto records = MakeRecords(sizes, 5);
+  BuildFile(records, dir.File("v3"), 3);
+  CheckFile(records, dir.File("v3"), 3, 6);
+  // And version 2 files (no filter) still open and answer.
+  BuildFile(records, dir.File("v2"), 2);
+  CheckFile(records, dir.File("v2"), 2, 6);
+}
+
+TEST(EdgeFileTest, AMalformedKeyFilterIsCorruption) {
+  ScratchDir dir("edge_file_test");
+  const auto records = MakeRecords({3, 64, 700}, 7);
+  BuildFile(records, dir.File("v3"), 3);
+  const std::string meta = dir.File("v3") + ".meta";
+  auto payload = ReadSideFile(meta, "ZIPGEMET", 3);
+  ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+  // Names: Fixed32 count 1, then Fixed32 length 1 and "v"; the filter follows.
+  const size_t filter_at = 4 + 4 + 1;
+  ASSERT_GT(payload->size(), filter_at + 12);
+  std::string wrong_probes = *payload;
+  wrong_probes[filter_at] = 7;
+  for (const std::string& bad : {payload->substr(0, payload->size() - 1), wrong_probes,
+                                 payload->substr(0, filter_at + 6), *payload + "x"}) {
+    ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 3, bad).ok());
+    auto file = EdgeFile::Open(dir.File("v3"));
+    ASSERT_FALSE(file.ok());
+    EXPECT_EQ(file.status().code(), StatusCode::kCorruption) << file.status().ToString();
+    EXPECT_NE(file.status().message().find(meta), std::string::npos) << file.status().ToString();
+  }
+  ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 3, *payload).ok());
+  EXPECT_TRUE(EdgeFile::Open(dir.File("v3")).ok());
+  // A version this build does not know is refused by version, not misread.
+  ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 4, *payload).ok());
+  EXPECT_FALSE(EdgeFile::Open(dir.File("v3")).ok());
 }
 
 TEST(EdgeFileTest, VersionOneFilesStillAnswerByScanning) {

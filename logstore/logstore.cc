@@ -676,6 +676,10 @@ void LogStore::LookupStored(const std::vector<Commit*>& group, GroupFanout* fano
   for (size_t i = 0; i < group.size(); ++i) {
     const LogRecord& r = *group[i]->record;
     for (const auto& [deletes, part] : parts[i]) {
+      if (!part->edges().MayContain(r.node, r.type, r.dst)) {
+        fanout->stored[i].emplace_back(deletes, false);
+        continue;
+      }
       auto got = part->AssocGet(r.node, r.type, {r.dst}, std::numeric_limits<int64_t>::min(),
                                 std::numeric_limits<int64_t>::max());
       // On an error ApplyLocal looks again, and reports it.
