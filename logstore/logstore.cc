@@ -946,11 +946,19 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
   auto shards = ReadFragments(id, generations, [&](const Memtable& t, const NodeUpdates* dead) {
     t.CollectKeys(id, type, wanted, dead, &out);
   });
+  std::vector<int64_t> maybe;
   for (const auto& [log_shard, deletes] : shards) {
+    // Only the keys the shard's filter may hold: a read names several generations, and a key
+    // lives in one of them.
+    maybe.clear();
+    for (int64_t dst : wanted) {
+      if (log_shard->edges().MayContain(id, type, dst)) maybe.push_back(dst);
+    }
+    if (maybe.empty()) continue;
     auto entry = deletes->Lookup(id);
     if (entry && entry->edges_dead) continue;
     ZIPG_ASSIGN_OR_RETURN(auto list,
-                          log_shard->AssocGet(id, type, wanted, std::numeric_limits<int64_t>::min(),
+                          log_shard->AssocGet(id, type, maybe, std::numeric_limits<int64_t>::min(),
                                               std::numeric_limits<int64_t>::max()));
     for (auto& e : list) {
       if (!(entry && entry->EdgeDead(e.type, e.dst))) out.push_back(std::move(e));
