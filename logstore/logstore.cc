@@ -15,6 +15,7 @@
 
 #include "graph/compress.h"
 #include "graph/graph.h"
+#include "graph/memory_plan.h"
 #include "graph/partition.h"
 #include "util/file.h"
 #include "util/memory.h"
@@ -176,6 +177,7 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
   if (store->frozen_) store->wake_ = true;  // finish the interrupted compaction
   store->resync_ = std::thread([p = store.get()] { p->ResyncLoop(); });
   store->compactor_ = std::thread([p = store.get()] { p->CompactionLoop(); });
+  store->merger_ = std::thread([p = store.get()] { p->MergeLoop(); });
   return store;
 }
 
@@ -186,7 +188,9 @@ LogStore::~LogStore() {
     stopping_ = true;
   }
   loop_cv_.notify_all();
+  merge_cv_.notify_all();
   resync_cv_.notify_all();
+  if (merger_.joinable()) merger_.join();
   if (compactor_.joinable()) compactor_.join();
   if (resync_.joinable()) resync_.join();
 }
@@ -1073,7 +1077,7 @@ Status LogStore::BuildFrozen(json* summary) {
     graph::CompressOptions options;
     options.auto_shards = 1;
     options.threads = 1;
-    options.memory_limit = options_.compaction_memory_bytes;
+    options.memory_limit = BuildBudget();
     options.overwrite = true;
     graph::GraphSource source;
     source.feed = [&table](graph::InputSink* sink,
@@ -1150,6 +1154,12 @@ StatusOr<std::string> LogStore::CompactNow() {
       if (options_.memtable_bytes == 0 || memtable_->bytes() < options_.memtable_bytes) {
         return summary.dump();
       }
+      // At the cap on log shards, the memtable waits for a merge to make room (the merge thread
+      // wakes this one), unless it has grown to 4 times its threshold.
+      const bool hold = AtShardCap() && memtable_->bytes() < 4 * options_.memtable_bytes;
+      if (hold && !held_.exchange(true)) ++held_compactions_;
+      if (hold) return summary.dump();
+      held_ = false;
     }
     ZIPG_ASSIGN_OR_RETURN(bool frozen, Freeze());
     if (!frozen) return summary.dump();
@@ -1205,20 +1215,70 @@ void LogStore::CompactionLoop() {
     auto result = CompactNow();
     if (!result.ok())
       std::cerr << "LogStore: compaction failed: " << result.status().ToString() << "\n";
-    // Then one merge, if the log shards call for it; after one, look again (a frozen
-    // generation may be waiting, or the merged shard may complete a run of the next tier).
+    // The merge thread looks for a run that the new log shard may complete.
+    if (result.ok()) WakeMerger();
+    // Groups that filled the memtable while the build ran did not wake this thread (a frozen
+    // generation was still there): look again, unless the memtable waits for a merge.
+    bool again = false;
+    if (result.ok() && !held_ && options_.memtable_bytes > 0) {
+      std::shared_lock data(data_mu_);
+      again = !frozen_ && memtable_->bytes() >= options_.memtable_bytes;
+    }
+    lock.lock();
+    if (again) wake_ = true;
+  }
+}
+
+void LogStore::WakeMerger() {
+  {
+    std::lock_guard lock(loop_mu_);
+    merge_wake_ = true;
+  }
+  merge_cv_.notify_one();
+}
+
+void LogStore::MergeLoop() {
+  // Like compaction, CPU-heavy: queries come first. On a thread of its own, so that a long merge
+  // does not hold back compactions: the memtable keeps to its threshold, and the generations to
+  // its size, which keeps the size tiers regular.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  std::unique_lock lock(loop_mu_);
+  while (true) {
+    merge_cv_.wait(lock, [this] { return stopping_ || merge_wake_; });
+    if (stopping_) return;
+    merge_wake_ = false;
+    lock.unlock();
+    // After a merge, look again: the merged shard may complete a run of the next tier.
     auto merged = MergeNow();
     if (!merged.ok() && !stop_merge_) {
       std::cerr << "LogStore: merge failed: " << merged.status().ToString() << "\n";
       std::lock_guard stats(stats_mu_);
       last_error_ = "merge: " + merged.status().ToString();
     }
+    // A compaction put off at the cap may go now.
+    if (merged.ok() && *merged && held_) WakeCompactor();
     lock.lock();
-    if (merged.ok() && *merged) wake_ = true;
+    if (merged.ok() && *merged) merge_wake_ = true;
   }
 }
 
-std::pair<size_t, size_t> LogStore::PickMergeRun() const {
+uint64_t LogStore::BuildBudget() const {
+  uint64_t budget = options_.compaction_memory_bytes;
+  if (budget == 0) {
+    auto available = DetectAvailableMemory();
+    budget = available.ok() ? available->bytes / 10 * 8 : 0;
+  }
+  // One process: the builds share its baseline and split what is above it.
+  if (options_.merge_width < 2 || budget <= graph::kProcessBaseline) return budget;
+  return graph::kProcessBaseline + (budget - graph::kProcessBaseline) / 2;
+}
+
+bool LogStore::AtShardCap() const {
+  return options_.merge_width >= 2 && log_shards_.size() >= options_.max_log_shards;
+}
+
+std::pair<size_t, size_t> LogStore::PickMergeRun(bool* forced) const {
+  *forced = false;
   const size_t width = options_.merge_width;
   if (width < 2) return {0, 0};
   // The oldest run of `width` consecutive shards within merge_ratio of each other in size.
@@ -1232,7 +1292,20 @@ std::pair<size_t, size_t> LogStore::PickMergeRun() const {
       return {begin, begin + width};
     }
   }
-  return {0, 0};
+  if (!AtShardCap()) return {0, 0};
+  // At the cap, the run with the fewest bytes, whatever its sizes.
+  std::pair<size_t, size_t> best{0, 0};
+  uint64_t best_bytes = UINT64_MAX;
+  for (size_t begin = 0; begin + width <= log_shards_.size(); ++begin) {
+    uint64_t total = 0;
+    for (size_t i = begin; i < begin + width; ++i) total += log_shards_[i].bytes;
+    if (total < best_bytes) {
+      best = {begin, begin + width};
+      best_bytes = total;
+    }
+  }
+  *forced = best.first != best.second;
+  return best;
 }
 
 StatusOr<bool> LogStore::MergeNow() {
@@ -1251,8 +1324,10 @@ StatusOr<bool> LogStore::MergeNow() {
     std::lock_guard lock(compact_mu_);
     reloads = reloads_;
     std::unique_lock data(data_mu_);
-    const auto [begin, end] = PickMergeRun();
+    bool forced;
+    const auto [begin, end] = PickMergeRun(&forced);
     if (begin == end) return false;
+    if (forced) ++forced_merges_;
     range = {log_shards_[begin].first_generation, log_shards_[end - 1].generation};
     merge_log_.clear();
     for (size_t i = begin; i < end; ++i) {
@@ -1297,17 +1372,12 @@ StatusOr<bool> LogStore::MergeNow() {
   graph::CompressOptions options;
   options.auto_shards = 1;
   options.threads = 1;
-  options.memory_limit = options_.compaction_memory_bytes;
+  options.memory_limit = BuildBudget();
   options.overwrite = true;
   // Reading an input part's edge text whole (5 bytes per text byte while it decodes) is several
   // times faster than by chunks; half the budget may go to it, as the build's partitions are
   // built only after the rows are read (docs/graph-layout.md, "Compress pipeline").
-  uint64_t read_memory = options_.compaction_memory_bytes;
-  if (read_memory == 0) {
-    auto available = DetectAvailableMemory();
-    read_memory = available.ok() ? available->bytes / 10 * 8 : 0;
-  }
-  read_memory /= 2;
+  const uint64_t read_memory = options.memory_limit / 2;
   graph::GraphSource source;
   source.feed = [&](graph::InputSink* sink, const graph::CompressProgress&) -> StatusOr<uint64_t> {
     const std::vector<std::string> node_list(node_names.begin(), node_names.end());
@@ -1847,6 +1917,9 @@ json LogStore::StatusJson() const {
     j["merging"] = merging;
   }
   j["merges"] = merges_.load();
+  j["forced_merges"] = forced_merges_.load();
+  j["held_compactions"] = held_compactions_.load();
+  j["held"] = held_.load();
   j["merge_deletes_moved"] = merge_deletes_moved_.load();
   j["writes"] = writes_.load();
   j["commit"] = {{"groups", commit_groups_.load()},

@@ -54,6 +54,8 @@ struct LogStoreOptions {
   // Memory a compaction may use to build its log shard, in bytes. 0 (default) = 80% of the memory
   // available when it starts (graph/memory_plan.h). A generation too large to build in one
   // partition within it is built as several (a log shard is a small hash-partitioned store).
+  // With merges on, a compaction and a merge may run at once: each gets the process baseline
+  // (graph/memory_plan.h) plus half of the rest.
   uint64_t compaction_memory_bytes = 0;
   // Merges (docs/logstore-ha.md, "Merges"): after a compaction, the oldest run of merge_width
   // consecutive log shards whose sizes are within merge_ratio of each other is built into one,
@@ -61,7 +63,14 @@ struct LogStoreOptions {
   // merge_width < 2: never merge.
   uint32_t merge_width = 4;
   double merge_ratio = 2.0;
-  // Tests: called on the compaction thread after a merge took its snapshot, before its build.
+  // The cap on log shards, with merges on (at least merge_width + 1): at the cap, the merge
+  // thread merges the smallest run of merge_width even if its sizes differ by more than
+  // merge_ratio, and the memtable is not compacted on its threshold (it grows; writes go on)
+  // until a merge makes room, or until it holds 4 times the threshold. So a read of a written
+  // node asks at most this many log shards plus the two memtables, however far merges fall
+  // behind (docs/logstore-ha.md, "The bound").
+  uint32_t max_log_shards = 12;
+  // Tests: called on the merge thread after a merge took its snapshot, before its build.
   std::function<void()> before_merge_build;
 
   // Standby (docs/logstore-ha.md): the LogStore takes no writes and posts nothing to the shards;
@@ -327,15 +336,25 @@ class LogStore final : public GraphWriteApi {
   StatusOr<std::string> CompactNow();
   void CompactionLoop();
   // Merges one run of log shards if the policy finds one (false if not); see merge_width. Runs
-  // on the compaction thread: the build holds no lock (log shards are immutable and readers go
-  // on), deletes that hit the merging shards meanwhile are logged in merge_log_, and the swap
-  // (under compact_mu_ and the data lock) moves them to the merged shard's deletion set, writes
-  // STATE and retires the merged shards. A Reload during the build discards it.
+  // on the merge thread, beside compactions: the build holds no lock (log shards are immutable
+  // and readers go on), deletes that hit the merging shards meanwhile are logged in merge_log_,
+  // and the swap (under compact_mu_ and the data lock) moves them to the merged shard's deletion
+  // set, writes STATE and retires the merged shards. A Reload during the build discards it.
   StatusOr<bool> MergeNow();
-  // Indexes [begin, end) into log_shards_ of the run to merge, or begin == end (data lock held).
-  std::pair<size_t, size_t> PickMergeRun() const;
+  void MergeLoop();
+  // Indexes [begin, end) into log_shards_ of the run to merge, or begin == end (data lock held);
+  // *forced: the run was taken at the cap, outside merge_ratio.
+  std::pair<size_t, size_t> PickMergeRun(bool* forced) const;
+  // Whether the log shards are at the cap (max_log_shards, merges on; data lock held).
+  bool AtShardCap() const;
   // Has the compaction thread look for work (a frozen generation, a full memtable).
   void WakeCompactor();
+  // Has the merge thread look for a run to merge (after each compaction).
+  void WakeMerger();
+  // The memory one build (a compaction's or a merge's) may plan for: compaction_memory_bytes,
+  // or 80% of what is available now if that is 0; with merges on, a compaction and a merge may
+  // run at once, and each gets the process baseline plus half of the rest.
+  uint64_t BuildBudget() const;
 
   const LogStoreOptions options_;
   std::atomic<bool> standby_;
@@ -383,6 +402,9 @@ class LogStore final : public GraphWriteApi {
   uint64_t reloads_ = 0;
   std::atomic<bool> stop_merge_{false};  // the destructor cuts a merge short
   std::atomic<uint64_t> merges_{0};
+  std::atomic<uint64_t> forced_merges_{0};     // runs merged at the cap, outside merge_ratio
+  std::atomic<uint64_t> held_compactions_{0};  // threshold compactions put off at the cap
+  std::atomic<bool> held_{false};              // the memtable waits for a merge now
   std::atomic<uint64_t> merge_deletes_moved_{0};  // logged during builds, moved at swaps
 
   std::mutex compact_mu_;  // one compaction at a time
@@ -424,7 +446,10 @@ class LogStore final : public GraphWriteApi {
   std::condition_variable loop_cv_;
   bool stopping_ = false;
   bool wake_ = false;
+  bool merge_wake_ = false;  // guarded by loop_mu_
+  std::condition_variable merge_cv_;
   std::thread compactor_;
+  std::thread merger_;
 
   std::atomic<uint64_t> writes_{0};
   // Commit groups, and the time they spent logging, waiting for the base shards and applying.

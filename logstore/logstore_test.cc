@@ -442,7 +442,9 @@ TEST(LogStoreTest, CompactionUnderAMemoryBudgetBuildsSeveralPartitions) {
     const auto status = store.StatusJson();
     const auto& last = status["last_compaction"];
     EXPECT_GE(last["partitions"].get<uint32_t>(), 2u) << last.dump();
-    EXPECT_EQ(last["memory_budget"].get<uint64_t>(), budget);
+    // Merges are on: a compaction plans within the baseline plus half of the rest.
+    EXPECT_EQ(last["memory_budget"].get<uint64_t>(),
+              graph::kProcessBaseline + (budget - graph::kProcessBaseline) / 2);
     EXPECT_LE(last["planned_peak"].get<uint64_t>(), budget);
     EXPECT_EQ(status["log_shards"][0]["partitions"], last["partitions"]) << status.dump();
     EXPECT_EQ(Snapshot(store, srcs), before) << "reads changed by the compaction";
@@ -695,6 +697,88 @@ TEST(LogStoreTest, MergedLogShardsAnswerAsTheShardsTheyReplace) { MergeAgainstTh
 // The same with a memory budget that builds the merged shard as several hash partitions.
 TEST(LogStoreTest, AMergeUnderAMemoryBudgetBuildsSeveralPartitions) {
   MergeAgainstTheModel(graph::kProcessBaseline + (uint64_t{1} << 20), 2000);
+}
+
+// Merges that fall behind cannot let log shards pile up: at the cap (max_log_shards) the merge
+// thread merges the smallest run whatever its sizes, and the memtable is not compacted on its
+// threshold until a merge has made room; writes go on meanwhile. The merge is held in its build
+// until the test has seen the held compaction.
+TEST(LogStoreTest, AtTheCapOnLogShardsTheMemtableWaitsForAMerge) {
+  ScratchDir dir("logstore_test");
+  ASSERT_TRUE(dir.ok());
+  constexpr uint64_t kThreshold = 16 << 10;
+  std::atomic<bool> hold_merges{true};
+  auto adjust = [&](LogStoreOptions* o) {
+    o->sync = false;
+    o->memtable_bytes = kThreshold;
+    o->merge_width = 2;
+    o->merge_ratio = 1.0;  // shards never match exactly: every merge here is taken at the cap
+    o->max_log_shards = 3;
+    o->before_merge_build = [&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (hold_merges && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+  };
+  Harness h(dir.path(), nullptr, 0, adjust);
+  std::vector<int64_t> srcs;
+  for (int64_t s = 1; s <= 30; ++s) srcs.push_back(s * 5);
+  std::map<int64_t, std::vector<Edge>> model;
+  size_t most_shards = 0;
+  auto status = [&] {
+    json j = h.store().StatusJson();
+    EXPECT_FALSE(j.contains("last_error")) << j.dump();
+    most_shards = std::max(most_shards, j["log_shards"].size());
+    return j;
+  };
+  int64_t next = 0;
+  auto write = [&] {
+    const int64_t i = next++;
+    const Edge e{srcs[i % srcs.size()], 1, i, 1000 + i, {{"v", std::string(100, 'a' + i % 26)}}};
+    auto added = h.store().AssocAdd(e);
+    ASSERT_TRUE(added.ok() && !*added) << Show(added);
+    model[e.src].push_back(e);
+  };
+  // Write, keeping the memtable near its threshold (so that only a held compaction lets it
+  // grow), until the log shards reach the cap and the next compaction is held.
+  bool held = false;
+  for (int n = 0; n < 20000 && !held; ++n) {
+    write();
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);;) {
+      const json j = status();
+      held = j["held"].get<bool>();
+      if (held || j["memtable"]["bytes"].get<uint64_t>() < kThreshold) break;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no compaction: " << j.dump();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ASSERT_TRUE(held) << status().dump();
+  json j = status();
+  EXPECT_EQ(j["log_shards"].size(), 3u) << j.dump();
+  EXPECT_GE(j["held_compactions"].get<uint64_t>(), 1u) << j.dump();
+  EXPECT_EQ(j["merges"].get<uint64_t>(), 0u) << j.dump();
+  EXPECT_FALSE(j["merging"].is_null()) << "the forced merge is not under way: " << j.dump();
+  // Writes go on while the memtable waits (100 of them stay below 4 times the threshold).
+  for (int n = 0; n < 100; ++n) write();
+  j = status();
+  EXPECT_TRUE(j["held"].get<bool>()) << j.dump();
+  EXPECT_EQ(j["log_shards"].size(), 3u) << j.dump();
+  // Let the merge go: it makes room, and the held compaction follows.
+  hold_merges = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);;) {
+    j = status();
+    if (j["merges"].get<uint64_t>() >= 1 && !j["held"].get<bool>() &&
+        j["memtable"]["bytes"].get<uint64_t>() < kThreshold && j["frozen"].is_null()) {
+      break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << j.dump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_LE(most_shards, 3u) << "the log shards passed the cap";
+  EXPECT_GE(j["forced_merges"].get<uint64_t>(), 1u) << j.dump();
+  for (auto& [src, edges] : model) std::sort(edges.begin(), edges.end(), ByTypeNewestFirst);
+  EXPECT_EQ(Snapshot(h.store(), srcs), model);
 }
 
 // A reference for WriteBatch: the same random writes (bad ones among them) go to one LogStore as
