@@ -69,7 +69,7 @@ const char kUsage[] =
     "  --no-verify      shard servers skip checksum verification of the store files\n"
     "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
     "  --compaction-memory SIZE  memory a LogStore compaction may use (default 80% of what is\n"
-    "                   available when it starts)\n"
+    "                   available when it starts; shared with a merge running meanwhile)\n"
     "  --merge-width N [--merge-ratio R]  the LogStore merges runs of N log shards within Rx\n"
     "                   of each other in size (default 4 and 2; 0: never merge)\n"
     "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
