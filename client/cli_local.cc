@@ -72,6 +72,7 @@ const char kUsage[] =
     "                   available when it starts; shared with a merge running meanwhile)\n"
     "  --merge-width N [--merge-ratio R]  the LogStore merges runs of N log shards within Rx\n"
     "                   of each other in size (default 4 and 2; 0: never merge)\n"
+    "  --max-log-shards N  the cap on the LogStore's log shards (default 12)\n"
     "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
     "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n"
     "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
@@ -226,7 +227,7 @@ class Starter {
       ZIPG_RETURN_IF_ERROR(ParseByteSize(*limit).status());
       logstore_argv.insert(logstore_argv.end(), {"--compaction-memory", *limit});
     }
-    for (const char* flag : {"merge-width", "merge-ratio"}) {
+    for (const char* flag : {"merge-width", "merge-ratio", "max-log-shards"}) {
       if (auto value = args_.Get(flag)) {
         ZIPG_RETURN_IF_ERROR(args_.GetUint(flag, 0).status());
         logstore_argv.insert(logstore_argv.end(), {std::string("--") + flag, *value});
@@ -488,7 +489,7 @@ int RunLocal(int argc, char** argv) {
   Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
                                    "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
                                    "memtable-mb", "compaction-memory", "merge-width",
-                                   "merge-ratio", "no-sync",
+                                   "merge-ratio", "max-log-shards", "no-sync",
                                    "write-batches", "replicas", "tls-ca", "tls-cert", "tls-key",
                                    "tls-curve-key", "logstores"});
   if (!known.ok()) return UsageError(known.message(), kUsage);

@@ -61,6 +61,8 @@ const char kUsage[] =
     "                  with a merge running meanwhile)\n"
     "  --merge-width N logstore: merge runs of N log shards of similar size (within 2x; with\n"
     "                  --merge-ratio R, within Rx) into one (default 4; 0: never merge)\n"
+    "  --max-log-shards N  logstore: at N log shards, merge whatever their sizes and hold\n"
+    "                  compactions on the threshold until a merge makes room (default 12)\n"
     "  --no-sync       logstore: do not fsync the log (benchmarks only: writes are not durable)\n"
     "  --logstore-dir D  logstore: its directory (default STORE/logstore)\n"
     "  --standby       logstore: a standby (docs/logstore-ha.md): takes no writes, applies what\n"
@@ -118,7 +120,7 @@ int RunServe(int argc, char** argv) {
   Status known = args->CheckKnown(
       WithTls({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
                "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory",
-               "merge-width", "merge-ratio", "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
+               "merge-width", "merge-ratio", "max-log-shards", "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
                "ship-port", "standby-endpoint", "ship-timeout-ms", "logstore-dir", "elect",
                "leader-ttl"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
@@ -423,6 +425,13 @@ int RunServe(int argc, char** argv) {
     if (!merge_ratio.ok() || *merge_ratio < 1) {
       return UsageError("--merge-ratio: a whole number, at least 1", kUsage);
     }
+    auto max_log_shards = args->GetUint("max-log-shards", 12);
+    if (!max_log_shards.ok() || *max_log_shards > 1024 ||
+        (*merge_width >= 2 && *max_log_shards < *merge_width + 1)) {
+      return UsageError("--max-log-shards: a number of log shards up to 1024, at least "
+                        "--merge-width + 1", kUsage);
+    }
+    log_options.max_log_shards = static_cast<uint32_t>(*max_log_shards);
     log_options.merge_width = static_cast<uint32_t>(*merge_width);
     log_options.merge_ratio = static_cast<double>(*merge_ratio);
     log_options.sync = !args->Has("no-sync");

@@ -115,7 +115,10 @@ void CheckFile(const std::map<int64_t, std::vector<RefEdge>>& records, const std
       present.insert(e.dst);
     }
     for (const auto& e : edges) {
-      for (int64_t d : {e.dst + 1, e.dst - 1}) {
+      std::vector<int64_t> near;  // the neighbours of dst, within int64
+      if (e.dst < kMax) near.push_back(e.dst + 1);
+      if (e.dst > std::numeric_limits<int64_t>::min()) near.push_back(e.dst - 1);
+      for (int64_t d : near) {
         if (present.count(d)) continue;
         ++absent;
         passed += (*file)->MayContain(src, 7, d);

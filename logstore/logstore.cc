@@ -153,6 +153,11 @@ Status LogStore::WriteState(const std::vector<Range>& shards, const std::vector<
 StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
     const LogStoreOptions& options, GraphApi* reader, shard::UpdateSender* sink,
     std::function<void(std::vector<int64_t>)> publish) {
+  if (options.merge_width >= 2 && options.max_log_shards < options.merge_width + 1) {
+    return Status::InvalidArgument("max_log_shards (" + std::to_string(options.max_log_shards) +
+                                   ") must be at least merge_width + 1 (" +
+                                   std::to_string(options.merge_width + 1) + ")");
+  }
   std::unique_ptr<LogStore> store(new LogStore(options));
   store->reader_ = reader;
   store->sink_ = sink;
@@ -1203,30 +1208,37 @@ void LogStore::WakeCompactor() {
   loop_cv_.notify_one();
 }
 
-void LogStore::CompactionLoop() {
-  // Compression is CPU-heavy; queries come first.
+void LogStore::BackgroundLoop(std::condition_variable* cv, bool* wake,
+                              const std::function<bool()>& step) {
+  // Builds are CPU-heavy; queries come first.
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   std::unique_lock lock(loop_mu_);
   while (true) {
-    loop_cv_.wait(lock, [this] { return stopping_ || wake_; });
+    cv->wait(lock, [&] { return stopping_ || *wake; });
     if (stopping_) return;
-    wake_ = false;
+    *wake = false;
     lock.unlock();
+    const bool again = step();
+    lock.lock();
+    if (again) *wake = true;
+  }
+}
+
+void LogStore::CompactionLoop() {
+  BackgroundLoop(&loop_cv_, &wake_, [this] {
     auto result = CompactNow();
-    if (!result.ok())
+    if (!result.ok()) {
       std::cerr << "LogStore: compaction failed: " << result.status().ToString() << "\n";
+      return false;
+    }
     // The merge thread looks for a run that the new log shard may complete.
-    if (result.ok()) WakeMerger();
+    WakeMerger();
     // Groups that filled the memtable while the build ran did not wake this thread (a frozen
     // generation was still there): look again, unless the memtable waits for a merge.
-    bool again = false;
-    if (result.ok() && !held_ && options_.memtable_bytes > 0) {
-      std::shared_lock data(data_mu_);
-      again = !frozen_ && memtable_->bytes() >= options_.memtable_bytes;
-    }
-    lock.lock();
-    if (again) wake_ = true;
-  }
+    if (held_ || options_.memtable_bytes == 0) return false;
+    std::shared_lock data(data_mu_);
+    return !frozen_ && memtable_->bytes() >= options_.memtable_bytes;
+  });
 }
 
 void LogStore::WakeMerger() {
@@ -1238,28 +1250,23 @@ void LogStore::WakeMerger() {
 }
 
 void LogStore::MergeLoop() {
-  // Like compaction, CPU-heavy: queries come first. On a thread of its own, so that a long merge
-  // does not hold back compactions: the memtable keeps to its threshold, and the generations to
-  // its size, which keeps the size tiers regular.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
-  std::unique_lock lock(loop_mu_);
-  while (true) {
-    merge_cv_.wait(lock, [this] { return stopping_ || merge_wake_; });
-    if (stopping_) return;
-    merge_wake_ = false;
-    lock.unlock();
-    // After a merge, look again: the merged shard may complete a run of the next tier.
+  // On a thread of its own, so that a long merge does not hold back compactions: the memtable
+  // keeps to its threshold, and the generations to its size, which keeps the size tiers regular.
+  BackgroundLoop(&merge_cv_, &merge_wake_, [this] {
     auto merged = MergeNow();
-    if (!merged.ok() && !stop_merge_) {
-      std::cerr << "LogStore: merge failed: " << merged.status().ToString() << "\n";
-      std::lock_guard stats(stats_mu_);
-      last_error_ = "merge: " + merged.status().ToString();
+    if (!merged.ok()) {
+      if (!stop_merge_) {
+        std::cerr << "LogStore: merge failed: " << merged.status().ToString() << "\n";
+        std::lock_guard stats(stats_mu_);
+        last_error_ = "merge: " + merged.status().ToString();
+      }
+      return false;
     }
     // A compaction put off at the cap may go now.
-    if (merged.ok() && *merged && held_) WakeCompactor();
-    lock.lock();
-    if (merged.ok() && *merged) merge_wake_ = true;
-  }
+    if (*merged && held_) WakeCompactor();
+    // After a merge, look again: the merged shard may complete a run of the next tier.
+    return *merged;
+  });
 }
 
 uint64_t LogStore::BuildBudget() const {
@@ -1917,6 +1924,7 @@ json LogStore::StatusJson() const {
     j["merging"] = merging;
   }
   j["merges"] = merges_.load();
+  j["max_log_shards"] = options_.max_log_shards;
   j["forced_merges"] = forced_merges_.load();
   j["held_compactions"] = held_compactions_.load();
   j["held"] = held_.load();

@@ -335,6 +335,9 @@ class LogStore final : public GraphWriteApi {
   // build the memtable if it is (still) past the memory threshold.
   StatusOr<std::string> CompactNow();
   void CompactionLoop();
+  // A background thread's loop: runs `step` whenever *wake is set (under loop_mu_, signalled on
+  // cv) until stopping_, at nice 10; step returns whether to run again at once.
+  void BackgroundLoop(std::condition_variable* cv, bool* wake, const std::function<bool()>& step);
   // Merges one run of log shards if the policy finds one (false if not); see merge_width. Runs
   // on the merge thread, beside compactions: the build holds no lock (log shards are immutable
   // and readers go on), deletes that hit the merging shards meanwhile are logged in merge_log_,

@@ -694,9 +694,10 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
 
 TEST(LogStoreTest, MergedLogShardsAnswerAsTheShardsTheyReplace) { MergeAgainstTheModel(0, 0); }
 
-// The same with a memory budget that builds the merged shard as several hash partitions.
+// The same with a memory budget that builds the merged shard as several hash partitions (a merge
+// plans within the baseline plus half of the rest: 1 MiB here).
 TEST(LogStoreTest, AMergeUnderAMemoryBudgetBuildsSeveralPartitions) {
-  MergeAgainstTheModel(graph::kProcessBaseline + (uint64_t{1} << 20), 2000);
+  MergeAgainstTheModel(graph::kProcessBaseline + (uint64_t{2} << 20), 2000);
 }
 
 // Merges that fall behind cannot let log shards pile up: at the cap (max_log_shards) the merge

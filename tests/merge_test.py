@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end test of log shard merges (docs/logstore-ha.md, "Merges") on a real local cluster:
-`zipg local start --logstores 2 --merge-width 2 --merge-ratio 100` (etcd, 2 shard servers for 4
-shards, two LogStores that elect their leader, 2 aggregators), so that every compaction is
+`zipg local start --logstores 2 --merge-width 2 --merge-ratio 100 --max-log-shards 3` (etcd, 2
+shard servers for 4 shards, two LogStores that elect their leader, 2 aggregators), so that every compaction is
 followed by a merge on each LogStore. Every answer is compared with the plain-Python model of the
 contract with writes (write_model.WriteModel).
 
@@ -48,9 +48,14 @@ def main():
     inp, nodes_csv, edges_csv, model = made
     r, state = procs.local_start(check, "--logstores", "2", "--servers", "2", "--lease-ttl", "2",
                                  "--memtable-mb", "0", "--no-verify", "--merge-width", "2",
-                                 "--merge-ratio", "100")
+                                 "--merge-ratio", "100", "--max-log-shards", "3")
     if state is None:
         return
+    # A cap that leaves no room for a run is refused before the server starts.
+    bad = subprocess.run([ZIPG, "serve", "logstore", "--store", STORE, "--merge-width", "4",
+                          "--max-log-shards", "4"], capture_output=True, text=True, timeout=30)
+    check(bad.returncode != 0 and "--max-log-shards" in bad.stderr,
+          f"serve logstore --merge-width 4 --max-log-shards 4: rc {bad.returncode}, {bad.stderr!r}")
     aggs = state["aggregators"]
 
     view = write_model.ClusterView(aggs[0], check)
@@ -161,6 +166,10 @@ def main():
     lead, stand = logstore_status("logstore"), logstore_status("logstore-standby")
     check(lead.get("merges", 0) >= 5 and stand.get("merges", 0) >= 5,
           f"A: merges: leader {lead.get('merges')}, standby {stand.get('merges')}")
+    for name, s in (("leader", lead), ("standby", stand)):
+        check(s.get("max_log_shards") == 3 and len(s.get("log_shards", [])) <= 3,
+              f"A: the {name}'s cap: max_log_shards {s.get('max_log_shards')}, "
+              f"{len(s.get('log_shards', []))} log shards")
     note(f"A: merges: leader {lead.get('merges')} (deletes moved during builds: "
          f"{lead.get('merge_deletes_moved')}), standby {stand.get('merges')} "
          f"({stand.get('merge_deletes_moved')})")
