@@ -736,7 +736,9 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
         c->found = *found || fanout.found[i];
       }
     }
-    full = options_.memtable_bytes > 0 && !frozen_ && memtable_->bytes() >= options_.memtable_bytes;
+    // While the memtable waits for a merge (held_), only its 4-times limit wakes the compactor.
+    const uint64_t wake_at = held_ ? 4 * options_.memtable_bytes : options_.memtable_bytes;
+    full = options_.memtable_bytes > 0 && !frozen_ && memtable_->bytes() >= wake_at;
   }
   // The group's deletes on log shards, one record per shard touched, before any write of it is
   // acknowledged. Had this failed, the writes are still logged: their outcome is unknown.
