@@ -245,7 +245,7 @@ int RunGenerations(logstore::LogStore& ls, const std::string& dir, uint64_t per_
               Since(start), static_cast<unsigned long long>(written.load()),
               static_cast<unsigned long long>(st["merges"].get<uint64_t>()),
               static_cast<unsigned long long>(st["forced_merges"].get<uint64_t>()),
-              logstore::LogStoreOptions().max_log_shards, st["log_shards"].dump().c_str(),
+              st["max_log_shards"].get<uint32_t>(), st["log_shards"].dump().c_str(),
               most_shards, static_cast<unsigned long long>((width - 1) * tiers + width),
               ru.ru_maxrss / 1024.0);
   std::printf("reads during merges: %s\nreads otherwise: %s\nsampled edges not found: %llu\n",

@@ -200,28 +200,21 @@ StatusOr<EdgeFile::Record> ParseRecordHead(std::string_view bytes, uint64_t mark
   return r;
 }
 
-// Calls fn(src, type, dst) for every edge of `text`, a concatenation of records (to build the key
-// filter from what BuildFromRecords is given).
-Status ForEachKey(std::string_view text, uint32_t format,
-                  const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+// Calls fn(record) for every record of `text`, a concatenation of records held in memory (what
+// BuildFromRecords is given), in order.
+Status ForEachRecordIn(std::string_view text, uint32_t format,
+                       const std::function<Status(const EdgeFile::Record&)>& fn) {
   uint64_t at = 0;
   while (at < text.size()) {
     ZIPG_ASSIGN_OR_RETURN(EdgeFile::Record r,
                           ParseRecordHead(text.substr(at, kHeadBytes), at, format, text.size()));
-    const Status bad = Status::Corruption("edge text: bad column in the record at offset " +
-                                          std::to_string(at));
     uint64_t list_end = 0;
-    const uint64_t last_end = r.end_column() + (r.count - 1) * r.end_width;
-    if (r.end_width > 0 && !GetDigits(text.data() + last_end, r.end_width, &list_end)) return bad;
-    if (r.properties() + list_end > text.size()) return bad;
-    for (uint64_t i = 0; i < r.count; ++i) {
-      uint64_t d = 0;
-      if (r.dst_width > 0 &&
-          !GetDigits(text.data() + r.dst_column() + i * r.dst_width, r.dst_width, &d)) {
-        return bad;
-      }
-      fn(r.src, r.type, static_cast<int64_t>(static_cast<uint64_t>(r.dst_min) + d));
+    if ((r.end_width > 0 &&
+         !GetDigits(text.data() + r.last_end_entry(), r.end_width, &list_end)) ||
+        r.properties() + list_end > text.size()) {
+      return Status::Corruption("edge text: bad end column at offset " + std::to_string(at));
     }
+    ZIPG_RETURN_IF_ERROR(fn(r));
     at = r.properties() + list_end;
   }
   return Status::OK();
@@ -238,11 +231,25 @@ Status EdgeFile::BuildFromRecords(const std::string& base,
   PutFixed32(&meta, static_cast<uint32_t>(property_names.size()));
   for (const auto& name : property_names) PutLengthPrefixed(&meta, name);
   if (format >= 3) {
+    // Sized by a pass over the record heads, then filled from each record's destination column.
     uint64_t keys = 0;
-    ZIPG_RETURN_IF_ERROR(ForEachKey(text, format, [&](int64_t, int64_t, int64_t) { ++keys; }));
+    ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r) {
+      keys += r.count;
+      return Status::OK();
+    }));
     KeyFilter filter(keys);
-    ZIPG_RETURN_IF_ERROR(ForEachKey(text, format, [&](int64_t src, int64_t type, int64_t dst) {
-      filter.Add(EdgeKeyHash(src, type, dst));
+    ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r) {
+      for (uint64_t i = 0; i < r.count; ++i) {
+        uint64_t d = 0;
+        if (r.dst_width > 0 &&
+            !GetDigits(text.data() + r.dst_column() + i * r.dst_width, r.dst_width, &d)) {
+          return Status::Corruption("edge text: bad destination in the record at offset " +
+                                    std::to_string(r.columns));
+        }
+        filter.Add(
+            EdgeKeyHash(r.src, r.type, static_cast<int64_t>(static_cast<uint64_t>(r.dst_min) + d)));
+      }
+      return Status::OK();
     }));
     filter.EncodeTo(&meta);
   }
@@ -318,7 +325,7 @@ Status EdgeFile::ForEachRecord(const std::function<Status(const Record&, std::ve
                                                                       window.size() - (at - base))),
                             at));
     // The record ends where its last edge's property list does.
-    const uint64_t last_end = r.end_column() + (r.count - 1) * r.end_width;
+    const uint64_t last_end = r.last_end_entry();
     ZIPG_RETURN_IF_ERROR(have(last_end, r.end_width));
     uint64_t list_end = 0;
     if (r.end_width > 0 &&

@@ -62,6 +62,8 @@ class EdgeFile {
 
     uint64_t dst_column() const { return columns + count * ts_width; }
     uint64_t end_column() const { return dst_column() + count * dst_width; }
+    // The last edge's entry of the end column: where the record's property lists end.
+    uint64_t last_end_entry() const { return end_column() + (count - 1) * end_width; }
     // The index: the destinations in ascending order, then the TimeOrder of each.
     uint64_t sorted_dst_column() const { return end_column() + count * end_width; }
     uint64_t order_column() const {

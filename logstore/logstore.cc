@@ -684,15 +684,12 @@ void LogStore::LookupStored(const std::vector<Commit*>& group, GroupFanout* fano
   }
   for (size_t i = 0; i < group.size(); ++i) {
     const LogRecord& r = *group[i]->record;
+    const Update u = r.ToUpdate(0);
     for (const auto& [deletes, part] : parts[i]) {
-      if (!part->edges().MayContain(r.node, r.type, r.dst)) {
-        fanout->stored[i].emplace_back(deletes, false);
-        continue;
-      }
-      auto got = part->AssocGet(r.node, r.type, {r.dst}, std::numeric_limits<int64_t>::min(),
-                                std::numeric_limits<int64_t>::max());
-      // On an error ApplyLocal looks again, and reports it.
-      if (got.ok()) fanout->stored[i].emplace_back(deletes, !got->empty());
+      // Whether the shard stores the key; ApplyLocal weighs its deletion set. On an error
+      // ApplyLocal looks again, and reports it.
+      auto stored = engine::FoundLive(*part, nullptr, u);
+      if (stored.ok()) fanout->stored[i].emplace_back(deletes, *stored);
     }
   }
 }
@@ -736,8 +733,8 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
         c->found = *found || fanout.found[i];
       }
     }
-    // While the memtable waits for a merge (held_), only its 4-times limit wakes the compactor.
-    const uint64_t wake_at = held_ ? 4 * options_.memtable_bytes : options_.memtable_bytes;
+    // While the memtable waits for a merge (held_), only its limit wakes the compactor.
+    const uint64_t wake_at = options_.memtable_bytes * (held_ ? kHeldMemtableFactor : 1);
     full = options_.memtable_bytes > 0 && !frozen_ && memtable_->bytes() >= wake_at;
   }
   // The group's deletes on log shards, one record per shard touched, before any write of it is
@@ -1162,8 +1159,9 @@ StatusOr<std::string> LogStore::CompactNow() {
         return summary.dump();
       }
       // At the cap on log shards, the memtable waits for a merge to make room (the merge thread
-      // wakes this one), unless it has grown to 4 times its threshold.
-      const bool hold = AtShardCap() && memtable_->bytes() < 4 * options_.memtable_bytes;
+      // wakes this one), unless it has grown to kHeldMemtableFactor times its threshold.
+      const bool hold =
+          AtShardCap() && memtable_->bytes() < kHeldMemtableFactor * options_.memtable_bytes;
       if (hold && !held_.exchange(true)) ++held_compactions_;
       if (hold) return summary.dump();
       held_ = false;
@@ -1290,31 +1288,28 @@ std::pair<size_t, size_t> LogStore::PickMergeRun(bool* forced) const {
   *forced = false;
   const size_t width = options_.merge_width;
   if (width < 2) return {0, 0};
-  // The oldest run of `width` consecutive shards within merge_ratio of each other in size.
+  // The oldest run of `width` consecutive shards within merge_ratio of each other in size; at
+  // the cap, failing that, the run with the fewest bytes, whatever its sizes.
+  std::pair<size_t, size_t> smallest{0, 0};
+  uint64_t smallest_bytes = UINT64_MAX;
   for (size_t begin = 0; begin + width <= log_shards_.size(); ++begin) {
-    uint64_t lo = UINT64_MAX, hi = 0;
+    uint64_t lo = UINT64_MAX, hi = 0, total = 0;
     for (size_t i = begin; i < begin + width; ++i) {
       lo = std::min(lo, std::max<uint64_t>(log_shards_[i].bytes, 1));
       hi = std::max(hi, log_shards_[i].bytes);
+      total += log_shards_[i].bytes;
     }
     if (static_cast<double>(hi) <= options_.merge_ratio * static_cast<double>(lo)) {
       return {begin, begin + width};
     }
-  }
-  if (!AtShardCap()) return {0, 0};
-  // At the cap, the run with the fewest bytes, whatever its sizes.
-  std::pair<size_t, size_t> best{0, 0};
-  uint64_t best_bytes = UINT64_MAX;
-  for (size_t begin = 0; begin + width <= log_shards_.size(); ++begin) {
-    uint64_t total = 0;
-    for (size_t i = begin; i < begin + width; ++i) total += log_shards_[i].bytes;
-    if (total < best_bytes) {
-      best = {begin, begin + width};
-      best_bytes = total;
+    if (total < smallest_bytes) {
+      smallest = {begin, begin + width};
+      smallest_bytes = total;
     }
   }
-  *forced = best.first != best.second;
-  return best;
+  if (!AtShardCap()) return {0, 0};
+  *forced = smallest.first != smallest.second;
+  return smallest;
 }
 
 StatusOr<bool> LogStore::MergeNow() {

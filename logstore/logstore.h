@@ -408,6 +408,8 @@ class LogStore final : public GraphWriteApi {
   std::atomic<uint64_t> forced_merges_{0};     // runs merged at the cap, outside merge_ratio
   std::atomic<uint64_t> held_compactions_{0};  // threshold compactions put off at the cap
   std::atomic<bool> held_{false};              // the memtable waits for a merge now
+  // A held memtable is compacted anyway once it holds this many times its threshold.
+  static constexpr uint64_t kHeldMemtableFactor = 4;
   std::atomic<uint64_t> merge_deletes_moved_{0};  // logged during builds, moved at swaps
 
   std::mutex compact_mu_;  // one compaction at a time
