@@ -22,8 +22,10 @@ constexpr size_t kEntryBytes = kEntryBytesV2 + 8;
 
 }  // namespace
 
-StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, bool sync) {
+StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, bool sync,
+                                                       uint64_t floor) {
   std::unique_ptr<DeltaIndex> index(new DeltaIndex());
+  index->last_id_ = floor;
   logstore::WalOptions options;
   options.sync = sync;
   ZIPG_ASSIGN_OR_RETURN(
@@ -216,6 +218,17 @@ std::shared_ptr<const NodeDelta> DeltaIndex::Lookup(int64_t node) const {
 size_t DeltaIndex::size() const {
   std::shared_lock lock(mu_);
   return nodes_.size();
+}
+
+std::vector<int64_t> DeltaIndex::Nodes() const {
+  std::vector<int64_t> ids;
+  {
+    std::shared_lock lock(mu_);
+    ids.reserve(nodes_.size());
+    for (const auto& [id, node] : nodes_) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 }  // namespace zipg::engine

@@ -76,7 +76,10 @@ class DeltaIndex {
  public:
   // Opens (creating) the file at `path` and replays it. `sync`: fdatasync each batch before Apply
   // returns; without, batches become durable on Sync() (or when the kernel writes them back).
-  static StatusOr<std::unique_ptr<DeltaIndex>> Open(const std::string& path, bool sync = true);
+  // `floor`: the id the base already holds every update up to (a rebuilt base,
+  // engine/live_shard.h); last_id() is at least that.
+  static StatusOr<std::unique_ptr<DeltaIndex>> Open(const std::string& path, bool sync = true,
+                                                    uint64_t floor = 0);
   ~DeltaIndex();
 
   // Applies a batch from the LogStore to the base shard `base`, writes it to the file (synced
@@ -96,6 +99,8 @@ class DeltaIndex {
   // The node's current delta, or null if no write touched it.
   std::shared_ptr<const NodeDelta> Lookup(int64_t node) const;
   size_t size() const;  // written nodes
+  // The written nodes' ids, sorted (a snapshot).
+  std::vector<int64_t> Nodes() const;
   // Bytes the index holds in memory (the current versions of every node's delta).
   uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
   static uint64_t Footprint(const NodeDelta& node);

@@ -10,11 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <random>
 #include <set>
 
+#include "engine/live_shard.h"
 #include "graph/compress.h"
 #include "graph/edge_list.h"
 #include "graph/graph.h"
@@ -124,6 +127,107 @@ struct Fixture {
   }
 };
 
+// Random writes as the LogStore sends them to the base shard, applied to the model and the
+// stand-in LogStore, with what each one finds in the base: the keys and properties whose live
+// version the base holds (all of them after a load or a rebuild, less what was written since).
+struct Writer {
+  Writer(Model* m, FakeLogStore* l) : model(m), log(l) { Reset(); }
+
+  // The base holds every live version (just loaded, or just rebuilt).
+  void Reset() {
+    base_keys.clear();
+    base_props.clear();
+    for (const auto& [key, edges] : model->edges) {
+      for (const auto& [dst, e] : edges) base_keys.insert({key.first, key.second, dst});
+    }
+    for (const auto& [id, p] : model->props) base_props.insert(id);
+  }
+
+  // Whether u found a live version in the base; the base's version is dead from now on.
+  bool Forget(const Update& u) {
+    switch (u.op) {
+      case UpdateOp::kPutEdge:
+      case UpdateOp::kDeleteEdge:
+        return base_keys.erase({u.node, u.type, u.dst}) > 0;
+      case UpdateOp::kPutNode:
+        return base_props.erase(u.node) > 0;
+      case UpdateOp::kDeleteNode: {
+        bool found = base_props.erase(u.node) > 0;
+        auto it = base_keys.lower_bound({u.node, kMin, kMin});
+        while (it != base_keys.end() && std::get<0>(*it) == u.node) {
+          it = base_keys.erase(it);
+          found = true;
+        }
+        return found;
+      }
+    }
+    return false;
+  }
+
+  // 60 random writes (upserts of base and new keys, deletes, node updates, deletes and re-adds),
+  // numbered after the last ones; *want_found: what each finds in the base.
+  std::vector<Update> Round(std::mt19937_64& rng, std::vector<bool>* want_found) {
+    std::vector<Update> batch;
+    want_found->clear();
+    for (int k = 0; k < 60; ++k) {
+      const int64_t src = rng() % 3 == 0 ? kHot : static_cast<int64_t>(rng() % 42);
+      const int64_t type = src == kHot && rng() % 4 != 0 ? 1 : static_cast<int64_t>(rng() % 4);
+      auto& live = model->edges[{src, type}];
+      const uint32_t kind = rng() % 20;
+      if (kind < 12) {  // assoc_add: an existing key (upsert) or a new one
+        int64_t dst = static_cast<int64_t>(rng() % 1000000);
+        if (!live.empty() && rng() % 2 == 0) {
+          auto it = live.begin();
+          std::advance(it, rng() % live.size());
+          dst = it->first;
+        }
+        const int64_t ts = rng() % 3 == 0 ? 7 : static_cast<int64_t>(rng() % 12000) - 1000;
+        const Edge e{src, type, dst, ts, {{"w", "x" + std::to_string(rng() % 100)}}};
+        batch.push_back({UpdateOp::kPutEdge, src, type, dst, generation, ts});
+        live[dst] = e;
+        log->edges[{src, type, dst}] = {generation, e};
+      } else if (kind < 18) {  // assoc_delete of a live or absent key
+        int64_t dst = static_cast<int64_t>(rng() % 1000000);
+        if (!live.empty() && rng() % 4 != 0) {
+          auto it = live.begin();
+          std::advance(it, rng() % live.size());
+          dst = it->first;
+        }
+        batch.push_back({UpdateOp::kDeleteEdge, src, type, dst, 0, 0});
+        live.erase(dst);
+        log->edges.erase({src, type, dst});
+      } else if (kind == 18 && src != kHot) {  // obj_update, sometimes with a new property name
+        Properties p = {{"name", "w" + std::to_string(rng() % 100)}};
+        if (rng() % 3 == 0) p.insert(p.begin(), {"extra", "e" + std::to_string(rng() % 10)});
+        batch.push_back({UpdateOp::kPutNode, src, 0, 0, generation, 0});
+        model->props[src] = p;
+        log->props[src] = {generation, p};
+      } else if (src != kHot) {  // obj_delete: properties and every edge
+        for (auto& [key, edges] : model->edges) {
+          if (key.first != src) continue;
+          for (const auto& [d, e] : edges) log->edges.erase({src, key.second, d});
+          edges.clear();
+        }
+        batch.push_back({UpdateOp::kDeleteNode, src, 0, 0, 0, 0});
+        model->props.erase(src);
+        log->props.erase(src);
+      } else {
+        continue;
+      }
+      want_found->push_back(Forget(batch.back()));
+    }
+    for (Update& u : batch) u.id = ++last_id;  // their places in the LogStore's log
+    return batch;
+  }
+
+  Model* model;
+  FakeLogStore* log;
+  std::set<Key> base_keys;
+  std::set<int64_t> base_props;
+  int64_t generation = 1;
+  uint64_t last_id = 0;
+};
+
 // Every read of (src, type) against the model, with random and edge-case arguments.
 void CheckNode(const MergedShard& g, const Model& model, int64_t src, int64_t type,
                std::mt19937_64& rng, const std::string& what) {
@@ -212,68 +316,13 @@ TEST(MergedShardTest, RandomWritesReadLikeTheModel) {
   std::mt19937_64 rng(2);
   CheckAll(*g, f.model, rng, "before writes");
   if (HasFatalFailure()) return;
+  Writer w(&f.model, &log);
   Model& model = f.model;
-  int64_t generation = 1;
-  uint64_t last_id = 0;
   for (int round = 0; round < 12; ++round) {
-    if (round % 4 == 3) ++generation;  // a compaction: the LogStore's data keeps its generation
-    std::vector<Update> batch;
+    if (round % 4 == 3) ++w.generation;  // a compaction: the LogStore's data keeps its generation
     std::vector<bool> want_found;
-    for (int w = 0; w < 60; ++w) {
-      const int64_t src = rng() % 3 == 0 ? kHot : static_cast<int64_t>(rng() % 42);
-      const int64_t type = src == kHot && rng() % 4 != 0 ? 1 : static_cast<int64_t>(rng() % 4);
-      auto& live = model.edges[{src, type}];
-      const uint32_t kind = rng() % 20;
-      // The LogStore's view: is the live version in the base (not written since the load)?
-      auto in_base = [&](int64_t s, int64_t t, int64_t d) {
-        return model.edges[{s, t}].count(d) && !log.edges.count({s, t, d});
-      };
-      if (kind < 12) {  // assoc_add: an existing key (upsert) or a new one
-        int64_t dst = static_cast<int64_t>(rng() % 1000000);
-        if (!live.empty() && rng() % 2 == 0) {
-          auto it = live.begin();
-          std::advance(it, rng() % live.size());
-          dst = it->first;
-        }
-        const int64_t ts = rng() % 3 == 0 ? 7 : static_cast<int64_t>(rng() % 12000) - 1000;
-        const Edge e{src, type, dst, ts, {{"w", "x" + std::to_string(rng() % 100)}}};
-        want_found.push_back(in_base(src, type, dst));
-        batch.push_back({UpdateOp::kPutEdge, src, type, dst, generation, ts});
-        live[dst] = e;
-        log.edges[{src, type, dst}] = {generation, e};
-      } else if (kind < 18) {  // assoc_delete of a live or absent key
-        int64_t dst = static_cast<int64_t>(rng() % 1000000);
-        if (!live.empty() && rng() % 4 != 0) {
-          auto it = live.begin();
-          std::advance(it, rng() % live.size());
-          dst = it->first;
-        }
-        want_found.push_back(in_base(src, type, dst));
-        batch.push_back({UpdateOp::kDeleteEdge, src, type, dst, 0, 0});
-        live.erase(dst);
-        log.edges.erase({src, type, dst});
-      } else if (kind == 18 && src != kHot) {  // obj_update
-        const Properties p = {{"name", "w" + std::to_string(rng() % 100)}};
-        const bool base_props = model.props.count(src) && !log.props.count(src);
-        want_found.push_back(base_props);
-        batch.push_back({UpdateOp::kPutNode, src, 0, 0, generation, 0});
-        model.props[src] = p;
-        log.props[src] = {generation, p};
-      } else if (src != kHot) {  // obj_delete: properties and every edge
-        bool base_live = model.props.count(src) && !log.props.count(src);
-        for (auto& [key, edges] : model.edges) {
-          if (key.first != src) continue;
-          for (const auto& [d, e] : edges) base_live = base_live || in_base(src, key.second, d);
-          for (const auto& [d, e] : edges) log.edges.erase({src, key.second, d});
-          edges.clear();
-        }
-        want_found.push_back(base_live);
-        batch.push_back({UpdateOp::kDeleteNode, src, 0, 0, 0, 0});
-        model.props.erase(src);
-        log.props.erase(src);
-      }
-    }
-    for (Update& u : batch) u.id = ++last_id;  // their places in the LogStore's log
+    const std::vector<Update> batch = w.Round(rng, &want_found);
+    const uint64_t last_id = w.last_id;
     auto found = g->Apply(batch);
     ASSERT_TRUE(found.ok()) << found.status().ToString();
     ASSERT_EQ(*found, want_found) << "round " << round;
@@ -291,7 +340,7 @@ TEST(MergedShardTest, RandomWritesReadLikeTheModel) {
   auto reopened = DeltaIndex::Open(delta_path);
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   g = std::make_unique<MergedShard>(f.base.get(), std::move(*reopened), &log);
-  EXPECT_EQ(g->delta().last_id(), last_id);
+  EXPECT_EQ(g->delta().last_id(), w.last_id);
   CheckAll(*g, model, rng, "reopened");
 }
 
@@ -330,6 +379,116 @@ TEST(MergedShardTest, ReadsOfTheHotNodeFetchOnlyTheirAnswerFromTheLogStore) {
   ASSERT_TRUE(tail.ok());
   EXPECT_EQ(*tail, ListAssocRange(list, first_new - 3, 10));
   EXPECT_EQ(log.calls, 1) << "one LogStore call for the 7 edges that live there";
+}
+
+// Rebuilds of a written base shard (engine/live_shard.h): every third round of random writes
+// the shard is rebuilt, with a round applied after its snapshot (seen by the build) and one
+// after the build (not seen); each update must find in the base what the model says, before
+// and after the swap, and every read must equal the model. A reader holding the old version
+// reads it to the end; the superseded files go when it lets go; a reopen finds the last version
+// and removes an interrupted build's files.
+TEST(LiveShardTest, RebuiltVersionsReadLikeTheModelUnderWrites) {
+  Fixture f;
+  f.Build(5);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  Writer w(&f.model, &log);
+  std::mt19937_64 rng(6);
+  const std::string prefix = f.dir.File("shard-0");
+  LiveShard* target = nullptr;
+  // The base's live versions as the build reads them, and the updates applied since the
+  // snapshot: the new version's base holds the former less what the latter touch.
+  std::unique_ptr<Writer> next;
+  std::vector<Update> since;
+  auto apply_round = [&](const std::string& what) {
+    std::vector<bool> want;
+    const std::vector<Update> batch = w.Round(rng, &want);
+    auto found = target->Apply(batch);
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    EXPECT_EQ(*found, want) << what;
+    since.insert(since.end(), batch.begin(), batch.end());
+  };
+  LiveShardOptions options;
+  options.rebuild_memory = 256 << 20;
+  options.rebuild_hook = [&](int stage) {
+    apply_round(stage == 0 ? "after the snapshot" : "after the build");
+    if (stage == 0) {
+      next = std::make_unique<Writer>(&f.model, &log);  // what the build will read
+      for (const Update& u : since) next->Forget(u);
+    }
+  };
+  auto live = LiveShard::Open(f.base.get(), prefix, &log, options);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  target = live->get();
+  std::shared_ptr<const MergedShard> held;
+  for (int round = 0; round < 10; ++round) {
+    if (round % 4 == 3) ++w.generation;
+    apply_round("round " + std::to_string(round));
+    if (HasFatalFailure()) return;
+    if (round % 3 != 2) continue;
+    if (!held) held = target->Current();  // a reader of version 0 across the first rebuilds
+    const uint64_t through = w.last_id;
+    const int64_t version = target->Stats()["version"].get<int64_t>() + 1;
+    since.clear();
+    auto summary = target->Rebuild();
+    ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+    EXPECT_EQ((*summary)["through"].get<uint64_t>(), through);
+    EXPECT_EQ((*summary)["replayed"].get<size_t>(), since.size());
+    for (const Update& u : since) next->Forget(u);
+    w.base_keys = next->base_keys;
+    w.base_props = next->base_props;
+    const nlohmann::json stats = target->Stats();
+    EXPECT_EQ(stats["version"].get<int64_t>(), version);
+    EXPECT_EQ(stats["through"].get<uint64_t>(), through);
+    EXPECT_EQ(target->last_id(), w.last_id);
+    // The delta holds only the nodes written since the snapshot.
+    std::set<int64_t> touched;
+    for (const Update& u : since) touched.insert(u.node);
+    EXPECT_LE(target->written_nodes(), touched.size());
+    EXPECT_TRUE(std::filesystem::exists(prefix + ".v" + std::to_string(version)));
+    CheckAll(*target->Current(), f.model, rng, "after rebuild " + std::to_string(version));
+    if (HasFatalFailure()) return;
+  }
+  // The held reader still reads version 0 (the base as loaded, with its delta) to the end.
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(held->AssocCount(kHot, 1).ok());
+  EXPECT_TRUE(std::filesystem::exists(prefix + ".delta"));
+  held.reset();
+  EXPECT_FALSE(std::filesystem::exists(prefix + ".delta")) << "version 0's delta outlived it";
+  const int64_t last = target->Stats()["version"].get<int64_t>();
+  ASSERT_EQ(last, 3);
+  EXPECT_FALSE(std::filesystem::exists(prefix + ".v2"));
+  // Reopened (with a crashed build's leftovers beside it): the last version and its delta.
+  live->reset();
+  std::filesystem::create_directories(prefix + ".v4/shard-0000");
+  { std::ofstream(prefix + ".v4.delta") << "partial"; }
+  options.rebuild_hook = nullptr;
+  auto reopened = LiveShard::Open(f.base.get(), prefix, &log, options);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ((*reopened)->Stats()["version"].get<int64_t>(), 3);
+  EXPECT_EQ((*reopened)->last_id(), w.last_id);
+  EXPECT_FALSE(std::filesystem::exists(prefix + ".v4"));
+  EXPECT_FALSE(std::filesystem::exists(prefix + ".v4.delta"));
+  CheckAll(*(*reopened)->Current(), f.model, rng, "reopened");
+  if (HasFatalFailure()) return;
+  // Writes go on after the reopen, and a second reopen finds the same version with them.
+  target = reopened->get();
+  apply_round("after the reopen");
+  CheckAll(*target->Current(), f.model, rng, "written after the reopen");
+  if (HasFatalFailure()) return;
+  reopened->reset();
+  auto again = LiveShard::Open(f.base.get(), prefix, &log, options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->Stats()["version"].get<int64_t>(), 3);
+  EXPECT_EQ((*again)->last_id(), w.last_id);
+  CheckAll(*(*again)->Current(), f.model, rng, "reopened twice");
+  if (HasFatalFailure()) return;
+  // A damaged version file is an error naming it, not a silent return to version 0.
+  again->reset();
+  { std::ofstream(prefix + ".version") << "{\"version\": 0}"; }
+  auto damaged = LiveShard::Open(f.base.get(), prefix, &log, options);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().ToString().find(prefix + ".version"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,351 @@
+// LiveShard (engine/live_shard.h).
+
+#include "engine/live_shard.h"
+
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "graph/compress.h"
+#include "graph/graph.h"
+#include "graph/input.h"
+#include "util/file.h"
+#include "util/memory.h"
+
+namespace zipg::engine {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct LiveShard::Version {
+  int64_t number = 0;
+  uint64_t through = 0;
+  std::unique_ptr<Shard> owned;  // null for version 0 (the store's shard)
+  std::unique_ptr<MergedShard> merged;
+  // Set when a newer version replaced this one: its files go when its last reader does.
+  std::vector<std::string> remove_when_closed;
+
+  ~Version() {
+    merged.reset();
+    owned.reset();
+    std::error_code ec;
+    for (const auto& path : remove_when_closed) fs::remove_all(path, ec);
+  }
+};
+
+LiveShard::LiveShard(const Shard* original, std::string prefix, FragmentSource* log,
+                     LiveShardOptions options)
+    : original_(original), prefix_(std::move(prefix)), log_(log), options_(std::move(options)) {}
+
+LiveShard::~LiveShard() = default;
+
+std::string LiveShard::VersionDir(int64_t k) const { return prefix_ + ".v" + std::to_string(k); }
+
+std::string LiveShard::DeltaPath(int64_t k) const {
+  return k == 0 ? prefix_ + ".delta" : VersionDir(k) + ".delta";
+}
+
+namespace {
+
+// The one shard of a rebuilt version's store directory.
+StatusOr<std::unique_ptr<Shard>> OpenVersion(const std::string& dir, bool verify) {
+  GraphOpenOptions open_options;
+  open_options.verify_checksums = verify;
+  ZIPG_ASSIGN_OR_RETURN(OpenedStore store, OpenStore(dir, open_options, nullptr));
+  if (store.shards.size() != 1) {
+    return Status::Corruption(dir + ": a rebuilt shard must hold one partition, not " +
+                              std::to_string(store.shards.size()));
+  }
+  return std::move(store.shards[0]);
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LiveShard>> LiveShard::Open(const Shard* original,
+                                                     const std::string& prefix, FragmentSource* log,
+                                                     LiveShardOptions options) {
+  std::unique_ptr<LiveShard> live(new LiveShard(original, prefix, log, std::move(options)));
+  auto v = std::make_shared<Version>();
+  const std::string pointer = prefix + ".version";
+  if (fs::exists(pointer)) {
+    ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(pointer));
+    const json j = json::parse(text, nullptr, false);
+    if (!j.is_object() || !j.contains("version") || !j["version"].is_number_integer() ||
+        !j.contains("through") || !j["through"].is_number_unsigned() ||
+        j["version"].get<int64_t>() < 1) {
+      return Status::Corruption(pointer + ": expected {\"version\": K >= 1, \"through\": ID}");
+    }
+    v->number = j["version"].get<int64_t>();
+    v->through = j["through"].get<uint64_t>();
+    ZIPG_ASSIGN_OR_RETURN(v->owned, OpenVersion(live->VersionDir(v->number), /*verify=*/true));
+  }
+  // Versions the pointer does not name: an interrupted build, or files a crash left behind.
+  const fs::path parent = fs::path(prefix).parent_path();
+  const std::string stem = fs::path(prefix).filename().string() + ".v";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) != 0) continue;
+    // <stem>K or <stem>K.delta, K a number: anything else (the version file) is not a version.
+    std::string rest = name.substr(stem.size());
+    if (rest.size() > 6 && rest.compare(rest.size() - 6, 6, ".delta") == 0) {
+      rest.resize(rest.size() - 6);
+    }
+    if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (rest == std::to_string(v->number)) continue;
+    fs::remove_all(entry.path(), ec);
+  }
+  if (v->number > 0) fs::remove(prefix + ".delta", ec);
+  ZIPG_ASSIGN_OR_RETURN(
+      auto delta, DeltaIndex::Open(live->DeltaPath(v->number), live->options_.sync, v->through));
+  v->merged =
+      std::make_unique<MergedShard>(v->owned ? v->owned.get() : original, std::move(delta), log);
+  live->current_ = std::move(v);
+  return live;
+}
+
+std::shared_ptr<LiveShard::Version> LiveShard::Snapshot() const {
+  std::lock_guard lock(version_mu_);
+  return current_;
+}
+
+std::shared_ptr<const MergedShard> LiveShard::Current() const {
+  auto v = Snapshot();
+  return std::shared_ptr<const MergedShard>(v, v->merged.get());
+}
+
+StatusOr<std::vector<bool>> LiveShard::Apply(const std::vector<Update>& batch) {
+  std::lock_guard lock(apply_mu_);
+  ZIPG_ASSIGN_OR_RETURN(auto found, Snapshot()->merged->Apply(batch));
+  if (logging_) log_since_.push_back(batch);
+  return found;
+}
+
+uint64_t LiveShard::last_id() const { return Snapshot()->merged->delta().last_id(); }
+
+Status LiveShard::Sync() { return Snapshot()->merged->SyncDelta(); }
+
+uint64_t LiveShard::delta_bytes() const { return Snapshot()->merged->delta().bytes(); }
+
+size_t LiveShard::written_nodes() const { return Snapshot()->merged->delta().size(); }
+
+Status LiveShard::Build(const Version& v, const std::string& dir, json* summary) const {
+  const MergedShard& merged = *v.merged;
+  const Shard& base = v.owned ? *v.owned : *original_;
+  const DeltaIndex& delta = merged.delta();
+  // The written nodes' live data, read through the merged view (the LogStore holds their
+  // written edges and properties). Held in memory: it is the delta's share of the shard, which
+  // the rebuild threshold bounds; the base's rows stream. Written types of a node are read whole
+  // here and skipped by the pass over the base's records below.
+  const std::vector<int64_t> written = delta.Nodes();
+  std::vector<std::pair<int64_t, Properties>> written_props;
+  std::vector<Edge> written_edges;
+  std::set<std::string> node_names(base.nodes().property_names().begin(),
+                                   base.nodes().property_names().end());
+  std::set<std::string> edge_names(base.edges().property_names().begin(),
+                                   base.edges().property_names().end());
+  const Status closing = Status::Unavailable("the shard is closing");
+  for (int64_t id : written) {
+    if (cancelled_) return closing;
+    ZIPG_ASSIGN_OR_RETURN(auto props, merged.GetNodeProperty(id, nullptr));
+    if (props) {
+      for (const auto& [name, value] : *props) node_names.insert(name);
+      written_props.emplace_back(id, std::move(*props));
+    }
+    const auto node = delta.Lookup(id);
+    for (const auto& [type, unused] : node->types) {
+      ZIPG_ASSIGN_OR_RETURN(auto edges,
+                            merged.AssocRange(id, type, 0, std::numeric_limits<int64_t>::max()));
+      for (Edge& e : edges) {
+        for (const auto& [name, value] : e.properties) edge_names.insert(name);
+        written_edges.push_back(std::move(e));
+      }
+    }
+  }
+  const std::vector<std::string> node_list(node_names.begin(), node_names.end());
+  const std::vector<std::string> edge_list(edge_names.begin(), edge_names.end());
+  // Untouched: the node's base row or record is as loaded.
+  auto untouched_props = [&](int64_t id) {
+    return !std::binary_search(written.begin(), written.end(), id);
+  };
+  uint64_t nodes_out = 0, edges_out = 0;
+  graph::CompressOptions options;
+  options.shards = 1;
+  options.threads = 1;
+  options.memory_limit = options_.rebuild_memory;
+  if (options.memory_limit == 0) {
+    auto available = DetectAvailableMemory();
+    options.memory_limit = available.ok() ? available->bytes / 10 * 8 : 0;
+  }
+  options.overwrite = true;
+  // Reading the base's edge text whole is several times faster than by chunks; half the budget
+  // may go to it, as the new files are built only after the rows are read.
+  const uint64_t read_memory = options.memory_limit / 2;
+  graph::GraphSource source;
+  source.feed = [&](graph::InputSink* sink, const graph::CompressProgress&) -> StatusOr<uint64_t> {
+    ZIPG_RETURN_IF_ERROR(sink->NodeHeader(node_list));
+    ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(edge_list));
+    graph::PropertyRefs refs;
+    nodes_out = edges_out = 0;
+    for (int64_t id : base.nodes().ids()) {
+      if (cancelled_) return closing;
+      if (!untouched_props(id)) continue;
+      ZIPG_ASSIGN_OR_RETURN(auto props, base.GetNodeProperty(id, nullptr));
+      if (!props) continue;
+      ZIPG_RETURN_IF_ERROR(sink->Node(id, graph::RefsByName(node_list, *props, &refs)));
+      ++nodes_out;
+    }
+    for (const auto& [id, props] : written_props) {
+      ZIPG_RETURN_IF_ERROR(sink->Node(id, graph::RefsByName(node_list, props, &refs)));
+      ++nodes_out;
+    }
+    std::shared_ptr<const NodeDelta> node;
+    int64_t node_of = -1;
+    bool any = false;
+    ZIPG_RETURN_IF_ERROR(base.edges().ForEachRecord(
+        [&](const layout::EdgeFile::Record& r, std::vector<Edge> edges) -> Status {
+          if (cancelled_) return closing;
+          if (!any || r.src != node_of) {  // records come by (src, type)
+            node = std::binary_search(written.begin(), written.end(), r.src) ? delta.Lookup(r.src)
+                                                                             : nullptr;
+            node_of = r.src;
+            any = true;
+          }
+          // A written type (or every type of a node whose edges were all deleted) was read
+          // through the merged view above.
+          if (node && (node->edges_dead || node->Type(r.type))) return Status::OK();
+          for (const Edge& e : edges) {
+            ZIPG_RETURN_IF_ERROR(sink->Edge(e.src, e.dst, e.type, e.timestamp,
+                                            graph::RefsByName(edge_list, e.properties, &refs)));
+            ++edges_out;
+          }
+          return Status::OK();
+        },
+        read_memory));
+    for (const Edge& e : written_edges) {
+      ZIPG_RETURN_IF_ERROR(sink->Edge(e.src, e.dst, e.type, e.timestamp,
+                                      graph::RefsByName(edge_list, e.properties, &refs)));
+      ++edges_out;
+    }
+    return uint64_t{0};
+  };
+  graph::CompressReport report;
+  ZIPG_RETURN_IF_ERROR(graph::Compress(source, dir, options, nullptr, &report));
+  (*summary)["written_nodes"] = written.size();
+  (*summary)["nodes"] = nodes_out;
+  (*summary)["edges"] = edges_out;
+  (*summary)["stored_bytes"] = report.stored_bytes;
+  (*summary)["planned_peak"] = report.planned_peak;
+  return Status::OK();
+}
+
+StatusOr<json> LiveShard::Rebuild() {
+  std::lock_guard rebuild(rebuild_mu_);
+  const auto start = std::chrono::steady_clock::now();
+  // 1. The snapshot: every update up to `through` is in `from`; later ones are logged.
+  std::shared_ptr<Version> from;
+  uint64_t through;
+  {
+    std::lock_guard lock(apply_mu_);
+    from = Snapshot();
+    through = from->merged->delta().last_id();
+    logging_ = true;
+    log_since_.clear();
+  }
+  {
+    std::lock_guard stats(stats_mu_);
+    rebuilding_ = true;
+  }
+  const int64_t number = from->number + 1;
+  const std::string dir = VersionDir(number);
+  auto stop = [&](const Status& why) -> Status {
+    {
+      std::lock_guard lock(apply_mu_);
+      logging_ = false;
+      log_since_.clear();
+    }
+    {
+      std::lock_guard stats(stats_mu_);
+      rebuilding_ = false;
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::remove(DeltaPath(number), ec);
+    return why;
+  };
+  if (options_.rebuild_hook) options_.rebuild_hook(0);
+
+  // 2. The build, with no lock held.
+  json summary = {
+      {"version", number}, {"through", through}, {"delta_bytes", from->merged->delta().bytes()}};
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::remove(DeltaPath(number), ec);
+  if (Status s = Build(*from, dir, &summary); !s.ok()) return stop(s);
+  const double build_seconds = Seconds(start);
+  if (options_.rebuild_hook) options_.rebuild_hook(1);
+  auto next = std::make_shared<Version>();
+  next->number = number;
+  next->through = through;
+  {
+    auto base = OpenVersion(dir, /*verify=*/false);  // just written and synced
+    if (!base.ok()) return stop(base.status());
+    next->owned = std::move(*base);
+    auto delta = DeltaIndex::Open(DeltaPath(number), options_.sync, through);
+    if (!delta.ok()) return stop(delta.status());
+    next->merged = std::make_unique<MergedShard>(next->owned.get(), std::move(*delta), log_);
+  }
+
+  // 3. The swap: the batches applied since the snapshot again, on the new version, then the
+  // version file, then readers see it. A crash before the version file is written reopens the
+  // old version; after, the new one, whose delta then catches up from the LogStore's feed.
+  size_t replayed = 0;
+  {
+    std::lock_guard lock(apply_mu_);
+    for (const auto& batch : log_since_) {
+      if (auto s = next->merged->Apply(batch); !s.ok()) return stop(s.status());
+      replayed += batch.size();
+    }
+    if (Status s = next->merged->SyncDelta(); !s.ok()) return stop(s);
+    const std::string pointer = json({{"version", number}, {"through", through}}).dump() + "\n";
+    Status written = WriteFileAtomically(prefix_ + ".version",
+                                         [&](const FileSink& sink) { return sink(pointer); });
+    if (!written.ok()) return stop(written);
+    from->remove_when_closed = {DeltaPath(from->number)};
+    if (from->number > 0) from->remove_when_closed.push_back(VersionDir(from->number));
+    {
+      std::lock_guard v(version_mu_);
+      current_ = std::move(next);
+    }
+    logging_ = false;
+    log_since_.clear();
+  }
+  from.reset();  // the old version closes now, or when its last reader finishes
+  summary["replayed"] = replayed;
+  summary["build_seconds"] = build_seconds;
+  summary["seconds"] = Seconds(start);
+  std::lock_guard stats(stats_mu_);
+  rebuilding_ = false;
+  ++rebuilds_;
+  last_rebuild_ = summary;
+  return summary;
+}
+
+json LiveShard::Stats() const {
+  auto v = Snapshot();
+  std::lock_guard stats(stats_mu_);
+  return {{"version", v->number},
+          {"through", v->through},
+          {"written_nodes", v->merged->delta().size()},
+          {"delta_bytes", v->merged->delta().bytes()},
+          {"rebuilds", rebuilds_},
+          {"rebuilding", rebuilding_},
+          {"last_rebuild", last_rebuild_}};
+}
+
+}  // namespace zipg::engine
