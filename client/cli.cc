@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iostream>
+#include <sstream>
 
 namespace zipg::cli {
 
@@ -89,6 +90,19 @@ int Fail(const Status& status) {
 int UsageError(const std::string& message, const std::string& usage) {
   std::cerr << "zipg: " << message << "\n" << usage;
   return kExitUsage;
+}
+
+StatusOr<std::vector<uint32_t>> ParseShardList(const std::string& text) {
+  std::vector<uint32_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    ZIPG_ASSIGN_OR_RETURN(uint64_t v, ParseUint(item, "--shards"));
+    if (v > 1u << 20) return Status::InvalidArgument("--shards: " + item + " is too large");
+    out.push_back(static_cast<uint32_t>(v));
+  }
+  if (out.empty()) return Status::InvalidArgument("--shards needs a list such as 0,1");
+  return out;
 }
 
 }  // namespace zipg::cli

@@ -60,6 +60,9 @@ StatusOr<rpc::TlsOptions> ApplyTlsArgs(const Args& args);
 // `known` plus kTlsFlags.
 std::vector<std::string> WithTls(std::vector<std::string> known);
 
+// A --shards list such as 0,2,5.
+StatusOr<std::vector<uint32_t>> ParseShardList(const std::string& text);
+
 // Prints "zipg: error: <message>" to stderr and returns kExitFailure.
 int Fail(const Status& status);
 int UsageError(const std::string& message, const std::string& usage);

@@ -1,6 +1,9 @@
 // zipg admin compact: compress the LogStore's current generation into a new log shard now
 // (docs/writes.md, "Periodic compression"); otherwise the LogStore's size threshold does it.
+// zipg admin rebuild: fold the writes of base shards into new compressed files now
+// (docs/writes.md, "Rebuilding a base shard"); otherwise each shard's delta size does it.
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -20,7 +23,10 @@ const char kUsage[] =
     "  zipg admin compact --connect HOST:PORT [--timeout-ms MS]\n"
     "      compress the LogStore's log into a new shard now, through an aggregator (or the\n"
     "      LogStore itself); prints a JSON summary (generation, nodes, edges, seconds)\n"
-    "  zipg admin compact --store DIR       (a cluster started with zipg local start)\n";
+    "  zipg admin compact --store DIR       (a cluster started with zipg local start)\n"
+    "  zipg admin rebuild (--connect HOST:PORT | --store DIR) [--shards LIST] [--timeout-ms MS]\n"
+    "      rebuild the listed base shards (default all) on every shard server hosting them:\n"
+    "      their writes go into new compressed files; prints a JSON summary per server\n";
 
 }  // namespace
 
@@ -62,18 +68,55 @@ StatusOr<json> CompactAndWait(Client& client, const ClientOptions& options) {
   }
 }
 
+// Rebuilds `shards` (all if empty) on every shard server of the cluster that hosts them, one
+// server after another; their summaries by server name.
+StatusOr<json> RebuildEverywhere(Client& client, const std::vector<uint32_t>& shards,
+                                 const ClientOptions& options) {
+  ZIPG_ASSIGN_OR_RETURN(std::string text, client.ServerStatus());
+  const json status = json::parse(text, nullptr, false);
+  if (!status.is_object()) return Status::Internal("the cluster's status is not JSON");
+  json out = json::object();
+  for (const auto& m : status.value("servers", json::array())) {
+    if (m.value("role", "") != "shard") continue;
+    std::vector<int32_t> mine;
+    for (const auto& s : m.value("shards", json::array())) {
+      const auto shard = s.get<uint32_t>();
+      if (shards.empty() || std::find(shards.begin(), shards.end(), shard) != shards.end()) {
+        mine.push_back(static_cast<int32_t>(shard));
+      }
+    }
+    if (mine.empty()) continue;
+    ZIPG_ASSIGN_OR_RETURN(auto server, Connect(m.value("endpoint", ""), options));
+    ZIPG_ASSIGN_OR_RETURN(std::string summary, server->Rebuild(mine));
+    out[m.value("name", "")] = json::parse(summary, nullptr, false);
+  }
+  if (out.empty()) return Status::NotFound("no shard server in the cluster hosts those shards");
+  return out;
+}
+
 int RunAdmin(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
-  if (args->positional().size() != 1 || args->positional()[0] != "compact") {
-    return UsageError("admin needs a subcommand: compact", kUsage);
+  const std::string what = args->positional().size() == 1 ? args->positional()[0] : "";
+  if (what != "compact" && what != "rebuild") {
+    return UsageError("admin needs a subcommand: compact or rebuild", kUsage);
   }
-  Status known = args->CheckKnown(WithTls({"connect", "store", "timeout-ms"}));
+  Status known = args->CheckKnown(WithTls(
+      what == "rebuild" ? std::vector<std::string>{"connect", "store", "timeout-ms", "shards"}
+                        : std::vector<std::string>{"connect", "store", "timeout-ms"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   if (auto tls = ApplyTlsArgs(*args); !tls.ok()) return UsageError(tls.status().message(), kUsage);
   auto address = ClusterAddress(*args);
   if (!address.ok()) return Fail(address.status());
-  if (!*address) return UsageError("admin compact needs --connect HOST:PORT or --store DIR", kUsage);
+  if (!*address) {
+    return UsageError("admin " + what + " needs --connect HOST:PORT or --store DIR", kUsage);
+  }
+  std::vector<uint32_t> shards;
+  if (args->Get("shards")) {
+    auto list = ParseShardList(*args->Get("shards"));
+    if (!list.ok()) return UsageError(list.status().message(), kUsage);
+    shards = *list;
+  }
   auto timeout = args->GetUint("timeout-ms", 3600000);
   if (!timeout.ok() || *timeout == 0 || *timeout > 86400000) {
     return UsageError("--timeout-ms must be 1..86400000", kUsage);
@@ -82,7 +125,8 @@ int RunAdmin(int argc, char** argv) {
   options.timeout_ms = static_cast<int>(*timeout);
   auto client = Connect(**address, options);
   if (!client.ok()) return Fail(client.status());
-  auto summary = CompactAndWait(**client, options);
+  auto summary = what == "compact" ? CompactAndWait(**client, options)
+                                   : RebuildEverywhere(**client, shards, options);
   if (!summary.ok()) return Fail(summary.status());
   std::cout << (summary->is_string() ? summary->get<std::string>() : summary->dump()) << "\n";
   return kExitOk;

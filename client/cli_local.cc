@@ -67,6 +67,9 @@ const char kUsage[] =
     "  --lease-ttl S    membership lease in seconds (default 5)\n"
     "  --wait S         how long to wait for a healthy cluster (default 120)\n"
     "  --no-verify      shard servers skip checksum verification of the store files\n"
+    "  --rebuild-delta SIZE  rebuild a base shard when its writes' delta holds SIZE (default\n"
+    "                   64M; 0: only on zipg admin rebuild)\n"
+    "  --rebuild-memory SIZE  memory one rebuild may use (default 80% of what is available)\n"
     "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
     "  --compaction-memory SIZE  memory a LogStore compaction may use (default 80% of what is\n"
     "                   available when it starts; shared with a merge running meanwhile)\n"
@@ -213,6 +216,12 @@ class Starter {
         argv.insert(argv.end(), {"--updates-dir", store_ + "/updates/server-" + std::to_string(k)});
       }
       if (args_.Has("no-verify")) argv.push_back("--no-verify");
+      for (const char* flag : {"rebuild-delta", "rebuild-memory"}) {
+        if (auto size = args_.Get(flag)) {
+          ZIPG_RETURN_IF_ERROR(ParseByteSize(*size).status());
+          argv.insert(argv.end(), {std::string("--") + flag, *size});
+        }
+      }
       ZIPG_RETURN_IF_ERROR(SpawnServer(argv, name, 0));
     }
     ZIPG_ASSIGN_OR_RETURN(uint64_t logstores, args_.GetUint("logstores", 1));
@@ -486,12 +495,13 @@ int RunLocal(int argc, char** argv) {
     return Stop(*store);
   }
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
-  Status known = args->CheckKnown({"store", "servers", "aggregators", "host", "port", "etcd",
-                                   "etcd-port", "cluster", "lease-ttl", "wait", "no-verify",
-                                   "memtable-mb", "compaction-memory", "merge-width",
-                                   "merge-ratio", "max-log-shards", "no-sync",
-                                   "write-batches", "replicas", "tls-ca", "tls-cert", "tls-key",
-                                   "tls-curve-key", "logstores"});
+  Status known = args->CheckKnown(
+      {"store",          "servers",       "aggregators",       "host",        "port",
+       "etcd",           "etcd-port",     "cluster",           "lease-ttl",   "wait",
+       "no-verify",      "memtable-mb",   "compaction-memory", "merge-width", "merge-ratio",
+       "max-log-shards", "rebuild-delta", "rebuild-memory",    "no-sync",     "write-batches",
+       "replicas",       "tls-ca",        "tls-cert",          "tls-key",     "tls-curve-key",
+       "logstores"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

@@ -49,6 +49,10 @@ const char kUsage[] =
     "  --call-timeout-ms MS  timeout of calls to other servers (default 10000)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
     "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
+    "  --rebuild-delta SIZE  shard: rebuild a shard (fold its writes into new compressed\n"
+    "                  files) when its delta holds SIZE in memory (default 64M; 0: only on zipg\n"
+    "                  admin rebuild)\n"
+    "  --rebuild-memory SIZE  shard: memory one rebuild may use (default 80% of the available)\n"
     "  --tls-ca F --tls-cert F --tls-key F  mutual TLS on every Thrift connection (served and\n"
     "                  made), https to etcd, CURVE on the update channel (docs/deploy.md)\n"
     "  --tls-curve-key F  the cluster's CURVE key pair (default: curve.key next to --tls-ca)\n"
@@ -77,19 +81,6 @@ const char kUsage[] =
     "                  concurrent writes beyond them queue and go together)\n"
     "stops cleanly (leaving etcd at once) on SIGTERM or SIGINT\n";
 
-StatusOr<std::vector<uint32_t>> ParseShardList(const std::string& text) {
-  std::vector<uint32_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    ZIPG_ASSIGN_OR_RETURN(uint64_t v, ParseUint(item, "--shards"));
-    if (v > 1u << 20) return Status::InvalidArgument("--shards: " + item + " is too large");
-    out.push_back(static_cast<uint32_t>(v));
-  }
-  if (out.empty()) return Status::InvalidArgument("--shards needs a list such as 0,1");
-  return out;
-}
-
 // Blocks SIGTERM and SIGINT in this thread (and every thread started after it), so that
 // WaitForStop can collect them synchronously.
 sigset_t BlockStopSignals() {
@@ -117,12 +108,35 @@ int RunServe(int argc, char** argv) {
   if (role != "shard" && role != "aggregator" && role != "logstore") {
     return UsageError("unknown server role '" + role + "'", kUsage);
   }
-  Status known = args->CheckKnown(
-      WithTls({"store", "shards", "etcd", "host", "port", "cluster", "name", "lease-ttl",
-               "call-timeout-ms", "no-verify", "update-port", "memtable-mb", "compaction-memory",
-               "merge-width", "merge-ratio", "max-log-shards", "no-sync", "write-batches", "updates-dir", "tls-curve-key", "standby",
-               "ship-port", "standby-endpoint", "ship-timeout-ms", "logstore-dir", "elect",
-               "leader-ttl"}));
+  Status known = args->CheckKnown(WithTls({"store",
+                                           "shards",
+                                           "etcd",
+                                           "host",
+                                           "port",
+                                           "cluster",
+                                           "name",
+                                           "lease-ttl",
+                                           "call-timeout-ms",
+                                           "no-verify",
+                                           "update-port",
+                                           "memtable-mb",
+                                           "compaction-memory",
+                                           "merge-width",
+                                           "merge-ratio",
+                                           "max-log-shards",
+                                           "rebuild-delta",
+                                           "rebuild-memory",
+                                           "no-sync",
+                                           "write-batches",
+                                           "updates-dir",
+                                           "tls-curve-key",
+                                           "standby",
+                                           "ship-port",
+                                           "standby-endpoint",
+                                           "ship-timeout-ms",
+                                           "logstore-dir",
+                                           "elect",
+                                           "leader-ttl"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -209,8 +223,18 @@ int RunServe(int argc, char** argv) {
     if (!shards.ok()) return UsageError(shards.status().message(), kUsage);
     GraphOpenOptions open_options;
     open_options.verify_checksums = !args->Has("no-verify");
+    shard::RebuildOptions rebuild;
+    for (auto [flag, field] : {std::pair{"rebuild-delta", &rebuild.delta_bytes},
+                               std::pair{"rebuild-memory", &rebuild.memory}}) {
+      if (auto text = args->Get(flag)) {
+        auto bytes = ParseByteSize(*text);
+        if (!bytes.ok())
+          return UsageError("--" + std::string(flag) + ": " + bytes.status().message(), kUsage);
+        *field = *bytes;
+      }
+    }
     auto g = shard::ServerGraph::Open(*store, *shards, open_options, view->get(), &pools,
-                                      args->Get("updates-dir").value_or(""));
+                                      args->Get("updates-dir").value_or(""), rebuild);
     if (!g.ok()) return Fail(g.status());
     shard_graph = std::move(*g);
     // Not serving until caught up (below, after registering); a refused push then wakes it.
@@ -259,6 +283,7 @@ int RunServe(int argc, char** argv) {
           for (uint32_t s : shard_graph->hosted()) last[std::to_string(s)] = shard_graph->LastId(s);
           j["last_update_ids"] = last;
           j["refused_pushes"] = shard_graph->refused();
+          j["rebuilds"] = shard_graph->RebuildStats();
           if (catch_up) {
             j["catch_up"] = {{"reads", catch_up->reads()}, {"applied", catch_up->applied()}};
           }

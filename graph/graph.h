@@ -39,8 +39,8 @@ class Graph final : public ShardRouter {
   const engine::Shard& shard(uint32_t i) const { return *shards_[i]; }
 
  protected:
-  StatusOr<const engine::ShardReader*> LocalShard(uint32_t index) override {
-    return shards_[index].get();
+  StatusOr<ShardRef> LocalShard(uint32_t index) override {
+    return ShardRef(ShardRef(), shards_[index].get());  // owned by the Graph: no count
   }
 
  private:

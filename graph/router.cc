@@ -17,14 +17,14 @@ Status CheckEdgeArgs(int64_t id, int64_t type) {
 }
 }  // namespace
 
-StatusOr<const engine::ShardReader*> ShardRouter::Owner(int64_t id) {
+StatusOr<ShardRouter::ShardRef> ShardRouter::Owner(int64_t id) {
   return LocalShard(ShardOf(id, num_shards_));
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::NodeIdsOnAllShards(const Properties& properties) {
   std::vector<int64_t> ids;
   for (uint32_t i = 0; i < num_shards_; ++i) {
-    ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, LocalShard(i));
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(i));
     ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
     ids.insert(ids.end(), part.begin(), part.end());
   }
@@ -36,7 +36,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::FilterLocal(const std::vector<int64_
   std::vector<int64_t> kept;
   for (int64_t id : ids) {
     ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-    ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
     ZIPG_ASSIGN_OR_RETURN(bool ok, shard->NodeMatches(id, properties));
     if (ok) kept.push_back(id);
   }
@@ -57,7 +57,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::FilterGroups(
 StatusOr<std::optional<Properties>> ShardRouter::GetNodeProperty(
     int64_t id, const std::vector<std::string>* names) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   return shard->GetNodeProperty(id, names);
 }
 
@@ -74,7 +74,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
                                                            const Properties& properties) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
   if (type) ZIPG_RETURN_IF_ERROR(CheckId(*type, "type"));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   ZIPG_ASSIGN_OR_RETURN(auto neighbors, shard->NeighborIds(id, type));
   if (properties.empty()) return neighbors;
   std::map<uint32_t, std::vector<int64_t>> groups;
@@ -86,7 +86,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
 
 StatusOr<EdgeRecordInfo> ShardRouter::GetEdgeRecord(int64_t id, int64_t type) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   ZIPG_ASSIGN_OR_RETURN(int64_t count, shard->AssocCount(id, type));
   return EdgeRecordInfo{id, type, count};
 }
@@ -94,7 +94,7 @@ StatusOr<EdgeRecordInfo> ShardRouter::GetEdgeRecord(int64_t id, int64_t type) {
 StatusOr<std::pair<int64_t, int64_t>> ShardRouter::GetEdgeRange(int64_t id, int64_t type,
                                                                 int64_t t_lo, int64_t t_hi) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   return shard->EdgeRange(id, type, t_lo, t_hi);
 }
 
@@ -102,13 +102,13 @@ StatusOr<std::optional<Edge>> ShardRouter::GetEdgeData(int64_t id, int64_t type,
                                                        int64_t time_order) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   if (time_order < 0) return std::optional<Edge>();
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   return shard->EdgeData(id, type, time_order);
 }
 
 StatusOr<std::optional<Node>> ShardRouter::ObjGet(int64_t id) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   ZIPG_ASSIGN_OR_RETURN(auto props, shard->GetNodeProperty(id, nullptr));
   if (!props) return std::optional<Node>();
   return std::optional<Node>(Node{id, std::move(*props)});
@@ -119,13 +119,13 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocRange(int64_t id, int64_t type, in
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   ZIPG_RETURN_IF_ERROR(CheckId(pos, "pos"));
   ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   return shard->AssocRange(id, type, pos, limit);
 }
 
 StatusOr<int64_t> ShardRouter::AssocCount(int64_t id, int64_t type) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   return shard->AssocCount(id, type);
 }
 
@@ -133,7 +133,7 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocGet(int64_t id, int64_t type,
                                                   const std::vector<int64_t>& ids, int64_t low,
                                                   int64_t high) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   return shard->AssocGet(id, type, ids, low, high);
 }
 
@@ -141,7 +141,7 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocTimeRange(int64_t id, int64_t type
                                                         int64_t high, int64_t limit) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
-  ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, Owner(id));
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
   return shard->AssocTimeRange(id, type, low, high, limit);
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "engine/shard.h"
@@ -49,8 +50,11 @@ class ShardRouter : public GraphApi {
   ShardRouter() = default;
   void set_num_shards(uint32_t n) { num_shards_ = n; }
 
+  // A shard for one operation: it stays open (a shard server may swap in a rebuilt version
+  // meanwhile, engine/live_shard.h) while the reference is held.
+  using ShardRef = std::shared_ptr<const engine::ShardReader>;
   // Shard `index` if it is open in this process; UNAVAILABLE otherwise.
-  virtual StatusOr<const engine::ShardReader*> LocalShard(uint32_t index) = 0;
+  virtual StatusOr<ShardRef> LocalShard(uint32_t index) = 0;
   // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
   virtual StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties);
   // The ids of `groups` (shard -> ids it owns) whose node matches every pair (any order).
@@ -59,7 +63,7 @@ class ShardRouter : public GraphApi {
       const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties);
 
  private:
-  StatusOr<const engine::ShardReader*> Owner(int64_t id);
+  StatusOr<ShardRef> Owner(int64_t id);
   uint32_t num_shards_ = 0;
 };
 

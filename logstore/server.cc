@@ -42,4 +42,8 @@ void LogStoreHandler::local_node_ids(std::vector<int64_t>&, const std::vector<in
   rpc::ThrowIfError(Status::InvalidArgument("local_node_ids is a shard server call"));
 }
 
+void LogStoreHandler::admin_rebuild(std::string&, const std::vector<int32_t>&) {
+  rpc::ThrowIfError(Status::InvalidArgument("admin_rebuild is a shard server call"));
+}
+
 }  // namespace zipg::logstore

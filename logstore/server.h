@@ -33,6 +33,7 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                       const std::map<std::string, std::string>& properties) override;
+  void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards) override;
 
  private:
   LogStore* store_;

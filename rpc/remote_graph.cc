@@ -192,6 +192,13 @@ StatusOr<bool> RemoteGraph::AssocDelete(int64_t src, int64_t type, int64_t dst) 
   return deleted;
 }
 
+StatusOr<std::string> RemoteGraph::Rebuild(const std::vector<int32_t>& shards) {
+  std::string r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.admin_rebuild(r, shards); }, false));
+  return r;
+}
+
 StatusOr<std::string> RemoteGraph::Compact() {
   std::string r;
   ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.admin_compact(r); }, false));

@@ -85,6 +85,8 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
                                              const Properties& properties);
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
                                               const Properties& properties);
+  // admin_rebuild: the listed shards of a shard server (all if empty); JSON summaries.
+  StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards);
 
  private:
   std::shared_ptr<ConnectionPool> pool_;

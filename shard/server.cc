@@ -1,5 +1,9 @@
 #include "shard/server.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,7 +18,8 @@ namespace zipg::shard {
 
 StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     const std::string& dir, const std::vector<uint32_t>& shards, const GraphOpenOptions& options,
-    const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir_option) {
+    const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir_option,
+    const RebuildOptions& rebuild) {
   if (shards.empty()) return Status::InvalidArgument("a shard server needs at least one shard");
   std::unique_ptr<ServerGraph> g(new ServerGraph());
   ZIPG_ASSIGN_OR_RETURN(g->store_, OpenStore(dir, options, &shards));
@@ -30,7 +35,8 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   std::error_code ec;
   std::filesystem::create_directories(updates_dir, ec);
   if (ec) return Status::IOError("cannot create " + updates_dir + ": " + ec.message());
-  g->merged_.resize(g->store_.shards.size());
+  g->live_.resize(g->store_.shards.size());
+  g->rebuild_ = rebuild;
   g->apply_mu_.resize(g->store_.shards.size());
   for (uint32_t s : g->hosted_) {
     const std::string base = updates_dir + "/shard-" + std::to_string(s);
@@ -43,12 +49,14 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
           "Rebuild the store with zipg compress and start with an empty " +
           updates_dir);
     }
-    ZIPG_ASSIGN_OR_RETURN(auto index, engine::DeltaIndex::Open(base + ".delta", /*sync=*/false));
+    engine::LiveShardOptions live_options;
+    live_options.rebuild_memory = rebuild.memory;
+    ZIPG_ASSIGN_OR_RETURN(g->live_[s], engine::LiveShard::Open(g->store_.shards[s].get(), base,
+                                                               g->log_.get(), live_options));
     g->apply_mu_[s] = std::make_unique<std::mutex>();
-    g->merged_[s] = std::make_unique<engine::MergedShard>(g->store_.shards[s].get(),
-                                                          std::move(index), g->log_.get());
   }
   g->syncer_ = std::thread([p = g.get()] { p->SyncLoop(); });
+  g->rebuilder_ = std::thread([p = g.get()] { p->RebuildLoop(); });
   return g;
 }
 
@@ -57,8 +65,44 @@ ServerGraph::~ServerGraph() {
     std::lock_guard lock(sync_mu_);
     stop_sync_ = true;
   }
+  for (uint32_t s : hosted_) {
+    if (live_[s]) live_[s]->Cancel();
+  }
   sync_cv_.notify_all();
   if (syncer_.joinable()) syncer_.join();
+  if (rebuilder_.joinable()) rebuilder_.join();
+}
+
+void ServerGraph::RebuildLoop() {
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  for (;;) {
+    {
+      std::unique_lock lock(sync_mu_);
+      if (sync_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_sync_; })) return;
+    }
+    if (rebuild_.delta_bytes == 0) continue;
+    for (uint32_t s : hosted_) {
+      if (live_[s]->delta_bytes() < rebuild_.delta_bytes) continue;
+      auto done = live_[s]->Rebuild();
+      if (!done.ok()) {  // kept in its stats; tried again at the next check
+        fprintf(stderr, "zipg shard: rebuild of shard %u: %s\n", s,
+                done.status().ToString().c_str());
+      }
+    }
+  }
+}
+
+StatusOr<nlohmann::json> ServerGraph::Rebuild(uint32_t shard) {
+  if (shard >= live_.size() || !live_[shard]) {
+    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
+  }
+  return live_[shard]->Rebuild();
+}
+
+nlohmann::json ServerGraph::RebuildStats() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (uint32_t s : hosted_) j[std::to_string(s)] = live_[s]->Stats();
+  return j;
 }
 
 void ServerGraph::SyncLoop() {
@@ -73,7 +117,7 @@ void ServerGraph::SyncLoop() {
       stopping = stop_sync_;
     }
     for (uint32_t s : hosted_) {
-      Status synced = merged_[s]->SyncDelta();
+      Status synced = live_[s]->Sync();
       if (!synced.ok() && !reported) {  // the delta file refuses appends from now on
         fprintf(stderr, "zipg shard: shard %u: %s\n", s, synced.ToString().c_str());
         reported = true;
@@ -105,14 +149,14 @@ StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
 
 StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
                                             const std::vector<engine::Update>& batch) {
-  if (shard >= merged_.size() || !merged_[shard]) {
+  if (shard >= live_.size() || !live_[shard]) {
     return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   }
   PushAnswer answer;
   {
     std::lock_guard lock(*apply_mu_[shard]);
-    if (prev <= merged_[shard]->delta().last_id()) {
-      ZIPG_ASSIGN_OR_RETURN(answer.found, merged_[shard]->Apply(batch));
+    if (prev <= live_[shard]->last_id()) {
+      ZIPG_ASSIGN_OR_RETURN(answer.found, live_[shard]->Apply(batch));
       return answer;
     }
     answer.behind = true;
@@ -140,35 +184,35 @@ bool ServerGraph::StartServing(uint64_t refused_before) {
 }
 
 Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch) {
-  if (shard >= merged_.size() || !merged_[shard]) {
+  if (shard >= live_.size() || !live_[shard]) {
     return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   }
   std::lock_guard lock(*apply_mu_[shard]);
-  return merged_[shard]->Apply(batch).status();
+  return live_[shard]->Apply(batch).status();
 }
 
 uint64_t ServerGraph::LastId(uint32_t shard) const {
-  if (shard >= merged_.size() || !merged_[shard]) return 0;
-  return merged_[shard]->delta().last_id();
+  if (shard >= live_.size() || !live_[shard]) return 0;
+  return live_[shard]->last_id();
 }
 
 uint64_t ServerGraph::AccountedBytes() const {
   uint64_t bytes = 0;
-  for (uint32_t s : hosted_) bytes += merged_[s]->delta().bytes();
+  for (uint32_t s : hosted_) bytes += live_[s]->delta_bytes();
   return bytes;
 }
 
 nlohmann::json ServerGraph::UpdateStats() const {
   nlohmann::json j = nlohmann::json::object();
-  for (uint32_t s : hosted_) j[std::to_string(s)] = merged_[s]->delta().size();
+  for (uint32_t s : hosted_) j[std::to_string(s)] = live_[s]->written_nodes();
   return j;
 }
 
-StatusOr<const engine::ShardReader*> ServerGraph::LocalShard(uint32_t index) {
+StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
   if (!serving_.load()) {
     return Status::Unavailable("this replica is catching up with the LogStore's writes");
   }
-  if (index < merged_.size() && merged_[index]) return merged_[index].get();
+  if (index < live_.size() && live_[index]) return ShardRef(live_[index]->Current());
   return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
 }
 
@@ -180,7 +224,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32
   std::vector<int64_t> ids;
   for (int32_t s : shards) {
     if (s < 0) return Status::InvalidArgument("negative shard number");
-    ZIPG_ASSIGN_OR_RETURN(const engine::ShardReader* shard, LocalShard(static_cast<uint32_t>(s)));
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(static_cast<uint32_t>(s)));
     ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
     ids.insert(ids.end(), part.begin(), part.end());
   }
@@ -264,6 +308,20 @@ void ShardHandler::filter_nodes(std::vector<int64_t>& _return, const std::vector
 void ShardHandler::local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                                   const std::map<std::string, std::string>& properties) {
   _return = rpc::ValueOrThrow(graph_->LocalNodeIds(shards, rpc::FromThrift(properties)));
+}
+
+void ShardHandler::admin_rebuild(std::string& _return, const std::vector<int32_t>& shards) {
+  std::vector<uint32_t> which(graph_->hosted());
+  if (!shards.empty()) {
+    which.clear();
+    for (int32_t s : shards) {
+      if (s < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
+      which.push_back(static_cast<uint32_t>(s));
+    }
+  }
+  nlohmann::json out = nlohmann::json::object();
+  for (uint32_t s : which) out[std::to_string(s)] = rpc::ValueOrThrow(graph_->Rebuild(s));
+  _return = out.dump();
 }
 
 }  // namespace zipg::shard

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cluster/membership.h"
+#include "engine/live_shard.h"
 #include "engine/merged.h"
 #include "graph/graph.h"
 #include "graph/router.h"
@@ -35,6 +36,15 @@
 
 namespace zipg::shard {
 
+// When the hosted shards are rebuilt (docs/writes.md, "Rebuilding a base shard").
+struct RebuildOptions {
+  // A shard is rebuilt when its delta holds this many bytes in memory; 0: only when asked
+  // (zipg admin rebuild).
+  uint64_t delta_bytes = uint64_t{64} << 20;
+  // Memory one rebuild may use; 0: graph::Compress's default share of the memory available.
+  uint64_t memory = 0;
+};
+
 class ServerGraph final : public ShardRouter {
  public:
   // Opens the listed shards of the store at `dir`. `view` and `pools` reach the peers; both
@@ -44,7 +54,8 @@ class ServerGraph final : public ShardRouter {
   // within kSyncIntervalMs (docs/replication.md, "Durability on the shards").
   static StatusOr<std::unique_ptr<ServerGraph>> Open(
       const std::string& dir, const std::vector<uint32_t>& shards, const GraphOpenOptions& options,
-      const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir = "");
+      const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir = "",
+      const RebuildOptions& rebuild = {});
   ~ServerGraph() override;
   static constexpr int kSyncIntervalMs = 50;
 
@@ -71,6 +82,10 @@ class ServerGraph final : public ShardRouter {
   void OnBehind(std::function<void()> f) { on_behind_ = std::move(f); }
   // Nodes touched by writes, per hosted shard.
   nlohmann::json UpdateStats() const;
+  // Rebuilds hosted shard `shard` now (engine/live_shard.h); its summary.
+  StatusOr<nlohmann::json> Rebuild(uint32_t shard);
+  // Per hosted shard, its version and rebuilds (LiveShard::Stats).
+  nlohmann::json RebuildStats() const;
   // Bytes the hosted shards' delta indexes hold in memory.
   uint64_t AccountedBytes() const;
 
@@ -79,7 +94,7 @@ class ServerGraph final : public ShardRouter {
                                               const Properties& properties);
 
  protected:
-  StatusOr<const engine::ShardReader*> LocalShard(uint32_t index) override;
+  StatusOr<ShardRef> LocalShard(uint32_t index) override;
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
   StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups,
@@ -108,7 +123,7 @@ class ServerGraph final : public ShardRouter {
 
   OpenedStore store_;
   std::unique_ptr<LogStoreSource> log_;
-  std::vector<std::unique_ptr<engine::MergedShard>> merged_;  // null for shards not hosted
+  std::vector<std::unique_ptr<engine::LiveShard>> live_;  // null for shards not hosted
   std::vector<uint32_t> hosted_;
   // Per shard: serializes the prev check with the apply, so pushes and feed reads apply in order.
   std::vector<std::unique_ptr<std::mutex>> apply_mu_;
@@ -125,6 +140,12 @@ class ServerGraph final : public ShardRouter {
   std::condition_variable sync_cv_;
   bool stop_sync_ = false;  // guarded by sync_mu_
   std::thread syncer_;
+
+  // Rebuilds a hosted shard whose delta passed RebuildOptions::delta_bytes (checked every
+  // second, at nice 10).
+  void RebuildLoop();
+  RebuildOptions rebuild_;
+  std::thread rebuilder_;
 };
 
 // The Thrift handler: GraphService through the ServerGraph, plus the shipped sub-queries.
@@ -137,6 +158,7 @@ class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler 
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                       const std::map<std::string, std::string>& properties) override;
+  void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards) override;
 
  private:
   ServerGraph* graph_;

@@ -140,6 +140,10 @@ service ShardService extends GraphService {
   // get_node_ids over the listed shards, all hosted by this server; sorted.
   list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties)
       throws (1: GraphError error),
+  // Rebuilds the listed shards hosted here (every hosted shard if none) now, folding their
+  // writes into new compressed files (docs/writes.md, "Rebuilding a base shard"); returns a JSON
+  // object of summaries by shard.
+  string admin_rebuild(1: list<i32> shards) throws (1: GraphError error),
 }
 
 // A node's live data in the LogStore's fragments (memtables and log shards, docs/writes.md).

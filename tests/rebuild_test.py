@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""End-to-end test of base-shard rebuilds (docs/writes.md, "Rebuilding a base shard") on a real
+local cluster: `zipg local start --servers 2 --replicas 2 --rebuild-delta 0` (etcd, 2 shard
+servers each holding all 4 shards, a LogStore, 2 aggregators; rebuilds only when asked). Every
+answer is compared with the plain-Python model of the contract with writes
+(write_model.WriteModel).
+
+A. Two rounds of random writes, a compaction and more writes (so the written data lies in a log
+   shard and in the memtable), then `zipg admin rebuild`, while 2 clients add and delete edges of
+   their own nodes and read their counts back (every outcome checked against each client's own
+   state). After each rebuild every replica reports the next version of each shard, through an
+   update id no older than before, whose delta holds only the nodes written since (the loaders'
+   at most); every read equals the model through the aggregators and asked of each replica
+   directly.
+B. kill -9 of one shard server, writes meanwhile, its restart: it reopens its rebuilt versions,
+   catches up from the LogStore's feed and answers like the model; no version files but the
+   current ones are left.
+C. That server restarted with `--rebuild-delta 1K`: writes make it rebuild on its own.
+D. `zipg admin rebuild --shards 9` names no hosted shard: an error; `zipg local stop` leaves no
+   process.
+
+Usage: rebuild_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_procs  # noqa: E402
+import write_model  # noqa: E402
+from write_model import acceptable, random_write, raw_status, short  # noqa: E402
+
+SEED = 20261127
+rnd = random.Random(SEED)
+T = cluster_procs.TestSetup("rebuild_test", __doc__)
+check, section, note = T.check, T.section, T.note
+TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
+SHARDS = 4
+LOADERS = 2
+LOAD_TYPE = 9  # the loaders' edges: (9_000_000 + k, 9, dst), a type random_write never uses
+SERVERS = ["shard-0", "shard-1"]
+
+
+def main():
+    section("setup: compress (4 shards), local start --servers 2 --replicas 2 --rebuild-delta 0")
+    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, SHARDS, check)
+    if made is None:
+        return
+    inp, nodes_csv, edges_csv, model = made
+    r, state = procs.local_start(check, "--servers", "2", "--replicas", "2", "--lease-ttl", "2",
+                                 "--memtable-mb", "0", "--no-verify", "--rebuild-delta", "0")
+    if state is None:
+        return
+    aggs = state["aggregators"]
+    view = write_model.ClusterView(aggs[0], check)
+    members = view.members
+
+    def Session(endpoint, label, seed=0):
+        return write_model.Session(ZIPG, TMP, procs.sessions, endpoint, label, seed)
+
+    sess = [Session(aggs[0], "agg0", SEED + 1), Session(aggs[1], "agg1", SEED + 2)]
+    cc = write_model.ClusterCheck(model, sess, Session, members, SHARDS, check, note)
+    universe = sorted(set(inp.ids) | {7_000_001 + k for k in range(20)})
+    hot = inp.node_ids[:8]
+    w = random.Random(SEED + 3)
+
+    def rebuilds(name):
+        """The server's rebuild status by shard (its own status document)."""
+        m = members().get(name)
+        return (raw_status(m["endpoint"]) or {}).get("rebuilds", {}) if m else {}
+
+    def admin(*args):
+        r = subprocess.run([ZIPG, "admin", *args], capture_output=True, text=True, timeout=600)
+        try:
+            return r.returncode, json.loads(r.stdout), r.stderr
+        except ValueError:
+            return r.returncode, None, r.stdout + r.stderr
+
+    def rebuild_all(label):
+        """zipg admin rebuild of every shard while the loaders run; checks each replica's new
+        version against its rebuild status just before."""
+        before = {name: rebuilds(name) for name in SERVERS}
+        t0 = time.monotonic()
+        rc, summary, err = admin("rebuild", "--connect", aggs[0])
+        took = time.monotonic() - t0
+        check(rc == 0 and isinstance(summary, dict) and sorted(summary) == SERVERS,
+              f"{label}: admin rebuild: rc {rc} {short(summary)} {err[-300:]!r}")
+        after = {}
+        for name in SERVERS:
+            after[name] = rebuilds(name)
+            for s in range(SHARDS):
+                b, a = before[name].get(str(s), {}), after[name].get(str(s), {})
+                got = (summary or {}).get(name, {}).get(str(s), {})
+                check(a.get("version") == b.get("version", 0) + 1 and
+                      got.get("version") == a.get("version") and
+                      a.get("through", 0) >= b.get("through", 0) and
+                      a.get("rebuilds") == b.get("rebuilds", 0) + 1 and
+                      b.get("written_nodes", 0) > LOADERS and
+                      a.get("written_nodes", 1 << 60) <= LOADERS,
+                      f"{label}: {name} shard {s}: before {short(b, 300)} after {short(a, 300)} "
+                      f"summary {short(got, 300)}")
+        s0 = (summary or {}).get("shard-0", {}).get("0", {})
+        note(f"{label}: admin rebuild of 4 shards on 2 servers took {took:.1f} s; shard-0/0: "
+             f"{short(s0, 400)}")
+
+    # The loaders: loader k adds edges (9_000_000 + k, 9, n) and deletes some it added, and asks
+    # the count of its node after each write; its own state says every answer.
+    stop = threading.Event()
+    lock = threading.Lock()
+    loaded = []  # acknowledged loader writes, applied to the model once the loaders stop
+    stats = {"writes": 0, "wrong": 0}
+
+    def loader(k):
+        s = Session(aggs[k % 2], f"loader-{k}", SEED + 10 + k)
+        lw = random.Random(SEED + 20 + k)
+        src, held, n, mine = 9_000_000 + k, set(), 0, []
+        while not stop.is_set():
+            if held and lw.random() < 0.35:
+                d = lw.choice(sorted(held))
+                q = {"op": "assoc_delete", "src": src, "type": LOAD_TYPE, "dst": d}
+                want = {"ok": {"deleted": True}}
+                held.discard(d)
+            else:
+                n += 1
+                q = {"op": "assoc_add", "src": src, "type": LOAD_TYPE, "dst": n, "timestamp": n,
+                     "properties": {"n": str(n)}}
+                want = {"ok": {"replaced": False}}
+                held.add(n)
+            got = s.call(q)
+            ok = acceptable(got, want)
+            mine.append(q)
+            count = s.call({"op": "assoc_count", "id": src, "type": LOAD_TYPE})
+            counted = acceptable(count, {"ok": len(held)})
+            with lock:
+                stats["writes"] += 1
+                if not ok or not counted:
+                    stats["wrong"] += 1
+                    check(False, f"loader {k}: {short(q)} -> {short(got)}; count {short(count)} "
+                                 f"want {len(held)}")
+        with lock:
+            loaded.extend(mine)
+        s.close()
+
+    # ---- A ------------------------------------------------------------------------------------
+    section("A. two rounds of writes, a compaction and a rebuild, with 2 loaders running")
+    for name in SERVERS:
+        status = rebuilds(name)
+        check(all(status.get(str(s), {}).get("version") == 0 for s in range(SHARDS)),
+              f"A: {name} starts at version 0: {short(status)}")
+    threads = [threading.Thread(target=loader, args=(k,)) for k in range(LOADERS)]
+    for th in threads:
+        th.start()
+    t0 = time.monotonic()
+    for rnd_no in (1, 2):
+        for k in range(200):
+            cc.write(random_write(model, w, hot, universe), k)
+        rc, summary, err = admin("compact", "--connect", aggs[0])
+        check(rc == 0, f"A{rnd_no}: admin compact: {short(summary)} {err[-300:]!r}")
+        for k in range(100):
+            cc.write(random_write(model, w, hot, universe), k)
+        rebuild_all(f"A{rnd_no}")
+        for k in range(50):  # written after the rebuild: in the new delta
+            cc.write(random_write(model, w, hot, universe), k)
+    stop.set()
+    for th in threads:
+        th.join()
+    for q in loaded:
+        model.write(q)
+    check(stats["wrong"] == 0, f"A: {stats['wrong']} wrong loader answers")
+    note(f"A: the loaders made {stats['writes']} writes (each with a count read) in "
+         f"{time.monotonic() - t0:.1f} s, {stats['wrong']} wrong")
+    cc.full_comparison("A")
+    cc.compare_replicas("A", SERVERS)
+
+    # ---- B ------------------------------------------------------------------------------------
+    section("B. kill -9 of a rebuilt shard server, writes meanwhile, its restart")
+    victim = members()["shard-1"]
+    victim_argv = cluster_procs.cmdline(victim["pid"])
+    os.kill(victim["pid"], signal.SIGKILL)
+    for k in range(150):
+        cc.write(random_write(model, w, hot, universe), k)
+    procs.start_server(victim_argv, os.path.join(STORE, "run", "shard-1.log"))
+    time.sleep(0.5)
+    cc.wait_serving(SERVERS, 60)
+    back = rebuilds("shard-1")
+    check(all(back.get(str(s), {}).get("version") == 2 for s in range(SHARDS)),
+          f"B: shard-1 reopened its version 2 of every shard: {short(back)}")
+    cc.full_comparison("B")
+    cc.compare_replicas("B", SERVERS)
+    updates = os.path.join(STORE, "updates", "server-1")
+    left = sorted(f for f in os.listdir(updates) if f.startswith("shard-"))
+    want = sorted([f"shard-{s}.v2" for s in range(SHARDS)] +
+                  [f"shard-{s}.v2.delta" for s in range(SHARDS)] +
+                  [f"shard-{s}.version" for s in range(SHARDS)])
+    check(left == want, f"B: files of shard-1's shards: {left}")
+
+    # ---- C ------------------------------------------------------------------------------------
+    section("C. --rebuild-delta 1K: writes make the server rebuild on its own")
+    victim = members()["shard-1"]
+    argv = cluster_procs.cmdline(victim["pid"])
+    procs.kill_and_wait([victim["pid"]])
+    at = argv.index("--rebuild-delta")
+    argv[at + 1] = "1K"
+    procs.start_server(argv, os.path.join(STORE, "run", "shard-1.log"))
+    time.sleep(0.5)
+    cc.wait_serving(SERVERS, 60)
+    for k in range(300):
+        cc.write(random_write(model, w, hot, universe), k)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        auto = rebuilds("shard-1")
+        if all(auto.get(str(s), {}).get("version", 0) >= 3 for s in range(SHARDS)):
+            break
+        time.sleep(0.2)
+    check(all(auto.get(str(s), {}).get("version", 0) >= 3 for s in range(SHARDS)),
+          f"C: shard-1 rebuilt every shard on its own: {short(auto)}")
+    other = rebuilds("shard-0")
+    check(all(other.get(str(s), {}).get("version") == 2 for s in range(SHARDS)),
+          f"C: shard-0 (--rebuild-delta 0) did not: {short(other)}")
+    cc.full_comparison("C")
+    cc.compare_replicas("C", SERVERS)
+
+    # ---- D ------------------------------------------------------------------------------------
+    section("D. errors, zipg local stop")
+    rc, summary, err = admin("rebuild", "--connect", aggs[0], "--shards", "9")
+    check(rc != 0 and "no shard server" in err, f"D: --shards 9: rc {rc} {err[-300:]!r}")
+    rc, summary, err = admin("rebuild", "--connect", aggs[0], "--shards", "x")
+    check(rc != 0 and "--shards" in err, f"D: --shards x: rc {rc} {err[-300:]!r}")
+    procs.local_stop(check, STORE, ZIPG)
+
+
+if __name__ == "__main__":
+    cluster_procs.run_test("rebuild_test", main, report, procs.cleanup)
