@@ -553,18 +553,35 @@ Status CompressedFile::Impl::ExtractAll(std::string* out) const {
       }
     }
   }
-  // Then the text, front to back: T[pos] is the byte of row's column, and Psi moves to pos + 1.
+  // Then the text: T[pos] is the byte of row's column, and Psi moves to pos + 1. Each ISA sample
+  // starts a chain over the next isa_rate positions; kChains chains advance in lockstep, each
+  // prefetching its next Psi entry, so that their cache misses in `psi` (one per text byte, the
+  // cost of this loop) overlap instead of adding up.
   const size_t start = out->size();
   out->resize(start + n_);
   char* dst = out->data() + start;
-  uint64_t row = isa_.Get(0);
-  for (uint64_t pos = 0; pos < n_; ++pos) {
-    if (row == 0 || row > n_) [[unlikely]] {
-      out->resize(start);
-      return Corrupt("invalid row while extracting");
+  constexpr uint64_t kChains = 16;
+  const uint64_t step = uint64_t{1} << isa_shift_;
+  const uint64_t samples = (n_ + step - 1) >> isa_shift_;
+  uint64_t rows[kChains];
+  for (uint64_t group = 0; group < samples; group += kChains) {
+    const uint64_t num = std::min(kChains, samples - group);
+    for (uint64_t i = 0; i < num; ++i) rows[i] = isa_.Get(group + i);
+    const uint64_t base = group << isa_shift_;
+    for (uint64_t k = 0; k < step; ++k) {
+      for (uint64_t i = 0; i < num; ++i) {
+        const uint64_t pos = base + (i << isa_shift_) + k;
+        if (pos >= n_) continue;
+        const uint64_t row = rows[i];
+        if (row == 0 || row > n_) [[unlikely]] {
+          out->resize(start);
+          return Corrupt("invalid row while extracting");
+        }
+        dst[pos] = static_cast<char>(col_sym_[ColumnOf(row)]);
+        rows[i] = psi[row];
+        __builtin_prefetch(&psi[rows[i]]);
+      }
     }
-    dst[pos] = static_cast<char>(col_sym_[ColumnOf(row)]);
-    row = psi[row];
   }
   return Status::OK();
 }
