@@ -278,6 +278,38 @@ StatusOr<std::optional<Properties>> NodeFile::Get(int64_t id,
   return std::optional<Properties>(std::move(props));
 }
 
+Status NodeFile::ForEachNode(const std::function<Status(int64_t, Properties)>& visit,
+                             uint64_t memory_bytes, uint64_t chunk_bytes) const {
+  const size_t n = ids_.size();
+  std::string whole;
+  const bool at_once = text_->size() > 0 && text_->ExtractAllMemory() <= memory_bytes;
+  if (at_once) ZIPG_RETURN_IF_ERROR(text_->ExtractAll(&whole));
+  std::string chunk;
+  for (size_t first = 0; first < n;) {
+    // Records [first, last): the whole text, or at least one record and about chunk_bytes.
+    size_t last = first + 1;
+    if (at_once) {
+      last = n;
+    } else {
+      while (last < n && offsets_[last + 1] - offsets_[first] <= chunk_bytes) ++last;
+      chunk.clear();
+      ZIPG_RETURN_IF_ERROR(
+          text_->Extract(offsets_[first], offsets_[last] - offsets_[first], &chunk));
+    }
+    const std::string_view view = at_once ? std::string_view(whole) : std::string_view(chunk);
+    const uint64_t base = at_once ? 0 : offsets_[first];
+    for (size_t i = first; i < last; ++i) {
+      Properties props;
+      ZIPG_RETURN_IF_ERROR(
+          ParseRecord(static_cast<int64_t>(i),
+                      view.substr(offsets_[i] - base, offsets_[i + 1] - offsets_[i]), &props));
+      ZIPG_RETURN_IF_ERROR(visit(ids_[i], std::move(props)));
+    }
+    first = last;
+  }
+  return Status::OK();
+}
+
 StatusOr<bool> NodeFile::Matches(int64_t id, const Properties& filter) const {
   const int64_t index = RecordIndex(id);
   if (index < 0) return false;

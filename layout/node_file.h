@@ -9,15 +9,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "model/types.h"
 #include "layout/compressed_file.h"
 #include "layout/record_coding.h"
+#include "model/types.h"
 #include "util/status.h"
 
 namespace zipg::layout {
@@ -64,6 +65,12 @@ class NodeFile {
   // sorted by name; nullopt if the node is not in this file.
   StatusOr<std::optional<Properties>> Get(int64_t id,
                                           const std::vector<std::string>* names = nullptr) const;
+  // Calls visit(id, its properties sorted by name) for every node in ascending id, reading the
+  // text once front to back: for whole-file readers (a shard rebuild), not for queries. Stops at
+  // the first error visit returns. Decodes the whole text at once if that fits in
+  // `memory_bytes` (CompressedFile::ExtractAllMemory), else `chunk_bytes` of records at a time.
+  Status ForEachNode(const std::function<Status(int64_t id, Properties properties)>& visit,
+                     uint64_t memory_bytes = 0, uint64_t chunk_bytes = 4 << 20) const;
   // Whether the node exists and has every (name, value) of `filter` (an empty filter matches any
   // existing node).
   StatusOr<bool> Matches(int64_t id, const Properties& filter) const;
