@@ -135,44 +135,63 @@ uint64_t LiveShard::delta_bytes() const { return Snapshot()->merged->delta().byt
 size_t LiveShard::written_nodes() const { return Snapshot()->merged->delta().size(); }
 
 Status LiveShard::Build(const Version& v, const std::string& dir, json* summary) const {
-  const MergedShard& merged = *v.merged;
   const Shard& base = v.owned ? *v.owned : *original_;
-  const DeltaIndex& delta = merged.delta();
-  // The written nodes' live data, read through the merged view (the LogStore holds their
-  // written edges and properties). Held in memory: it is the delta's share of the shard, which
-  // the rebuild threshold bounds; the base's rows stream. Written types of a node are read whole
-  // here and skipped by the pass over the base's records below.
-  const std::vector<int64_t> written = delta.Nodes();
-  std::vector<std::pair<int64_t, Properties>> written_props;
-  std::vector<Edge> written_edges;
+  const DeltaIndex& delta = v.merged->delta();
+  const auto start = std::chrono::steady_clock::now();
+  // The written nodes, each as one snapshot of its delta, used for both of its parts: what the
+  // LogStore holds (fetched first, so that property names the writes added are in the header;
+  // held in memory: the delta's share of the shard, which the rebuild threshold bounds) and what
+  // of the base is still live (read in the passes over the base below).
+  std::vector<std::pair<int64_t, std::shared_ptr<const NodeDelta>>> written;
+  for (int64_t id : delta.Nodes()) written.emplace_back(id, delta.Lookup(id));
+  auto written_delta = [&](int64_t id) -> const NodeDelta* {
+    auto it = std::lower_bound(written.begin(), written.end(), id,
+                               [](const auto& w, int64_t x) { return w.first < x; });
+    return it != written.end() && it->first == id ? it->second.get() : nullptr;
+  };
+  std::vector<std::pair<int64_t, Properties>> logged_props;
+  std::vector<Edge> logged_edges;
   std::set<std::string> node_names(base.nodes().property_names().begin(),
                                    base.nodes().property_names().end());
   std::set<std::string> edge_names(base.edges().property_names().begin(),
                                    base.edges().property_names().end());
   const Status closing = Status::Unavailable("the shard is closing");
-  for (int64_t id : written) {
+  uint64_t fetches = 0;
+  for (const auto& [id, node] : written) {
     if (cancelled_) return closing;
-    ZIPG_ASSIGN_OR_RETURN(auto props, merged.GetNodeProperty(id, nullptr));
-    if (props) {
-      for (const auto& [name, value] : *props) node_names.insert(name);
-      written_props.emplace_back(id, std::move(*props));
+    if (log_ == nullptr && (node->props_generation != 0 || !node->types.empty())) {
+      return Status::Unavailable("no LogStore to read the written nodes from");
     }
-    const auto node = delta.Lookup(id);
-    for (const auto& [type, unused] : node->types) {
-      ZIPG_ASSIGN_OR_RETURN(auto edges,
-                            merged.AssocRange(id, type, 0, std::numeric_limits<int64_t>::max()));
+    if (node->props_generation != 0) {
+      ZIPG_ASSIGN_OR_RETURN(auto props, log_->FragmentProperties(id, {node->props_generation}));
+      ++fetches;
+      if (props) {
+        for (const auto& [name, value] : *props) node_names.insert(name);
+        logged_props.emplace_back(id, std::move(*props));
+      }
+    }
+    for (const auto& [type, t] : node->types) {
+      if (t.log.empty()) continue;
+      std::vector<int64_t> dsts;
+      std::set<int64_t> generations;
+      t.log.Visit(0, t.log.size(), [&](const EdgeKey& k, int64_t generation) {
+        dsts.push_back(k.dst);
+        generations.insert(generation);
+        return true;
+      });
+      ZIPG_ASSIGN_OR_RETURN(
+          auto edges,
+          log_->FragmentEdges(id, type, {generations.begin(), generations.end()}, dsts));
+      ++fetches;
       for (Edge& e : edges) {
         for (const auto& [name, value] : e.properties) edge_names.insert(name);
-        written_edges.push_back(std::move(e));
+        logged_edges.push_back(std::move(e));
       }
     }
   }
+  const double fetch_seconds = Seconds(start);
   const std::vector<std::string> node_list(node_names.begin(), node_names.end());
   const std::vector<std::string> edge_list(edge_names.begin(), edge_names.end());
-  // Untouched: the node's base row or record is as loaded.
-  auto untouched_props = [&](int64_t id) {
-    return !std::binary_search(written.begin(), written.end(), id);
-  };
   uint64_t nodes_out = 0, edges_out = 0;
   graph::CompressOptions options;
   options.shards = 1;
@@ -192,34 +211,38 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
     ZIPG_RETURN_IF_ERROR(sink->EdgeHeader(edge_list));
     graph::PropertyRefs refs;
     nodes_out = edges_out = 0;
-    for (int64_t id : base.nodes().ids()) {
-      if (cancelled_) return closing;
-      if (!untouched_props(id)) continue;
-      ZIPG_ASSIGN_OR_RETURN(auto props, base.GetNodeProperty(id, nullptr));
-      if (!props) continue;
-      ZIPG_RETURN_IF_ERROR(sink->Node(id, graph::RefsByName(node_list, *props, &refs)));
-      ++nodes_out;
-    }
-    for (const auto& [id, props] : written_props) {
+    // Properties: the base's (one pass over its node text), unless deleted (a written node's
+    // live ones are then logged).
+    ZIPG_RETURN_IF_ERROR(base.nodes().ForEachNode(
+        [&](int64_t id, Properties props) -> Status {
+          if (cancelled_) return closing;
+          const NodeDelta* node = written_delta(id);
+          if (node && node->props_dead) return Status::OK();
+          ++nodes_out;
+          return sink->Node(id, graph::RefsByName(node_list, props, &refs));
+        },
+        read_memory));
+    for (const auto& [id, props] : logged_props) {
       ZIPG_RETURN_IF_ERROR(sink->Node(id, graph::RefsByName(node_list, props, &refs)));
       ++nodes_out;
     }
-    std::shared_ptr<const NodeDelta> node;
+    // Edges: one pass over the base's records, less the deleted ones, then the logged ones.
+    const NodeDelta* node = nullptr;
     int64_t node_of = -1;
     bool any = false;
     ZIPG_RETURN_IF_ERROR(base.edges().ForEachRecord(
         [&](const layout::EdgeFile::Record& r, std::vector<Edge> edges) -> Status {
           if (cancelled_) return closing;
           if (!any || r.src != node_of) {  // records come by (src, type)
-            node = std::binary_search(written.begin(), written.end(), r.src) ? delta.Lookup(r.src)
-                                                                             : nullptr;
+            node = written_delta(r.src);
             node_of = r.src;
             any = true;
           }
-          // A written type (or every type of a node whose edges were all deleted) was read
-          // through the merged view above.
-          if (node && (node->edges_dead || node->Type(r.type))) return Status::OK();
-          for (const Edge& e : edges) {
+          if (node && node->edges_dead) return Status::OK();
+          const TypeDelta* t = node ? node->Type(r.type) : nullptr;
+          for (size_t i = 0; i < edges.size(); ++i) {  // edges[i] has TimeOrder i
+            if (t && t->dead.Find(i) != nullptr) continue;
+            const Edge& e = edges[i];
             ZIPG_RETURN_IF_ERROR(sink->Edge(e.src, e.dst, e.type, e.timestamp,
                                             graph::RefsByName(edge_list, e.properties, &refs)));
             ++edges_out;
@@ -227,7 +250,7 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
           return Status::OK();
         },
         read_memory));
-    for (const Edge& e : written_edges) {
+    for (const Edge& e : logged_edges) {
       ZIPG_RETURN_IF_ERROR(sink->Edge(e.src, e.dst, e.type, e.timestamp,
                                       graph::RefsByName(edge_list, e.properties, &refs)));
       ++edges_out;
@@ -237,6 +260,8 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
   graph::CompressReport report;
   ZIPG_RETURN_IF_ERROR(graph::Compress(source, dir, options, nullptr, &report));
   (*summary)["written_nodes"] = written.size();
+  (*summary)["logstore_fetches"] = fetches;
+  (*summary)["fetch_seconds"] = fetch_seconds;
   (*summary)["nodes"] = nodes_out;
   (*summary)["edges"] = edges_out;
   (*summary)["stored_bytes"] = report.stored_bytes;
