@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
 
@@ -279,86 +280,201 @@ StatusOr<json> LiveShard::Rebuild() {
     std::lock_guard lock(apply_mu_);
     from = Snapshot();
     through = from->merged->delta().last_id();
-    logging_ = true;
-    log_since_.clear();
-  }
-  {
-    std::lock_guard stats(stats_mu_);
-    rebuilding_ = true;
+    StartLogging();
   }
   const int64_t number = from->number + 1;
-  const std::string dir = VersionDir(number);
-  auto stop = [&](const Status& why) -> Status {
-    {
-      std::lock_guard lock(apply_mu_);
-      logging_ = false;
-      log_since_.clear();
-    }
-    {
-      std::lock_guard stats(stats_mu_);
-      rebuilding_ = false;
-    }
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    fs::remove(DeltaPath(number), ec);
-    return why;
-  };
   if (options_.rebuild_hook) options_.rebuild_hook(0);
 
   // 2. The build, with no lock held.
   json summary = {
       {"version", number}, {"through", through}, {"delta_bytes", from->merged->delta().bytes()}};
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::remove(DeltaPath(number), ec);
-  if (Status s = Build(*from, dir, &summary); !s.ok()) return stop(s);
-  const double build_seconds = Seconds(start);
+  RemoveVersion(number);
+  if (Status s = Build(*from, VersionDir(number), &summary); !s.ok()) {
+    return Abandon(number, s);
+  }
+  summary["build_seconds"] = Seconds(start);
   if (options_.rebuild_hook) options_.rebuild_hook(1);
+  return Install(std::move(from), number, through, nullptr, start, std::move(summary));
+}
+
+StatusOr<json> LiveShard::Adopt(int64_t number, uint64_t through, const std::string& fetched,
+                                const FeedFetch& feed) {
+  std::lock_guard rebuild(rebuild_mu_);
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Version> from;
+  uint64_t applied;
+  {
+    std::lock_guard lock(apply_mu_);
+    from = Snapshot();
+    applied = from->merged->delta().last_id();
+    if (number <= from->number) {
+      return Status::InvalidArgument("version " + std::to_string(number) +
+                                     " is not newer than this replica's " +
+                                     std::to_string(from->number));
+    }
+    if (applied < through) {  // it would lack updates this replica has not seen yet
+      return Status::Unavailable("this replica has applied updates up to " +
+                                 std::to_string(applied) + ", version " + std::to_string(number) +
+                                 " holds them up to " + std::to_string(through));
+    }
+    StartLogging();
+  }
+  RemoveVersion(number);
+  std::error_code ec;
+  fs::rename(fetched, VersionDir(number), ec);
+  if (ec) return Abandon(number, Status::IOError("cannot rename " + fetched + ": " + ec.message()));
+  // The updates this replica applied after `through` and before the snapshot, read again from
+  // the LogStore's feed; those after the snapshot are in the log.
+  auto catch_up = [&](MergedShard* next, json* summary) -> Status {
+    uint64_t updates = 0;
+    while (next->delta().last_id() < applied) {
+      if (cancelled_) return Status::Unavailable("the shard is closing");
+      ZIPG_ASSIGN_OR_RETURN(std::vector<Update> batch, feed(next->delta().last_id()));
+      if (batch.empty()) {
+        return Status::Unavailable("the LogStore's feed ends before update " +
+                                   std::to_string(applied));
+      }
+      std::vector<Update> wanted;
+      for (const Update& u : batch) {
+        if (u.id <= applied) wanted.push_back(u);
+      }
+      if (wanted.empty()) break;
+      ZIPG_RETURN_IF_ERROR(next->Apply(wanted).status());
+      updates += wanted.size();
+    }
+    (*summary)["feed_updates"] = updates;
+    return Status::OK();
+  };
+  json summary = {{"version", number}, {"through", through}, {"adopted", true}};
+  return Install(std::move(from), number, through, catch_up, start, std::move(summary));
+}
+
+void LiveShard::StartLogging() {
+  logging_ = true;
+  log_since_.clear();
+  std::lock_guard stats(stats_mu_);
+  rebuilding_ = true;
+}
+
+void LiveShard::RemoveVersion(int64_t number) const {
+  std::error_code ec;
+  fs::remove_all(VersionDir(number), ec);
+  fs::remove(DeltaPath(number), ec);
+}
+
+Status LiveShard::Abandon(int64_t number, const Status& why) {
+  {
+    std::lock_guard lock(apply_mu_);
+    logging_ = false;
+    log_since_.clear();
+  }
+  {
+    std::lock_guard stats(stats_mu_);
+    rebuilding_ = false;
+  }
+  RemoveVersion(number);
+  return why;
+}
+
+StatusOr<json> LiveShard::Install(std::shared_ptr<Version> from, int64_t number, uint64_t through,
+                                  const std::function<Status(MergedShard*, json*)>& catch_up,
+                                  std::chrono::steady_clock::time_point start, json summary) {
   auto next = std::make_shared<Version>();
   next->number = number;
   next->through = through;
   {
-    auto base = OpenVersion(dir, /*verify=*/false);  // just written and synced
-    if (!base.ok()) return stop(base.status());
+    // A version built here was just written and synced; one fetched from a peer is checked.
+    auto base = OpenVersion(VersionDir(number), /*verify=*/catch_up != nullptr);
+    if (!base.ok()) return Abandon(number, base.status());
     next->owned = std::move(*base);
     auto delta = DeltaIndex::Open(DeltaPath(number), options_.sync, through);
-    if (!delta.ok()) return stop(delta.status());
+    if (!delta.ok()) return Abandon(number, delta.status());
     next->merged = std::make_unique<MergedShard>(next->owned.get(), std::move(*delta), log_);
   }
+  if (catch_up) {
+    if (Status s = catch_up(next->merged.get(), &summary); !s.ok()) return Abandon(number, s);
+  }
 
-  // 3. The swap: the batches applied since the snapshot again, on the new version, then the
-  // version file, then readers see it. A crash before the version file is written reopens the
-  // old version; after, the new one, whose delta then catches up from the LogStore's feed.
+  // The swap: the batches applied since the snapshot again, on the new version, then the version
+  // file, then readers see it. A crash before the version file is written reopens the old
+  // version; after, the new one, whose delta then catches up from the LogStore's feed.
   size_t replayed = 0;
+  Status failed;
   {
     std::lock_guard lock(apply_mu_);
     for (const auto& batch : log_since_) {
-      if (auto s = next->merged->Apply(batch); !s.ok()) return stop(s.status());
+      if (auto s = next->merged->Apply(batch); !s.ok()) {
+        failed = s.status();
+        break;
+      }
       replayed += batch.size();
     }
-    if (Status s = next->merged->SyncDelta(); !s.ok()) return stop(s);
-    const std::string pointer = json({{"version", number}, {"through", through}}).dump() + "\n";
-    Status written = WriteFileAtomically(prefix_ + ".version",
-                                         [&](const FileSink& sink) { return sink(pointer); });
-    if (!written.ok()) return stop(written);
-    from->remove_when_closed = {DeltaPath(from->number)};
-    if (from->number > 0) from->remove_when_closed.push_back(VersionDir(from->number));
-    {
+    if (failed.ok()) failed = next->merged->SyncDelta();
+    if (failed.ok()) {
+      const std::string pointer = json({{"version", number}, {"through", through}}).dump() + "\n";
+      failed = WriteFileAtomically(prefix_ + ".version",
+                                   [&](const FileSink& sink) { return sink(pointer); });
+    }
+    if (failed.ok()) {
+      from->remove_when_closed = {DeltaPath(from->number)};
+      if (from->number > 0) from->remove_when_closed.push_back(VersionDir(from->number));
       std::lock_guard v(version_mu_);
       current_ = std::move(next);
+      logging_ = false;
+      log_since_.clear();
     }
-    logging_ = false;
-    log_since_.clear();
+  }
+  if (!failed.ok()) {
+    next.reset();  // closes its files before they are removed
+    return Abandon(number, failed);
   }
   from.reset();  // the old version closes now, or when its last reader finishes
   summary["replayed"] = replayed;
-  summary["build_seconds"] = build_seconds;
   summary["seconds"] = Seconds(start);
   std::lock_guard stats(stats_mu_);
   rebuilding_ = false;
   ++rebuilds_;
   last_rebuild_ = summary;
   return summary;
+}
+
+int64_t LiveShard::version() const { return Snapshot()->number; }
+
+StatusOr<json> LiveShard::VersionFiles() const {
+  auto v = Snapshot();
+  if (v->number == 0) return Status::NotFound("this shard has not been rebuilt");
+  const std::string dir = VersionDir(v->number);
+  json files = json::array();
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;
+    files.push_back({{"path", fs::relative(e.path(), dir).string()}, {"bytes", e.file_size()}});
+  }
+  if (ec) return Status::IOError("cannot list " + dir + ": " + ec.message());
+  return json{{"version", v->number}, {"through", v->through}, {"files", files}};
+}
+
+StatusOr<std::string> LiveShard::ReadVersionFile(int64_t number, const std::string& path,
+                                                 uint64_t offset, uint64_t length) const {
+  auto v = Snapshot();  // held: its files stay while this reads them
+  if (v->number != number) {
+    return Status::NotFound("version " + std::to_string(number) + " is not current (it is " +
+                            std::to_string(v->number) + ")");
+  }
+  const fs::path relative(path);
+  for (const auto& part : relative) {
+    if (part == ".." || part == "." || relative.is_absolute()) {
+      return Status::InvalidArgument("not a file of the version: " + path);
+    }
+  }
+  const std::string file = VersionDir(number) + "/" + path;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::NotFound("cannot open " + file);
+  std::string out(length, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(out.data(), static_cast<std::streamsize>(length));
+  out.resize(static_cast<size_t>(in.gcount()));
+  return out;
 }
 
 json LiveShard::Stats() const {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -68,6 +69,27 @@ class LiveShard {
   // summary (also in Stats()["last_rebuild"]). On failure the current version stays.
   StatusOr<nlohmann::json> Rebuild();
 
+  // Where a replica adopting a peer's version reads the updates after an id again: the LogStore's
+  // feed of this shard (docs/replication.md), in id order; empty when there are none.
+  using FeedFetch = std::function<StatusOr<std::vector<Update>>(uint64_t after)>;
+  // Switches to version `number`, which a peer built with every update up to `through`, from
+  // the files fetched into directory `fetched` (moved into place, checked against their
+  // manifest): the updates this replica applied after `through` are read again from `feed` and
+  // applied to it, then the batches applied meanwhile, then the swap, as in Rebuild.
+  // UNAVAILABLE if this replica has not yet applied every update up to `through` (try later).
+  StatusOr<nlohmann::json> Adopt(int64_t number, uint64_t through, const std::string& fetched,
+                                 const FeedFetch& feed);
+
+  // The current version's number (0: the store's own files).
+  int64_t version() const;
+  // The current version's files for a peer: {"version", "through", "files": [{"path",
+  // "bytes"}]}, paths relative to its directory; NOT_FOUND for version 0.
+  StatusOr<nlohmann::json> VersionFiles() const;
+  // Up to `length` bytes of one of them from `offset` (fewer at its end); NOT_FOUND if `number`
+  // is no longer the current version.
+  StatusOr<std::string> ReadVersionFile(int64_t number, const std::string& path, uint64_t offset,
+                                        uint64_t length) const;
+
   // Makes a rebuild under way (and every later one) stop soon with UNAVAILABLE (closing).
   void Cancel() { cancelled_ = true; }
 
@@ -82,6 +104,17 @@ class LiveShard {
   std::string VersionDir(int64_t k) const;
   std::string DeltaPath(int64_t k) const;
   std::shared_ptr<Version> Snapshot() const;
+  // Rebuild and Adopt: starts logging the batches applied from now on (apply_mu_ held).
+  void StartLogging();
+  void RemoveVersion(int64_t number) const;
+  // Stops logging, removes version `number`'s files and returns `why`.
+  Status Abandon(int64_t number, const Status& why);
+  // Opens version `number` (in VersionDir), runs `catch_up` on it if given, re-applies the
+  // batches logged since the snapshot, writes the version file and swaps it in.
+  StatusOr<nlohmann::json> Install(
+      std::shared_ptr<Version> from, int64_t number, uint64_t through,
+      const std::function<Status(MergedShard*, nlohmann::json*)>& catch_up,
+      std::chrono::steady_clock::time_point start, nlohmann::json summary);
   // Streams the live data of `v` into a new one-shard store at `dir`.
   Status Build(const Version& v, const std::string& dir, nlohmann::json* summary) const;
 

@@ -491,5 +491,109 @@ TEST(LiveShardTest, RebuiltVersionsReadLikeTheModelUnderWrites) {
   EXPECT_NE(damaged.status().ToString().find(prefix + ".version"), std::string::npos);
 }
 
+// Copies version `number` of `from` into directory `to` through VersionFiles / ReadVersionFile
+// (as a replica fetches it from a peer), in chunks of 1000 bytes.
+void CopyVersion(const LiveShard& from, const std::string& to) {
+  auto listing = from.VersionFiles();
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  const int64_t number = (*listing)["version"].get<int64_t>();
+  for (const auto& f : (*listing)["files"]) {
+    const std::string path = f["path"].get<std::string>();
+    std::filesystem::create_directories(std::filesystem::path(to + "/" + path).parent_path());
+    {
+      std::ofstream out(to + "/" + path, std::ios::binary);
+      for (uint64_t at = 0;; at += 1000) {
+        auto chunk = from.ReadVersionFile(number, path, at, 1000);
+        ASSERT_TRUE(chunk.ok()) << chunk.status().ToString();
+        out << *chunk;
+        if (chunk->size() < 1000) break;
+      }
+    }
+    ASSERT_EQ(std::filesystem::file_size(to + "/" + path), f["bytes"].get<uint64_t>());
+  }
+}
+
+// A replica adopts the version a peer built (engine/live_shard.h, Adopt): two LiveShards over
+// the same base take the same writes; one rebuilds; the other, which has applied more writes
+// since, adopts the files (copied through VersionFiles / ReadVersionFile) and reads the updates
+// after the version's snapshot again from the feed. Both then answer every read like the model
+// and find in their base what the model says; refusals for an older version, a replica that is
+// behind the version, and paths outside it.
+TEST(LiveShardTest, AReplicaAdoptsThePeersVersionAndCatchesUpFromTheFeed) {
+  Fixture f;
+  f.Build(7);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  Writer w(&f.model, &log);
+  std::mt19937_64 rng(8);
+  LiveShardOptions options;
+  options.rebuild_memory = 256 << 20;
+  auto a = LiveShard::Open(f.base.get(), f.dir.File("a"), &log, options);
+  auto b = LiveShard::Open(f.base.get(), f.dir.File("b"), &log, options);
+  auto c = LiveShard::Open(f.base.get(), f.dir.File("c"), &log, options);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  std::vector<Update> feed;  // every update, in id order: the LogStore's feed of this shard
+  auto round = [&](std::vector<LiveShard*> replicas, const std::string& what) {
+    std::vector<bool> want;
+    const std::vector<Update> batch = w.Round(rng, &want);
+    feed.insert(feed.end(), batch.begin(), batch.end());
+    for (LiveShard* r : replicas) {
+      auto found = r->Apply(batch);
+      EXPECT_TRUE(found.ok() && *found == want) << what;
+    }
+    return batch;
+  };
+  auto feed_after = [&](uint64_t after) -> StatusOr<std::vector<Update>> {
+    std::vector<Update> out;  // 7 at a time: the catch-up reads it in several calls
+    for (const Update& u : feed) {
+      if (u.id > after && out.size() < 7) out.push_back(u);
+    }
+    return out;
+  };
+  for (int k = 0; k < 3; ++k) round({a->get(), b->get()}, "before the rebuild");
+  const std::vector<Update> late = round({a->get()}, "b and c have not seen this round yet");
+  auto rebuilt = (*a)->Rebuild();
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status().ToString();
+  const uint64_t through = (*rebuilt)["through"].get<uint64_t>();
+  w.Reset();  // the new base holds every live version; b's still holds the old ones
+  // b gets the round it had not seen (c never does); then two more rounds: b leads a's snapshot.
+  ASSERT_TRUE((*b)->Apply(late).ok());
+  ASSERT_EQ((*b)->last_id(), through);
+  for (int k = 0; k < 2; ++k) {
+    std::vector<bool> want;
+    const std::vector<Update> batch = w.Round(rng, &want);
+    feed.insert(feed.end(), batch.begin(), batch.end());
+    auto found = (*a)->Apply(batch);
+    ASSERT_TRUE(found.ok());
+    EXPECT_EQ(*found, want) << "a, after its rebuild";
+    ASSERT_TRUE((*b)->Apply(batch).ok());  // b's outcomes are against the old base
+  }
+  const std::string fetched = f.dir.File("fetched");
+  CopyVersion(**a, fetched);
+  if (HasFatalFailure()) return;
+  // c has not applied every update the version holds: refused, and its files left in place.
+  auto early = (*c)->Adopt(1, through, fetched, feed_after);
+  EXPECT_EQ(early.status().code(), StatusCode::kUnavailable) << early.status().ToString();
+  auto adopted = (*b)->Adopt(1, through, fetched, feed_after);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
+  EXPECT_EQ((*adopted)["feed_updates"].get<uint64_t>(), w.last_id - through);
+  EXPECT_EQ((*b)->version(), 1);
+  EXPECT_EQ((*b)->last_id(), w.last_id);
+  EXPECT_FALSE(std::filesystem::exists(fetched));
+  CheckAll(*(*b)->Current(), f.model, rng, "b adopted");
+  if (HasFatalFailure()) return;
+  // From here both find the same things in their (equal) bases.
+  for (int k = 0; k < 2; ++k) round({a->get(), b->get()}, "after the adoption");
+  CheckAll(*(*a)->Current(), f.model, rng, "a");
+  CheckAll(*(*b)->Current(), f.model, rng, "b");
+  // Refusals.
+  auto again = (*b)->Adopt(1, through, fetched, feed_after);
+  EXPECT_EQ(again.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*a)->ReadVersionFile(1, "../a.version", 0, 10).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*a)->ReadVersionFile(0, "MANIFEST", 0, 10).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*c)->VersionFiles().status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace zipg::engine
