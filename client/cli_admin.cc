@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -25,8 +26,9 @@ const char kUsage[] =
     "      LogStore itself); prints a JSON summary (generation, nodes, edges, seconds)\n"
     "  zipg admin compact --store DIR       (a cluster started with zipg local start)\n"
     "  zipg admin rebuild (--connect HOST:PORT | --store DIR) [--shards LIST] [--timeout-ms MS]\n"
-    "      rebuild the listed base shards (default all) on every shard server hosting them:\n"
-    "      their writes go into new compressed files; prints a JSON summary per server\n";
+    "      rebuild the listed base shards (default all): their writes go into new compressed\n"
+    "      files, built by one replica of each shard and copied to the others; prints a JSON\n"
+    "      summary per server and shard\n";
 
 }  // namespace
 
@@ -68,29 +70,37 @@ StatusOr<json> CompactAndWait(Client& client, const ClientOptions& options) {
   }
 }
 
-// Rebuilds `shards` (all if empty) on every shard server of the cluster that hosts them, one
-// server after another; their summaries by server name.
+// Rebuilds `shards` (all if empty) once each, on its first serving replica by name (the one
+// whose threshold would), then makes every other replica adopt that version; their summaries by
+// server name and shard.
 StatusOr<json> RebuildEverywhere(Client& client, const std::vector<uint32_t>& shards,
                                  const ClientOptions& options) {
   ZIPG_ASSIGN_OR_RETURN(std::string text, client.ServerStatus());
   const json status = json::parse(text, nullptr, false);
   if (!status.is_object()) return Status::Internal("the cluster's status is not JSON");
-  json out = json::object();
+  std::map<uint32_t, std::map<std::string, std::string>> replicas;  // shard -> name -> endpoint
   for (const auto& m : status.value("servers", json::array())) {
-    if (m.value("role", "") != "shard") continue;
-    std::vector<int32_t> mine;
+    if (m.value("role", "") != "shard" || !m.value("serving", false)) continue;
     for (const auto& s : m.value("shards", json::array())) {
       const auto shard = s.get<uint32_t>();
       if (shards.empty() || std::find(shards.begin(), shards.end(), shard) != shards.end()) {
-        mine.push_back(static_cast<int32_t>(shard));
+        replicas[shard][m.value("name", "")] = m.value("endpoint", "");
       }
     }
-    if (mine.empty()) continue;
-    ZIPG_ASSIGN_OR_RETURN(auto server, Connect(m.value("endpoint", ""), options));
-    ZIPG_ASSIGN_OR_RETURN(std::string summary, server->Rebuild(mine));
-    out[m.value("name", "")] = json::parse(summary, nullptr, false);
   }
-  if (out.empty()) return Status::NotFound("no shard server in the cluster hosts those shards");
+  if (replicas.empty())
+    return Status::NotFound("no shard server in the cluster hosts those shards");
+  json out = json::object();
+  for (const auto& [shard, servers] : replicas) {
+    const std::string builder = servers.begin()->first;
+    for (const auto& [name, endpoint] : servers) {
+      ZIPG_ASSIGN_OR_RETURN(auto server, Connect(endpoint, options));
+      ZIPG_ASSIGN_OR_RETURN(std::string summary, server->Rebuild({static_cast<int32_t>(shard)},
+                                                                 name == builder ? "" : builder));
+      const json j = json::parse(summary, nullptr, false);
+      if (j.is_object()) out[name].update(j);
+    }
+  }
   return out;
 }
 

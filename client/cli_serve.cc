@@ -521,7 +521,17 @@ int RunServe(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
   info.endpoint = rpc::Endpoint{server_options.host, (*server)->port()};
   info.name = args->Get("name").value_or(role + "-" + info.endpoint.ToString());
-  if (shard_graph) info.serving = false;  // until caught up with the LogStore's feed
+  if (shard_graph) {
+    info.serving = false;  // until caught up with the LogStore's feed
+    info.versions = shard_graph->Versions();
+    shard_graph->SetSelf(info.name);
+    // A rebuilt or adopted version is published, so that the other replicas adopt it.
+    shard_graph->OnVersions([&] {
+      std::lock_guard lock(info_mu);
+      info.versions = shard_graph->Versions();
+      if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
+    });
+  }
   StatusOr<std::unique_ptr<cluster::Registration>> registration = [&] {
     std::lock_guard lock(info_mu);
     return cluster::Registration::Start(etcd, prefix, info, static_cast<int64_t>(*ttl));

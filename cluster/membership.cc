@@ -1,6 +1,7 @@
 #include "cluster/membership.h"
 
 #include <algorithm>
+#include <charconv>
 #include <iostream>
 
 namespace zipg::cluster {
@@ -18,6 +19,9 @@ json MemberInfo::ToJson() const {
     j["store_info"] = store_info;
     j["update_endpoint"] = update_endpoint;
     j["serving"] = serving;
+    json v = json::object();
+    for (const auto& [shard, version] : versions) v[std::to_string(shard)] = version;
+    j["versions"] = v;
   }
   if (role == "logstore") {
     j["generations"] = generations;
@@ -47,6 +51,15 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
       m.store_info = j.value("store_info", json::object());
       m.update_endpoint = j.value("update_endpoint", std::string());
       m.serving = j.value("serving", true);
+      const json versions = j.value("versions", json::object());
+      for (const auto& [shard, version] : versions.items()) {
+        uint32_t s = 0;
+        auto [end, ec] = std::from_chars(shard.data(), shard.data() + shard.size(), s);
+        if (ec != std::errc() || end != shard.data() + shard.size()) {
+          return Status::Corruption("member entry: bad shard number in versions: " + shard);
+        }
+        m.versions[s] = version.get<int64_t>();
+      }
     }
     if (m.role == "logstore") {
       m.generations = j.value("generations", std::vector<int64_t>());

@@ -40,6 +40,8 @@ struct MemberInfo {
   std::string update_endpoint;       // shard servers: ZeroMQ endpoint for update pointers
   bool serving = true;               // shard servers: caught up and answering reads
                                      // (docs/replication.md)
+  std::map<uint32_t, int64_t> versions;  // shard servers: each hosted shard's rebuilt version
+                                         // (docs/writes.md, "Rebuilding a base shard")
   std::vector<int64_t> generations;  // LogStore: the published log shards
   bool leader = true;                // LogStore: takes the writes (false: a standby,
                                      // docs/logstore-ha.md)

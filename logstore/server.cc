@@ -42,8 +42,17 @@ void LogStoreHandler::local_node_ids(std::vector<int64_t>&, const std::vector<in
   rpc::ThrowIfError(Status::InvalidArgument("local_node_ids is a shard server call"));
 }
 
-void LogStoreHandler::admin_rebuild(std::string&, const std::vector<int32_t>&) {
+void LogStoreHandler::admin_rebuild(std::string&, const std::vector<int32_t>&, const std::string&) {
   rpc::ThrowIfError(Status::InvalidArgument("admin_rebuild is a shard server call"));
+}
+
+void LogStoreHandler::rebuilt_version(std::string&, int32_t) {
+  rpc::ThrowIfError(Status::InvalidArgument("rebuilt_version is a shard server call"));
+}
+
+void LogStoreHandler::rebuilt_chunk(std::string&, int32_t, int64_t, const std::string&, int64_t,
+                                    int32_t) {
+  rpc::ThrowIfError(Status::InvalidArgument("rebuilt_chunk is a shard server call"));
 }
 
 }  // namespace zipg::logstore

@@ -33,7 +33,11 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                       const std::map<std::string, std::string>& properties) override;
-  void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards) override;
+  void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
+                     const std::string& from_member) override;
+  void rebuilt_version(std::string& _return, int32_t shard) override;
+  void rebuilt_chunk(std::string& _return, int32_t shard, int64_t version, const std::string& path,
+                     int64_t offset, int32_t length) override;
 
  private:
   LogStore* store_;

@@ -192,10 +192,26 @@ StatusOr<bool> RemoteGraph::AssocDelete(int64_t src, int64_t type, int64_t dst) 
   return deleted;
 }
 
-StatusOr<std::string> RemoteGraph::Rebuild(const std::vector<int32_t>& shards) {
+StatusOr<std::string> RemoteGraph::Rebuild(const std::vector<int32_t>& shards,
+                                           const std::string& from) {
   std::string r;
   ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](LogStoreServiceClient& c) { c.admin_rebuild(r, shards); }, false));
+      pool_->Call([&](LogStoreServiceClient& c) { c.admin_rebuild(r, shards, from); }, false));
+  return r;
+}
+
+StatusOr<std::string> RemoteGraph::RebuiltVersion(int32_t shard) {
+  std::string r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.rebuilt_version(r, shard); }));
+  return r;
+}
+
+StatusOr<std::string> RemoteGraph::RebuiltChunk(int32_t shard, int64_t version,
+                                                const std::string& path, int64_t offset,
+                                                int32_t length) {
+  std::string r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](LogStoreServiceClient& c) { c.rebuilt_chunk(r, shard, version, path, offset, length); }));
   return r;
 }
 

@@ -85,8 +85,13 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
                                              const Properties& properties);
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
                                               const Properties& properties);
-  // admin_rebuild: the listed shards of a shard server (all if empty); JSON summaries.
-  StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards);
+  // admin_rebuild: the listed shards of a shard server (all if empty), built there or adopted
+  // from replica `from` (if not empty); JSON summaries.
+  StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards, const std::string& from = "");
+  // A shard server's current rebuilt version of `shard` (JSON), and a piece of one of its files.
+  StatusOr<std::string> RebuiltVersion(int32_t shard);
+  StatusOr<std::string> RebuiltChunk(int32_t shard, int64_t version, const std::string& path,
+                                     int64_t offset, int32_t length);
 
  private:
   std::shared_ptr<ConnectionPool> pool_;

@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "graph/partition.h"
 #include "rpc/convert.h"
 #include "rpc/fanout.h"
 #include "rpc/remote_graph.h"
+#include "util/file.h"
 
 namespace zipg::shard {
 
@@ -36,7 +38,10 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   std::filesystem::create_directories(updates_dir, ec);
   if (ec) return Status::IOError("cannot create " + updates_dir + ": " + ec.message());
   g->live_.resize(g->store_.shards.size());
+  g->shard_rebuild_mu_.resize(g->store_.shards.size());
+  g->rebuild_errors_.resize(g->store_.shards.size());
   g->rebuild_ = rebuild;
+  g->updates_dir_ = updates_dir;
   g->apply_mu_.resize(g->store_.shards.size());
   for (uint32_t s : g->hosted_) {
     const std::string base = updates_dir + "/shard-" + std::to_string(s);
@@ -54,6 +59,8 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     ZIPG_ASSIGN_OR_RETURN(g->live_[s], engine::LiveShard::Open(g->store_.shards[s].get(), base,
                                                                g->log_.get(), live_options));
     g->apply_mu_[s] = std::make_unique<std::mutex>();
+    g->shard_rebuild_mu_[s] = std::make_unique<std::mutex>();
+    std::filesystem::remove_all(base + ".fetch", ec);  // an adoption a crash interrupted
   }
   g->syncer_ = std::thread([p = g.get()] { p->SyncLoop(); });
   g->rebuilder_ = std::thread([p = g.get()] { p->RebuildLoop(); });
@@ -80,28 +87,175 @@ void ServerGraph::RebuildLoop() {
       std::unique_lock lock(sync_mu_);
       if (sync_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_sync_; })) return;
     }
-    if (rebuild_.delta_bytes == 0) continue;
+    if (!serving_.load()) continue;  // catching up: neither builds nor adopts
+    auto map = view_ ? view_->Current() : nullptr;
     for (uint32_t s : hosted_) {
-      if (live_[s]->delta_bytes() < rebuild_.delta_bytes) continue;
-      auto done = live_[s]->Rebuild();
-      if (!done.ok()) {  // kept in its stats; tried again at the next check
-        fprintf(stderr, "zipg shard: rebuild of shard %u: %s\n", s,
-                done.status().ToString().c_str());
+      StatusOr<nlohmann::json> done = nlohmann::json();
+      if (const std::string peer = NewerPeer(s, map.get()); !peer.empty()) {
+        done = Adopt(s, peer);
+      } else if (rebuild_.delta_bytes > 0 && live_[s]->delta_bytes() >= rebuild_.delta_bytes &&
+                 IsBuilder(s, map.get())) {
+        done = Rebuild(s);
+      }
+      if (!done.ok()) {  // tried again at the next check; said once per different error
+        std::lock_guard lock(rebuild_mu_);
+        const std::string why = done.status().ToString();
+        if (why != rebuild_errors_[s])
+          fprintf(stderr, "zipg shard: shard %u: %s\n", s, why.c_str());
+        rebuild_errors_[s] = why;
       }
     }
   }
+}
+
+bool ServerGraph::IsBuilder(uint32_t shard, const cluster::ShardMap* map) const {
+  if (!map || self_.empty() || shard >= map->replicas.size()) return true;  // alone
+  for (size_t i : map->replicas[shard]) {
+    const auto& m = map->members[i];
+    if (m.serving && m.name < self_) return false;
+  }
+  return true;
+}
+
+std::string ServerGraph::NewerPeer(uint32_t shard, const cluster::ShardMap* map) const {
+  if (!map || shard >= map->replicas.size()) return "";
+  std::string best;
+  int64_t newest = live_[shard]->version();
+  for (size_t i : map->replicas[shard]) {
+    const auto& m = map->members[i];
+    auto it = m.versions.find(shard);
+    if (m.name == self_ || !m.serving || it == m.versions.end() || it->second <= newest) continue;
+    newest = it->second;
+    best = m.name;
+  }
+  return best;
 }
 
 StatusOr<nlohmann::json> ServerGraph::Rebuild(uint32_t shard) {
   if (shard >= live_.size() || !live_[shard]) {
     return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
   }
-  return live_[shard]->Rebuild();
+  std::lock_guard lock(*shard_rebuild_mu_[shard]);
+  auto done = live_[shard]->Rebuild();
+  if (done.ok()) VersionsChanged(shard);
+  return done;
+}
+
+StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& from) {
+  if (shard >= live_.size() || !live_[shard]) {
+    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
+  }
+  if (!view_) return Status::Unavailable("no cluster view to find replica " + from);
+  std::lock_guard lock(*shard_rebuild_mu_[shard]);
+  const auto start = std::chrono::steady_clock::now();
+  auto map = view_->Current();
+  const cluster::MemberInfo* peer = nullptr;
+  for (const auto& m : map->members) {
+    if (m.name == from) peer = &m;
+  }
+  if (!peer) return Status::NotFound("no member " + from + " in the cluster");
+  rpc::RemoteGraph remote(pools_->Get(peer->endpoint));
+  ZIPG_ASSIGN_OR_RETURN(std::string text, remote.RebuiltVersion(static_cast<int32_t>(shard)));
+  const nlohmann::json listing = nlohmann::json::parse(text, nullptr, false);
+  if (!listing.is_object() || !listing.contains("version") || !listing.contains("files")) {
+    return Status::Internal(from + " answered rebuilt_version with " + text.substr(0, 200));
+  }
+  const int64_t number = listing["version"].get<int64_t>();
+  const uint64_t through = listing["through"].get<uint64_t>();
+  if (number <= live_[shard]->version()) {  // adopted (or built) already
+    return nlohmann::json{{"version", live_[shard]->version()}, {"already", true}};
+  }
+  // The files, fetched into a directory of their own (removed if anything fails).
+  const std::string fetched = updates_dir_ + "/shard-" + std::to_string(shard) + ".fetch";
+  std::error_code ec;
+  std::filesystem::remove_all(fetched, ec);
+  uint64_t bytes = 0;
+  auto fetch = [&]() -> Status {
+    for (const auto& f : listing["files"]) {
+      const std::string path = f.at("path").get<std::string>();
+      const std::string file = fetched + "/" + path;
+      std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ec);
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      const uint64_t size = f.at("bytes").get<uint64_t>();
+      for (uint64_t at = 0; at < size;) {
+        ZIPG_ASSIGN_OR_RETURN(std::string chunk,
+                              remote.RebuiltChunk(static_cast<int32_t>(shard), number, path,
+                                                  static_cast<int64_t>(at), kFetchChunk));
+        if (chunk.empty()) return Status::Internal(from + ": " + path + " ends early");
+        out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        at += chunk.size();
+        bytes += chunk.size();
+      }
+      out.close();
+      if (!out) return Status::IOError("cannot write " + file);
+      ZIPG_RETURN_IF_ERROR(SyncFile(file));
+    }
+    return Status::OK();
+  };
+  if (Status s = fetch(); !s.ok()) {
+    std::filesystem::remove_all(fetched, ec);
+    return s;
+  }
+  const double fetch_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto feed = [this, map, shard](uint64_t after) -> StatusOr<std::vector<engine::Update>> {
+    ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
+    ZIPG_ASSIGN_OR_RETURN(
+        rpc::UpdateFeedChunk got,
+        rpc::RemoteGraph(pools_->Get(logstore->endpoint)).UpdatesSince(shard, after, self_));
+    std::vector<engine::Update> updates;
+    ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &updates, nullptr));
+    return updates;
+  };
+  auto done = live_[shard]->Adopt(number, through, fetched, feed);
+  std::filesystem::remove_all(fetched, ec);  // left only if Adopt failed before moving it
+  if (!done.ok()) return done;
+  (*done)["from"] = from;
+  (*done)["fetched_bytes"] = bytes;
+  (*done)["fetch_seconds"] = fetch_seconds;
+  VersionsChanged(shard);
+  return done;
+}
+
+void ServerGraph::VersionsChanged(uint32_t shard) {
+  {
+    std::lock_guard lock(rebuild_mu_);
+    rebuild_errors_[shard].clear();
+  }
+  if (on_versions_) on_versions_();
+}
+
+std::map<uint32_t, int64_t> ServerGraph::Versions() const {
+  std::map<uint32_t, int64_t> out;
+  for (uint32_t s : hosted_) out[s] = live_[s]->version();
+  return out;
+}
+
+StatusOr<std::string> ServerGraph::RebuiltVersion(uint32_t shard) const {
+  if (shard >= live_.size() || !live_[shard]) {
+    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto listing, live_[shard]->VersionFiles());
+  return listing.dump();
+}
+
+StatusOr<std::string> ServerGraph::RebuiltChunk(uint32_t shard, int64_t version,
+                                                const std::string& path, uint64_t offset,
+                                                uint64_t length) const {
+  if (shard >= live_.size() || !live_[shard]) {
+    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
+  }
+  if (length > kFetchChunk * 4) return Status::InvalidArgument("rebuilt_chunk: at most 16 MiB");
+  return live_[shard]->ReadVersionFile(version, path, offset, length);
 }
 
 nlohmann::json ServerGraph::RebuildStats() const {
   nlohmann::json j = nlohmann::json::object();
-  for (uint32_t s : hosted_) j[std::to_string(s)] = live_[s]->Stats();
+  std::lock_guard lock(rebuild_mu_);
+  for (uint32_t s : hosted_) {
+    j[std::to_string(s)] = live_[s]->Stats();
+    if (!rebuild_errors_[s].empty()) j[std::to_string(s)]["last_error"] = rebuild_errors_[s];
+  }
   return j;
 }
 
@@ -310,7 +464,23 @@ void ShardHandler::local_node_ids(std::vector<int64_t>& _return, const std::vect
   _return = rpc::ValueOrThrow(graph_->LocalNodeIds(shards, rpc::FromThrift(properties)));
 }
 
-void ShardHandler::admin_rebuild(std::string& _return, const std::vector<int32_t>& shards) {
+void ShardHandler::rebuilt_version(std::string& _return, int32_t shard) {
+  if (shard < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
+  _return = rpc::ValueOrThrow(graph_->RebuiltVersion(static_cast<uint32_t>(shard)));
+}
+
+void ShardHandler::rebuilt_chunk(std::string& _return, int32_t shard, int64_t version,
+                                 const std::string& path, int64_t offset, int32_t length) {
+  if (shard < 0 || offset < 0 || length < 0) {
+    rpc::ThrowIfError(Status::InvalidArgument("negative shard, offset or length"));
+  }
+  _return = rpc::ValueOrThrow(graph_->RebuiltChunk(static_cast<uint32_t>(shard), version, path,
+                                                   static_cast<uint64_t>(offset),
+                                                   static_cast<uint64_t>(length)));
+}
+
+void ShardHandler::admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
+                                 const std::string& from_member) {
   std::vector<uint32_t> which(graph_->hosted());
   if (!shards.empty()) {
     which.clear();
@@ -320,7 +490,10 @@ void ShardHandler::admin_rebuild(std::string& _return, const std::vector<int32_t
     }
   }
   nlohmann::json out = nlohmann::json::object();
-  for (uint32_t s : which) out[std::to_string(s)] = rpc::ValueOrThrow(graph_->Rebuild(s));
+  for (uint32_t s : which) {
+    out[std::to_string(s)] =
+        rpc::ValueOrThrow(from_member.empty() ? graph_->Rebuild(s) : graph_->Adopt(s, from_member));
+  }
   _return = out.dump();
 }
 

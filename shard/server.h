@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -84,6 +85,21 @@ class ServerGraph final : public ShardRouter {
   nlohmann::json UpdateStats() const;
   // Rebuilds hosted shard `shard` now (engine/live_shard.h); its summary.
   StatusOr<nlohmann::json> Rebuild(uint32_t shard);
+  // Adopts replica `from`'s current version of `shard` (fetches its files, then
+  // LiveShard::Adopt with the LogStore's feed); its summary. A shard's rebuild is built once, by
+  // its first serving replica by name (the builder), whose threshold starts it; the others adopt
+  // it when they see it in the builder's registration (checked every second).
+  StatusOr<nlohmann::json> Adopt(uint32_t shard, const std::string& from);
+  // This server's member name (set before serving), for the builder choice and feed reads.
+  void SetSelf(const std::string& name) { self_ = name; }
+  // Called after a hosted shard changed version (to re-register with Versions()).
+  void OnVersions(std::function<void()> f) { on_versions_ = std::move(f); }
+  std::map<uint32_t, int64_t> Versions() const;
+  // For a replica that adopts: the current version's listing (JSON) and a piece of a file.
+  StatusOr<std::string> RebuiltVersion(uint32_t shard) const;
+  StatusOr<std::string> RebuiltChunk(uint32_t shard, int64_t version, const std::string& path,
+                                     uint64_t offset, uint64_t length) const;
+  static constexpr int32_t kFetchChunk = 4 << 20;
   // Per hosted shard, its version and rebuilds (LiveShard::Stats).
   nlohmann::json RebuildStats() const;
   // Bytes the hosted shards' delta indexes hold in memory.
@@ -144,7 +160,17 @@ class ServerGraph final : public ShardRouter {
   // Rebuilds a hosted shard whose delta passed RebuildOptions::delta_bytes (checked every
   // second, at nice 10).
   void RebuildLoop();
+  bool IsBuilder(uint32_t shard, const cluster::ShardMap* map) const;
+  // The serving replica of `shard` with the newest version newer than this one's ("" if none).
+  std::string NewerPeer(uint32_t shard, const cluster::ShardMap* map) const;
+  void VersionsChanged(uint32_t shard);
   RebuildOptions rebuild_;
+  std::string updates_dir_;
+  std::string self_;
+  std::function<void()> on_versions_;
+  std::vector<std::unique_ptr<std::mutex>> shard_rebuild_mu_;  // one rebuild or adoption at a time
+  mutable std::mutex rebuild_mu_;                              // guards rebuild_errors_
+  std::vector<std::string> rebuild_errors_;                    // per shard: the last failure
   std::thread rebuilder_;
 };
 
@@ -158,7 +184,11 @@ class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler 
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                       const std::map<std::string, std::string>& properties) override;
-  void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards) override;
+  void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
+                     const std::string& from_member) override;
+  void rebuilt_version(std::string& _return, int32_t shard) override;
+  void rebuilt_chunk(std::string& _return, int32_t shard, int64_t version, const std::string& path,
+                     int64_t offset, int32_t length) override;
 
  private:
   ServerGraph* graph_;

@@ -141,9 +141,16 @@ service ShardService extends GraphService {
   list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties)
       throws (1: GraphError error),
   // Rebuilds the listed shards hosted here (every hosted shard if none) now, folding their
-  // writes into new compressed files (docs/writes.md, "Rebuilding a base shard"); returns a JSON
-  // object of summaries by shard.
-  string admin_rebuild(1: list<i32> shards) throws (1: GraphError error),
+  // writes into new compressed files (docs/writes.md, "Rebuilding a base shard"); with
+  // from_member, adopts that replica's current version of each instead of building one. Returns
+  // a JSON object of summaries by shard.
+  string admin_rebuild(1: list<i32> shards, 2: string from_member) throws (1: GraphError error),
+  // The current rebuilt version of hosted shard `shard`, for a replica that adopts it:
+  // JSON {"version", "through", "files": [{"path", "bytes"}]}.
+  string rebuilt_version(1: i32 shard) throws (1: GraphError error),
+  // Up to `length` bytes (at most 16 MiB) of one of its files from `offset`.
+  binary rebuilt_chunk(1: i32 shard, 2: i64 version, 3: string path, 4: i64 offset,
+                       5: i32 length) throws (1: GraphError error),
 }
 
 // A node's live data in the LogStore's fragments (memtables and log shards, docs/writes.md).
