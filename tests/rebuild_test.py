@@ -107,10 +107,16 @@ def main():
                                              got.get("fetched_bytes", 0) > 0)),
                       f"{label}: {name} shard {s}: before {short(b, 300)} after {short(a, 300)} "
                       f"summary {short(got, 300)}")
-        registered = {n: m.get("versions") for n, m in members().items() if n in SERVERS}
-        check(all(v == {str(s): after["shard-0"][str(s)]["version"] for s in range(SHARDS)}
-                  for v in registered.values()),
-              f"{label}: the registered versions: {registered}")
+        # Registered in etcd: the cluster's view follows within moments.
+        want = {str(s): after["shard-0"].get(str(s), {}).get("version") for s in range(SHARDS)}
+        deadline = time.monotonic() + 10
+        while True:
+            registered = {n: m.get("versions") for n, m in members().items() if n in SERVERS}
+            done = len(registered) == 2 and all(v == want for v in registered.values())
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        check(done, f"{label}: the registered versions: {registered}, want {want}")
         note(f"{label}: shard-1/0 adopted: {short((summary or {}).get('shard-1', {}).get('0'), 400)}")
         s0 = (summary or {}).get("shard-0", {}).get("0", {})
         note(f"{label}: admin rebuild of 4 shards on 2 servers took {took:.1f} s; shard-0/0: "
