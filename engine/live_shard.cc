@@ -157,7 +157,25 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
   std::set<std::string> edge_names(base.edges().property_names().begin(),
                                    base.edges().property_names().end());
   const Status closing = Status::Unavailable("the shard is closing");
-  uint64_t fetches = 0;
+  uint64_t fetches = 0, calls = 0;
+  // The logged edges are asked in batches (kAsksPerCall, or about kDstsPerCall destinations).
+  std::vector<FragmentSource::Ask> asks;
+  size_t ask_dsts = 0;
+  auto ask_now = [&]() -> Status {
+    if (asks.empty()) return Status::OK();
+    ZIPG_ASSIGN_OR_RETURN(auto answers, log_->FragmentEdgesBatch(asks));
+    ++calls;
+    for (auto& edges : answers) {
+      for (Edge& e : edges) {
+        for (const auto& [name, value] : e.properties) edge_names.insert(name);
+        logged_edges.push_back(std::move(e));
+      }
+    }
+    asks.clear();
+    ask_dsts = 0;
+    return Status::OK();
+  };
+  constexpr size_t kAsksPerCall = 256, kDstsPerCall = 16384;
   for (const auto& [id, node] : written) {
     if (cancelled_) return closing;
     if (log_ == nullptr && (node->props_generation != 0 || !node->types.empty())) {
@@ -166,6 +184,7 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
     if (node->props_generation != 0) {
       ZIPG_ASSIGN_OR_RETURN(auto props, log_->FragmentProperties(id, {node->props_generation}));
       ++fetches;
+      ++calls;
       if (props) {
         for (const auto& [name, value] : *props) node_names.insert(name);
         logged_props.emplace_back(id, std::move(*props));
@@ -173,23 +192,21 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
     }
     for (const auto& [type, t] : node->types) {
       if (t.log.empty()) continue;
-      std::vector<int64_t> dsts;
+      FragmentSource::Ask ask{id, type, {}, {}};
       std::set<int64_t> generations;
       t.log.Visit(0, t.log.size(), [&](const EdgeKey& k, int64_t generation) {
-        dsts.push_back(k.dst);
+        ask.dsts.push_back(k.dst);
         generations.insert(generation);
         return true;
       });
-      ZIPG_ASSIGN_OR_RETURN(
-          auto edges,
-          log_->FragmentEdges(id, type, {generations.begin(), generations.end()}, dsts));
+      ask.generations.assign(generations.begin(), generations.end());
+      ask_dsts += ask.dsts.size();
+      asks.push_back(std::move(ask));
       ++fetches;
-      for (Edge& e : edges) {
-        for (const auto& [name, value] : e.properties) edge_names.insert(name);
-        logged_edges.push_back(std::move(e));
-      }
+      if (asks.size() >= kAsksPerCall || ask_dsts >= kDstsPerCall) ZIPG_RETURN_IF_ERROR(ask_now());
     }
   }
+  ZIPG_RETURN_IF_ERROR(ask_now());
   const double fetch_seconds = Seconds(start);
   const std::vector<std::string> node_list(node_names.begin(), node_names.end());
   const std::vector<std::string> edge_list(edge_names.begin(), edge_names.end());
@@ -262,6 +279,7 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
   ZIPG_RETURN_IF_ERROR(graph::Compress(source, dir, options, nullptr, &report));
   (*summary)["written_nodes"] = written.size();
   (*summary)["logstore_fetches"] = fetches;
+  (*summary)["logstore_calls"] = calls;
   (*summary)["fetch_seconds"] = fetch_seconds;
   (*summary)["nodes"] = nodes_out;
   (*summary)["edges"] = edges_out;

@@ -30,6 +30,20 @@ class FragmentSource {
   virtual StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
                                                     const std::vector<int64_t>& generations,
                                                     const std::vector<int64_t>& dsts) = 0;
+  // FragmentEdges for each ask, one answer each (for whole-shard readers: fewer round trips).
+  struct Ask {
+    int64_t id = 0, type = 0;
+    std::vector<int64_t> generations, dsts;
+  };
+  virtual StatusOr<std::vector<std::vector<Edge>>> FragmentEdgesBatch(
+      const std::vector<Ask>& asks) {
+    std::vector<std::vector<Edge>> out;
+    for (const Ask& a : asks) {
+      ZIPG_ASSIGN_OR_RETURN(auto edges, FragmentEdges(a.id, a.type, a.generations, a.dsts));
+      out.push_back(std::move(edges));
+    }
+    return out;
+  }
 };
 
 class MergedShard final : public ShardReader {

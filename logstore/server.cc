@@ -17,6 +17,15 @@ void LogStoreHandler::fragment_edges(std::vector<rpc::Edge>& _return, int64_t id
   _return = rpc::ToThrift(rpc::ValueOrThrow(store_->FragmentEdges(id, type, generations, dsts)));
 }
 
+void LogStoreHandler::fragment_edges_batch(std::vector<std::vector<rpc::Edge>>& _return,
+                                           const std::vector<rpc::FragmentAsk>& asks) {
+  _return.clear();
+  for (const auto& a : asks) {
+    _return.push_back(rpc::ToThrift(
+        rpc::ValueOrThrow(store_->FragmentEdges(a.id, a.type, a.generations, a.dsts))));
+  }
+}
+
 void LogStoreHandler::log_node_ids(std::vector<int64_t>& _return,
                                    const std::map<std::string, std::string>& properties) {
   _return = rpc::ValueOrThrow(store_->NodeIds(rpc::FromThrift(properties)));

@@ -241,6 +241,21 @@ StatusOr<std::vector<zipg::Edge>> RemoteGraph::FragmentEdges(
   return FromThrift(r);
 }
 
+StatusOr<std::vector<std::vector<zipg::Edge>>> RemoteGraph::FragmentEdgesBatch(
+    const std::vector<FragmentAsk>& asks) {
+  std::vector<std::vector<rpc::Edge>> r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.fragment_edges_batch(r, asks); }));
+  if (r.size() != asks.size()) {
+    return Status::Internal("fragment_edges_batch: " + std::to_string(r.size()) + " answers to " +
+                            std::to_string(asks.size()) + " asks");
+  }
+  std::vector<std::vector<zipg::Edge>> out;
+  out.reserve(r.size());
+  for (const auto& edges : r) out.push_back(FromThrift(edges));
+  return out;
+}
+
 StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& properties) {
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);

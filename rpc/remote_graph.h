@@ -70,6 +70,9 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<std::vector<zipg::Edge>> FragmentEdges(int64_t id, int64_t type,
                                                   const std::vector<int64_t>& generations,
                                                   const std::vector<int64_t>& dsts);
+  // fragment_edges_batch: one answer per ask, in order.
+  StatusOr<std::vector<std::vector<zipg::Edge>>> FragmentEdgesBatch(
+      const std::vector<FragmentAsk>& asks);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
   // The LogStore's update feed of a base shard after id `after`, for replica `member`.
   StatusOr<UpdateFeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member);

@@ -301,6 +301,19 @@ StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
   return remote.FragmentEdges(id, type, generations, dsts);
 }
 
+StatusOr<std::vector<std::vector<Edge>>> ServerGraph::LogStoreSource::FragmentEdgesBatch(
+    const std::vector<Ask>& asks) {
+  ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
+  std::vector<rpc::FragmentAsk> wire(asks.size());
+  for (size_t i = 0; i < asks.size(); ++i) {
+    wire[i].id = asks[i].id;
+    wire[i].type = asks[i].type;
+    wire[i].generations = asks[i].generations;
+    wire[i].dsts = asks[i].dsts;
+  }
+  return remote.FragmentEdgesBatch(wire);
+}
+
 StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
                                             const std::vector<engine::Update>& batch) {
   if (shard >= live_.size() || !live_[shard]) {

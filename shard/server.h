@@ -129,6 +129,8 @@ class ServerGraph final : public ShardRouter {
     StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
                                               const std::vector<int64_t>& generations,
                                               const std::vector<int64_t>& dsts) override;
+    StatusOr<std::vector<std::vector<Edge>>> FragmentEdgesBatch(
+        const std::vector<Ask>& asks) override;
 
    private:
     StatusOr<rpc::RemoteGraph> Remote() const;

@@ -166,6 +166,14 @@ struct UpdateFeedChunk {
   3: bool included,   // the asking member was, before the read, one the shard's pushes go to
 }
 
+// One fragment_edges question, for fragment_edges_batch.
+struct FragmentAsk {
+  1: i64 id,
+  2: i64 type,
+  3: list<i64> generations,
+  4: list<i64> dsts,
+}
+
 service LogStoreService extends ShardService {
   // The live data of node `id` (edges of `type`, all types if any_type, none if type < 0) in the
   // listed generations (memtables or the log shards they became).
@@ -174,6 +182,8 @@ service LogStoreService extends ShardService {
   // The live edges of (id, type) to the listed dsts in those generations, any order.
   list<Edge> fragment_edges(1: i64 id, 2: i64 type, 3: list<i64> generations, 4: list<i64> dsts)
       throws (1: GraphError error),
+  // fragment_edges for each ask, one answer each (a shard rebuild reads every written node).
+  list<list<Edge>> fragment_edges_batch(1: list<FragmentAsk> asks) throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
   // The update feed of base shard `shard` after id `after`, for replica `member` catching up.
