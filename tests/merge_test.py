@@ -22,13 +22,12 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_procs  # noqa: E402
 import write_model  # noqa: E402
-from write_model import acceptable, random_write, raw_status, short  # noqa: E402
+from write_model import random_write, short  # noqa: E402
 
 SEED = 20261126
 rnd = random.Random(SEED)
@@ -102,52 +101,13 @@ def main():
             check("last_error" not in s, f"{label}: {n}: {s.get('last_error')}")
         return st
 
-    # The loaders: loader k adds edges (9_000_000 + k, 9, n) and deletes some it added, and asks
-    # the count of its node after each write; its own state says every answer.
-    stop = threading.Event()
-    lock = threading.Lock()
-    loaded = []  # acknowledged loader writes, applied to the model once the loaders stop
-    stats = {"writes": 0, "reads": 0, "wrong": 0}
-
-    def loader(k):
-        s = Session(aggs[k % 2], f"loader-{k}", SEED + 10 + k)
-        lw = random.Random(SEED + 20 + k)
-        src, held, n, mine = 9_000_000 + k, set(), 0, []
-        while not stop.is_set():
-            if held and lw.random() < 0.35:
-                d = lw.choice(sorted(held))
-                q = {"op": "assoc_delete", "src": src, "type": LOAD_TYPE, "dst": d}
-                want = {"ok": {"deleted": True}}
-                held.discard(d)
-            else:
-                n += 1
-                q = {"op": "assoc_add", "src": src, "type": LOAD_TYPE, "dst": n, "timestamp": n,
-                     "properties": {"n": str(n)}}
-                want = {"ok": {"replaced": False}}
-                held.add(n)
-            got = s.call(q)
-            ok = acceptable(got, want)
-            mine.append(q)
-            count = s.call({"op": "assoc_count", "id": src, "type": LOAD_TYPE})
-            counted = acceptable(count, {"ok": len(held)})
-            with lock:
-                stats["writes"] += 1
-                stats["reads"] += 1
-                if not ok or not counted:
-                    stats["wrong"] += 1
-                    check(False, f"loader {k}: {short(q)} -> {short(got)}; count {short(count)} "
-                                 f"want {len(held)}")
-        with lock:
-            loaded.extend(mine)
-        s.close()
+    # The loaders: each adds and deletes edges of its own node and checks its count.
+    loaders = write_model.EdgeLoaders(LOADERS, aggs, Session, SEED, check, LOAD_TYPE)
 
     # ---- A ------------------------------------------------------------------------------------
     section("A. six rounds of writes, compaction and merges, with 2 loaders running throughout")
     check(wait_in_sync("logstore"), "A: in sync")
-    threads = [threading.Thread(target=loader, args=(k,)) for k in range(LOADERS)]
-    for th in threads:
-        th.start()
-    t0 = time.monotonic()
+    loaders.start()
     for rnd_no in range(1, 7):
         for k in range(150):
             cc.write(random_write(model, w, hot, universe), k)
@@ -155,14 +115,10 @@ def main():
         lead = st["logstore"]
         note(f"A{rnd_no}: leader log shards {short(lead.get('log_shards'), 200)}, "
              f"{lead.get('merges')} merges, last {short(lead.get('last_merge'), 300)}")
-    stop.set()
-    for th in threads:
-        th.join()
-    for q in loaded:
-        model.write(q)
+    stats, took = loaders.stop(model)
     check(stats["wrong"] == 0, f"A: {stats['wrong']} wrong loader answers")
     note(f"A: the loaders made {stats['writes']} writes and {stats['reads']} reads in "
-         f"{time.monotonic() - t0:.1f} s, {stats['wrong']} wrong")
+         f"{took:.1f} s, {stats['wrong']} wrong")
     lead, stand = logstore_status("logstore"), logstore_status("logstore-standby")
     check(lead.get("merges", 0) >= 5 and stand.get("merges", 0) >= 5,
           f"A: merges: leader {lead.get('merges')}, standby {stand.get('merges')}")

@@ -27,13 +27,12 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_procs  # noqa: E402
 import write_model  # noqa: E402
-from write_model import acceptable, random_write, raw_status, short  # noqa: E402
+from write_model import random_write, raw_status, short  # noqa: E402
 
 SEED = 20261127
 rnd = random.Random(SEED)
@@ -122,43 +121,8 @@ def main():
         note(f"{label}: admin rebuild of 4 shards on 2 servers took {took:.1f} s; shard-0/0: "
              f"{short(s0, 400)}")
 
-    # The loaders: loader k adds edges (9_000_000 + k, 9, n) and deletes some it added, and asks
-    # the count of its node after each write; its own state says every answer.
-    stop = threading.Event()
-    lock = threading.Lock()
-    loaded = []  # acknowledged loader writes, applied to the model once the loaders stop
-    stats = {"writes": 0, "wrong": 0}
-
-    def loader(k):
-        s = Session(aggs[k % 2], f"loader-{k}", SEED + 10 + k)
-        lw = random.Random(SEED + 20 + k)
-        src, held, n, mine = 9_000_000 + k, set(), 0, []
-        while not stop.is_set():
-            if held and lw.random() < 0.35:
-                d = lw.choice(sorted(held))
-                q = {"op": "assoc_delete", "src": src, "type": LOAD_TYPE, "dst": d}
-                want = {"ok": {"deleted": True}}
-                held.discard(d)
-            else:
-                n += 1
-                q = {"op": "assoc_add", "src": src, "type": LOAD_TYPE, "dst": n, "timestamp": n,
-                     "properties": {"n": str(n)}}
-                want = {"ok": {"replaced": False}}
-                held.add(n)
-            got = s.call(q)
-            ok = acceptable(got, want)
-            mine.append(q)
-            count = s.call({"op": "assoc_count", "id": src, "type": LOAD_TYPE})
-            counted = acceptable(count, {"ok": len(held)})
-            with lock:
-                stats["writes"] += 1
-                if not ok or not counted:
-                    stats["wrong"] += 1
-                    check(False, f"loader {k}: {short(q)} -> {short(got)}; count {short(count)} "
-                                 f"want {len(held)}")
-        with lock:
-            loaded.extend(mine)
-        s.close()
+    # The loaders: each adds and deletes edges of its own node and checks its count.
+    loaders = write_model.EdgeLoaders(LOADERS, aggs, Session, SEED, check, LOAD_TYPE)
 
     # ---- A ------------------------------------------------------------------------------------
     section("A. two rounds of writes, a compaction and a rebuild, with 2 loaders running")
@@ -166,10 +130,7 @@ def main():
         status = rebuilds(name)
         check(all(status.get(str(s), {}).get("version") == 0 for s in range(SHARDS)),
               f"A: {name} starts at version 0: {short(status)}")
-    threads = [threading.Thread(target=loader, args=(k,)) for k in range(LOADERS)]
-    for th in threads:
-        th.start()
-    t0 = time.monotonic()
+    loaders.start()
     for rnd_no in (1, 2):
         for k in range(200):
             cc.write(random_write(model, w, hot, universe), k)
@@ -180,14 +141,10 @@ def main():
         rebuild_all(f"A{rnd_no}")
         for k in range(50):  # written after the rebuild: in the new delta
             cc.write(random_write(model, w, hot, universe), k)
-    stop.set()
-    for th in threads:
-        th.join()
-    for q in loaded:
-        model.write(q)
+    stats, took = loaders.stop(model)
     check(stats["wrong"] == 0, f"A: {stats['wrong']} wrong loader answers")
     note(f"A: the loaders made {stats['writes']} writes (each with a count read) in "
-         f"{time.monotonic() - t0:.1f} s, {stats['wrong']} wrong")
+         f"{took:.1f} s, {stats['wrong']} wrong")
     cc.full_comparison("A")
     cc.compare_replicas("A", SERVERS)
 

@@ -9,6 +9,7 @@ import random
 import socket
 import struct
 import subprocess
+import threading
 import time
 from collections import defaultdict
 
@@ -448,3 +449,66 @@ def edge_props(r):
     return {n: wvalue(r) for n in r.sample(EDGE_NAMES, r.randint(0, 3))}
 
 
+class EdgeLoaders:
+    """`count` clients writing while a test does something else (merge_test.py, rebuild_test.py):
+    client k, through endpoints[k % len], adds edges (9_000_000 + k, load_type, n) and deletes
+    some it added, and asks its node's count after each write; its own state says every answer
+    (a wrong one is a failed check). stop() joins them and applies every acknowledged write to
+    `model`. new_session(endpoint, label, seed) opens a Session."""
+
+    def __init__(self, count, endpoints, new_session, seed, check, load_type=9):
+        self.count, self.endpoints, self.new_session = count, endpoints, new_session
+        self.seed, self.check, self.load_type = seed, check, load_type
+        self.halt = threading.Event()
+        self.lock = threading.Lock()
+        self.loaded = []  # acknowledged writes
+        self.stats = {"writes": 0, "reads": 0, "wrong": 0}
+        self.threads = []
+
+    def start(self):
+        self.started = time.monotonic()
+        self.threads = [threading.Thread(target=self._run, args=(k,)) for k in range(self.count)]
+        for th in self.threads:
+            th.start()
+
+    def stop(self, model):
+        """Joins the clients, applies their writes to `model`; (stats, seconds they ran)."""
+        self.halt.set()
+        for th in self.threads:
+            th.join()
+        for q in self.loaded:
+            model.write(q)
+        return self.stats, time.monotonic() - self.started
+
+    def _run(self, k):
+        s = self.new_session(self.endpoints[k % len(self.endpoints)], f"loader-{k}",
+                             self.seed + 10 + k)
+        lw = random.Random(self.seed + 20 + k)
+        src, held, n, mine = 9_000_000 + k, set(), 0, []
+        while not self.halt.is_set():
+            if held and lw.random() < 0.35:
+                d = lw.choice(sorted(held))
+                q = {"op": "assoc_delete", "src": src, "type": self.load_type, "dst": d}
+                want = {"ok": {"deleted": True}}
+                held.discard(d)
+            else:
+                n += 1
+                q = {"op": "assoc_add", "src": src, "type": self.load_type, "dst": n,
+                     "timestamp": n, "properties": {"n": str(n)}}
+                want = {"ok": {"replaced": False}}
+                held.add(n)
+            got = s.call(q)
+            ok = acceptable(got, want)
+            mine.append(q)
+            count = s.call({"op": "assoc_count", "id": src, "type": self.load_type})
+            counted = acceptable(count, {"ok": len(held)})
+            with self.lock:
+                self.stats["writes"] += 1
+                self.stats["reads"] += 1
+                if not ok or not counted:
+                    self.stats["wrong"] += 1
+                    self.check(False, f"loader {k}: {short(q)} -> {short(got)}; count "
+                                      f"{short(count)} want {len(held)}")
+        with self.lock:
+            self.loaded.extend(mine)
+        s.close()
