@@ -11,8 +11,8 @@
 #include "graph/compress.h"
 #include "graph/graph.h"
 #include "graph/input.h"
+#include "graph/memory_plan.h"
 #include "util/file.h"
-#include "util/memory.h"
 
 namespace zipg::engine {
 
@@ -214,11 +214,8 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
   graph::CompressOptions options;
   options.shards = 1;
   options.threads = 1;
-  options.memory_limit = options_.rebuild_memory;
-  if (options.memory_limit == 0) {
-    auto available = DetectAvailableMemory();
-    options.memory_limit = available.ok() ? available->bytes / 10 * 8 : 0;
-  }
+  options.memory_limit =
+      options_.rebuild_memory != 0 ? options_.rebuild_memory : graph::DefaultMemoryBudget();
   options.overwrite = true;
   // Reading the base's edge text whole is several times faster than by chunks; half the budget
   // may go to it, as the new files are built only after the rows are read.
@@ -370,8 +367,6 @@ StatusOr<json> LiveShard::Adopt(int64_t number, uint64_t through, const std::str
 void LiveShard::StartLogging() {
   logging_ = true;
   log_since_.clear();
-  std::lock_guard stats(stats_mu_);
-  rebuilding_ = true;
 }
 
 void LiveShard::RemoveVersion(int64_t number) const {
@@ -385,10 +380,6 @@ Status LiveShard::Abandon(int64_t number, const Status& why) {
     std::lock_guard lock(apply_mu_);
     logging_ = false;
     log_since_.clear();
-  }
-  {
-    std::lock_guard stats(stats_mu_);
-    rebuilding_ = false;
   }
   RemoveVersion(number);
   return why;
@@ -450,7 +441,6 @@ StatusOr<json> LiveShard::Install(std::shared_ptr<Version> from, int64_t number,
   summary["replayed"] = replayed;
   summary["seconds"] = Seconds(start);
   std::lock_guard stats(stats_mu_);
-  rebuilding_ = false;
   ++rebuilds_;
   last_rebuild_ = summary;
   return summary;
@@ -480,11 +470,11 @@ StatusOr<std::string> LiveShard::ReadVersionFile(int64_t number, const std::stri
                             std::to_string(v->number) + ")");
   }
   const fs::path relative(path);
-  for (const auto& part : relative) {
-    if (part == ".." || part == "." || relative.is_absolute()) {
-      return Status::InvalidArgument("not a file of the version: " + path);
-    }
-  }
+  const bool outside = relative.is_absolute() ||
+                       std::any_of(relative.begin(), relative.end(), [](const fs::path& part) {
+                         return part == ".." || part == ".";
+                       });
+  if (outside) return Status::InvalidArgument("not a file of the version: " + path);
   const std::string file = VersionDir(number) + "/" + path;
   std::ifstream in(file, std::ios::binary);
   if (!in) return Status::NotFound("cannot open " + file);
@@ -503,7 +493,7 @@ json LiveShard::Stats() const {
           {"written_nodes", v->merged->delta().size()},
           {"delta_bytes", v->merged->delta().bytes()},
           {"rebuilds", rebuilds_},
-          {"rebuilding", rebuilding_},
+          {"rebuilding", logging_.load()},
           {"last_rebuild", last_rebuild_}};
 }
 

@@ -128,13 +128,12 @@ class LiveShard {
 
   // Serializes Apply and the swap; guards the two fields below.
   std::mutex apply_mu_;
-  bool logging_ = false;                        // a rebuild is under way
+  std::atomic<bool> logging_{false};            // a rebuild is under way (read unlocked by Stats)
   std::vector<std::vector<Update>> log_since_;  // batches applied since its snapshot
 
   std::mutex rebuild_mu_;  // one rebuild at a time
   std::atomic<bool> cancelled_{false};
-  mutable std::mutex stats_mu_;  // guards the three below
-  bool rebuilding_ = false;
+  mutable std::mutex stats_mu_;  // guards the two below
   uint64_t rebuilds_ = 0;
   nlohmann::json last_rebuild_;
 };

@@ -13,6 +13,13 @@
 
 namespace zipg::graph {
 
+uint64_t DefaultMemoryBudget() {
+  auto available = DetectAvailableMemory();
+  return available.ok()
+             ? static_cast<uint64_t>(static_cast<double>(available->bytes) * kDefaultBudgetFraction)
+             : 0;
+}
+
 namespace {
 
 // Bytes of working memory per row while a shard's text is assembled (graph/shard_build.cc): a

@@ -19,6 +19,8 @@ namespace zipg::graph {
 // The fraction of the detected available memory that compress plans to use when no explicit
 // limit is given: room for the page cache, the rest of the system and the model's error.
 inline constexpr double kDefaultBudgetFraction = 0.8;
+// kDefaultBudgetFraction of the memory available now (util/memory.h); 0 if it cannot be told.
+uint64_t DefaultMemoryBudget();
 // Memory the process holds whatever it builds: code, libraries, allocator arenas, the
 // partitioner's write buffers (64 MiB) and the input pages being read (measured: 94-120 MiB at
 // the end of loading a 2.2 GB input).

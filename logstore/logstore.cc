@@ -1270,11 +1270,8 @@ void LogStore::MergeLoop() {
 }
 
 uint64_t LogStore::BuildBudget() const {
-  uint64_t budget = options_.compaction_memory_bytes;
-  if (budget == 0) {
-    auto available = DetectAvailableMemory();
-    budget = available.ok() ? available->bytes / 10 * 8 : 0;
-  }
+  const uint64_t budget = options_.compaction_memory_bytes != 0 ? options_.compaction_memory_bytes
+                                                                : graph::DefaultMemoryBudget();
   // One process: the builds share its baseline and split what is above it.
   if (options_.merge_width < 2 || budget <= graph::kProcessBaseline) return budget;
   return graph::kProcessBaseline + (budget - graph::kProcessBaseline) / 2;

@@ -131,20 +131,23 @@ std::string ServerGraph::NewerPeer(uint32_t shard, const cluster::ShardMap* map)
   return best;
 }
 
-StatusOr<nlohmann::json> ServerGraph::Rebuild(uint32_t shard) {
+StatusOr<engine::LiveShard*> ServerGraph::Hosted(uint32_t shard) const {
   if (shard >= live_.size() || !live_[shard]) {
     return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
   }
+  return live_[shard].get();
+}
+
+StatusOr<nlohmann::json> ServerGraph::Rebuild(uint32_t shard) {
+  ZIPG_ASSIGN_OR_RETURN(engine::LiveShard * live, Hosted(shard));
   std::lock_guard lock(*shard_rebuild_mu_[shard]);
-  auto done = live_[shard]->Rebuild();
+  auto done = live->Rebuild();
   if (done.ok()) VersionsChanged(shard);
   return done;
 }
 
 StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& from) {
-  if (shard >= live_.size() || !live_[shard]) {
-    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
-  }
+  ZIPG_ASSIGN_OR_RETURN(engine::LiveShard * live, Hosted(shard));
   if (!view_) return Status::Unavailable("no cluster view to find replica " + from);
   std::lock_guard lock(*shard_rebuild_mu_[shard]);
   const auto start = std::chrono::steady_clock::now();
@@ -162,8 +165,8 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
   }
   const int64_t number = listing["version"].get<int64_t>();
   const uint64_t through = listing["through"].get<uint64_t>();
-  if (number <= live_[shard]->version()) {  // adopted (or built) already
-    return nlohmann::json{{"version", live_[shard]->version()}, {"already", true}};
+  if (number <= live->version()) {  // adopted (or built) already
+    return nlohmann::json{{"version", live->version()}, {"already", true}};
   }
   // The files, fetched into a directory of their own (removed if anything fails).
   const std::string fetched = updates_dir_ + "/shard-" + std::to_string(shard) + ".fetch";
@@ -207,7 +210,7 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
     ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &updates, nullptr));
     return updates;
   };
-  auto done = live_[shard]->Adopt(number, through, fetched, feed);
+  auto done = live->Adopt(number, through, fetched, feed);
   std::filesystem::remove_all(fetched, ec);  // left only if Adopt failed before moving it
   if (!done.ok()) return done;
   (*done)["from"] = from;
@@ -232,21 +235,17 @@ std::map<uint32_t, int64_t> ServerGraph::Versions() const {
 }
 
 StatusOr<std::string> ServerGraph::RebuiltVersion(uint32_t shard) const {
-  if (shard >= live_.size() || !live_[shard]) {
-    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
-  }
-  ZIPG_ASSIGN_OR_RETURN(auto listing, live_[shard]->VersionFiles());
+  ZIPG_ASSIGN_OR_RETURN(const engine::LiveShard* live, Hosted(shard));
+  ZIPG_ASSIGN_OR_RETURN(auto listing, live->VersionFiles());
   return listing.dump();
 }
 
 StatusOr<std::string> ServerGraph::RebuiltChunk(uint32_t shard, int64_t version,
                                                 const std::string& path, uint64_t offset,
                                                 uint64_t length) const {
-  if (shard >= live_.size() || !live_[shard]) {
-    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
-  }
+  ZIPG_ASSIGN_OR_RETURN(const engine::LiveShard* live, Hosted(shard));
   if (length > kFetchChunk * 4) return Status::InvalidArgument("rebuilt_chunk: at most 16 MiB");
-  return live_[shard]->ReadVersionFile(version, path, offset, length);
+  return live->ReadVersionFile(version, path, offset, length);
 }
 
 nlohmann::json ServerGraph::RebuildStats() const {

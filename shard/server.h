@@ -162,6 +162,8 @@ class ServerGraph final : public ShardRouter {
   // Rebuilds a hosted shard whose delta passed RebuildOptions::delta_bytes (checked every
   // second, at nice 10).
   void RebuildLoop();
+  // Hosted shard `shard`, or INVALID_ARGUMENT.
+  StatusOr<engine::LiveShard*> Hosted(uint32_t shard) const;
   bool IsBuilder(uint32_t shard, const cluster::ShardMap* map) const;
   // The serving replica of `shard` with the newest version newer than this one's ("" if none).
   std::string NewerPeer(uint32_t shard, const cluster::ShardMap* map) const;
