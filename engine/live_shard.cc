@@ -313,7 +313,7 @@ StatusOr<json> LiveShard::Rebuild() {
 }
 
 StatusOr<json> LiveShard::Adopt(int64_t number, uint64_t through, const std::string& fetched,
-                                const FeedFetch& feed) {
+                                const FeedFetch& feed, json about) {
   std::lock_guard rebuild(rebuild_mu_);
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Version> from;
@@ -360,7 +360,10 @@ StatusOr<json> LiveShard::Adopt(int64_t number, uint64_t through, const std::str
     (*summary)["feed_updates"] = updates;
     return Status::OK();
   };
-  json summary = {{"version", number}, {"through", through}, {"adopted", true}};
+  json summary = std::move(about);
+  summary["version"] = number;
+  summary["through"] = through;
+  summary["adopted"] = true;
   return Install(std::move(from), number, through, catch_up, start, std::move(summary));
 }
 
@@ -483,6 +486,11 @@ StatusOr<std::string> LiveShard::ReadVersionFile(int64_t number, const std::stri
   in.read(out.data(), static_cast<std::streamsize>(length));
   out.resize(static_cast<size_t>(in.gcount()));
   return out;
+}
+
+json LiveShard::LastRebuild() const {
+  std::lock_guard stats(stats_mu_);
+  return last_rebuild_;
 }
 
 json LiveShard::Stats() const {

@@ -77,8 +77,10 @@ class LiveShard {
   // manifest): the updates this replica applied after `through` are read again from `feed` and
   // applied to it, then the batches applied meanwhile, then the swap, as in Rebuild.
   // UNAVAILABLE if this replica has not yet applied every update up to `through` (try later).
+  // `about` (where it came from, what the fetch cost) is added to the summary.
   StatusOr<nlohmann::json> Adopt(int64_t number, uint64_t through, const std::string& fetched,
-                                 const FeedFetch& feed);
+                                 const FeedFetch& feed,
+                                 nlohmann::json about = nlohmann::json::object());
 
   // The current version's number (0: the store's own files).
   int64_t version() const;
@@ -95,6 +97,8 @@ class LiveShard {
 
   // {"version", "through", "rebuilds", "rebuilding", "last_rebuild"}.
   nlohmann::json Stats() const;
+  // The summary of the last rebuild or adoption (null if none).
+  nlohmann::json LastRebuild() const;
 
  private:
   struct Version;

@@ -574,9 +574,11 @@ TEST(LiveShardTest, AReplicaAdoptsThePeersVersionAndCatchesUpFromTheFeed) {
   // c has not applied every update the version holds: refused, and its files left in place.
   auto early = (*c)->Adopt(1, through, fetched, feed_after);
   EXPECT_EQ(early.status().code(), StatusCode::kUnavailable) << early.status().ToString();
-  auto adopted = (*b)->Adopt(1, through, fetched, feed_after);
+  auto adopted = (*b)->Adopt(1, through, fetched, feed_after, {{"from", "a"}});
   ASSERT_TRUE(adopted.ok()) << adopted.status().ToString();
   EXPECT_EQ((*adopted)["feed_updates"].get<uint64_t>(), w.last_id - through);
+  EXPECT_EQ((*adopted)["from"], "a");
+  EXPECT_EQ((*b)->LastRebuild(), *adopted);
   EXPECT_EQ((*b)->version(), 1);
   EXPECT_EQ((*b)->last_id(), w.last_id);
   EXPECT_FALSE(std::filesystem::exists(fetched));

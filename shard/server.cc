@@ -165,8 +165,13 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
   }
   const int64_t number = listing["version"].get<int64_t>();
   const uint64_t through = listing["through"].get<uint64_t>();
-  if (number <= live->version()) {  // adopted (or built) already
-    return nlohmann::json{{"version", live->version()}, {"already", true}};
+  if (number <= live->version()) {  // adopted already (by the adoption loop) or built here
+    nlohmann::json last = live->LastRebuild();
+    if (!last.is_object() || last.value("version", int64_t{-1}) != live->version()) {
+      last = nlohmann::json{{"version", live->version()}};
+    }
+    last["already"] = true;
+    return last;
   }
   // The files, fetched into a directory of their own (removed if anything fails).
   const std::string fetched = updates_dir_ + "/shard-" + std::to_string(shard) + ".fetch";
@@ -210,12 +215,11 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
     ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &updates, nullptr));
     return updates;
   };
-  auto done = live->Adopt(number, through, fetched, feed);
+  auto done =
+      live->Adopt(number, through, fetched, feed,
+                  {{"from", from}, {"fetched_bytes", bytes}, {"fetch_seconds", fetch_seconds}});
   std::filesystem::remove_all(fetched, ec);  // left only if Adopt failed before moving it
   if (!done.ok()) return done;
-  (*done)["from"] = from;
-  (*done)["fetched_bytes"] = bytes;
-  (*done)["fetch_seconds"] = fetch_seconds;
   VersionsChanged(shard);
   return done;
 }
