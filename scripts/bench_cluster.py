@@ -24,6 +24,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from write_model import raw_status  # noqa: E402
+
 
 def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat") as f:
@@ -63,6 +66,9 @@ def run_once(a, local_args):
                                capture_output=True, text=True)
         usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         after = {pid: cpu_ticks(pid) for pid in procs}
+        # The LogStore the cluster started with (the leader, unless it failed over).
+        status = (raw_status(state["logstore"]) or {}).get("logstore") or {}
+        commit = dict(status.get("commit") or {}, writes=status.get("writes", 0))
     finally:
         subprocess.run([a.zipg, "local", "stop", "--store", a.store], capture_output=True)
     lines = [l for l in bench.stdout.splitlines() if l.startswith("{")]
@@ -80,7 +86,9 @@ def run_once(a, local_args):
     return {"mix": a.mix, "connections": a.connections, "ops_per_s": overall["ops_per_s"],
             "p50_us": overall["p50_us"], "p99_us": overall["p99_us"], "errors": report["errors"],
             "cpu_us_per_op": {k: round(v, 1) for k, v in per.items()},
-            "cpu_us_per_op_total": round(sum(per.values()), 1)}
+            "cpu_us_per_op_total": round(sum(per.values()), 1),
+            "logstore_groups": {k: (v / max(commit.get("groups", 0), 1) if k != "groups" else v)
+                                for k, v in commit.items()}}
 
 
 def main():
@@ -107,6 +115,11 @@ def main():
         print(f"mix {r['mix']}, {r['connections']} connections: {r['ops_per_s']:.0f} op/s  "
               f"p50 {r['p50_us']:.0f} us  p99 {r['p99_us']:.0f} us  errors {r['errors']}\n"
               f"  CPU us per op: {cpu}  total {r['cpu_us_per_op_total']:.0f}", flush=True)
+        g = r["logstore_groups"]
+        if g.get("groups"):
+            stages = "  ".join(f"{k} {v:.0f}" for k, v in g.items() if k.endswith("_us"))
+            print(f"  LogStore: {g['groups']} commit groups of {g.get('writes', 0):.1f} writes; "
+                  f"us per group: {stages}", flush=True)
 
 
 if __name__ == "__main__":
