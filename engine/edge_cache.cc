@@ -1,0 +1,142 @@
+#include "engine/edge_cache.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace zipg::engine {
+
+size_t EdgeCache::KeyHash::operator()(const Key& k) const {
+  uint64_t h = std::hash<const void*>()(k.shard);
+  for (int64_t v : {k.src, k.type}) {
+    h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  }
+  return static_cast<size_t>(h);
+}
+
+uint64_t EdgeCache::BytesOf(const std::optional<Edge>& e) {
+  uint64_t bytes = 64 + sizeof(std::optional<Edge>);  // the map node
+  if (e) {
+    for (const auto& [name, value] : e->properties) bytes += 64 + name.size() + value.size();
+  }
+  return bytes;
+}
+
+Status EdgeCache::Read(const Shard& shard, const layout::EdgeFile::Record& record,
+                       const std::vector<int64_t>& dsts,
+                       std::map<int64_t, std::optional<Edge>>* found) {
+  const layout::EdgeFile& file = shard.edges();
+  for (int64_t dst : dsts) (*found)[dst] = std::nullopt;
+  std::vector<uint64_t> positions;
+  if (record.order_width > 0 && dsts.size() * 64 < record.count) {
+    // Few destinations in a large record: each one through the destination index.
+    for (int64_t dst : dsts) {
+      ZIPG_ASSIGN_OR_RETURN(auto at, file.FindDst(record, dst));
+      if (at) positions.push_back(*at);
+    }
+    std::sort(positions.begin(), positions.end());
+  } else {
+    ZIPG_ASSIGN_OR_RETURN(auto all, file.Destinations(record, 0, record.count));
+    for (uint64_t i = 0; i < all.size(); ++i) {
+      if (std::binary_search(dsts.begin(), dsts.end(), all[i])) positions.push_back(i);
+    }
+  }
+  // Runs of neighbouring positions in one read each.
+  for (size_t a = 0; a < positions.size();) {
+    size_t b = a + 1;
+    while (b < positions.size() && positions[b] == positions[b - 1] + 1) ++b;
+    ZIPG_ASSIGN_OR_RETURN(auto run, file.Edges(record, positions[a], positions[b - 1] + 1));
+    for (Edge& e : run) {
+      const int64_t dst = e.dst;
+      (*found)[dst] = std::move(e);
+    }
+    a = b;
+  }
+  return Status::OK();
+}
+
+StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int64_t type,
+                                           const std::vector<int64_t>& dsts) {
+  std::vector<int64_t> wanted = dsts;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::vector<Edge> out;
+  if (wanted.empty()) return out;
+  const Key key{&shard, src, type};
+  std::optional<layout::EdgeFile::Record> record;
+  bool record_known = false;
+  std::vector<int64_t> missing;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      missing = wanted;
+    } else {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      const Entry& e = *it->second;
+      record = e.record;
+      record_known = true;
+      for (int64_t dst : wanted) {
+        auto d = e.dsts.find(dst);
+        if (d == e.dsts.end()) {
+          missing.push_back(dst);
+        } else if (d->second) {
+          out.push_back(*d->second);
+        }
+      }
+    }
+    hits_ += wanted.size() - missing.size();
+    misses_ += missing.size();
+  }
+  if (missing.empty()) return out;
+  if (!record_known) {
+    ZIPG_ASSIGN_OR_RETURN(record, shard.edges().Find(src, type));
+  }
+  std::map<int64_t, std::optional<Edge>> found;
+  if (record) {
+    ZIPG_RETURN_IF_ERROR(Read(shard, *record, missing, &found));
+  } else {
+    for (int64_t dst : missing) found[dst] = std::nullopt;
+  }
+  for (const auto& [dst, e] : found) {
+    if (e) out.push_back(*e);
+  }
+  if (capacity_ == 0) return out;
+
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    Entry e{key, record, {}, sizeof(Entry) + 64 + (record ? record->head.size() : 0)};
+    lru_.push_front(std::move(e));
+    it = entries_.emplace(key, lru_.begin()).first;
+    bytes_ += lru_.front().bytes;
+  } else {
+    lru_.splice(lru_.begin(), lru_, it->second);
+  }
+  Entry& e = *it->second;
+  for (auto& [dst, edge] : found) {
+    const uint64_t bytes = BytesOf(edge);
+    if (e.bytes + bytes > capacity_ / 8) break;  // one hot record must not push out the rest
+    if (e.dsts.emplace(dst, std::move(edge)).second) {
+      e.bytes += bytes;
+      bytes_ += bytes;
+    }
+  }
+  Evict();
+  return out;
+}
+
+void EdgeCache::Evict() {
+  while (bytes_ > capacity_ && !lru_.empty()) {
+    const Entry& last = lru_.back();
+    bytes_ -= last.bytes;
+    entries_.erase(last.key);
+    lru_.pop_back();
+  }
+}
+
+EdgeCache::Stats EdgeCache::stats() const {
+  std::lock_guard lock(mu_);
+  return {hits_, misses_, bytes_, entries_.size(), capacity_};
+}
+
+}  // namespace zipg::engine
