@@ -76,6 +76,8 @@ const char kUsage[] =
     "  --merge-width N [--merge-ratio R]  the LogStore merges runs of N log shards within Rx\n"
     "                   of each other in size (default 4 and 2; 0: never merge)\n"
     "  --max-log-shards N  the cap on the LogStore's log shards (default 12)\n"
+    "  --edge-cache SIZE  edges the LogStore keeps decoded after reading them from its log\n"
+    "                   shards (default 64M; 0: none)\n"
     "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
     "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n"
     "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
@@ -232,9 +234,11 @@ class Starter {
       ZIPG_RETURN_IF_ERROR(args_.GetUint("memtable-mb", 0).status());
       logstore_argv.insert(logstore_argv.end(), {"--memtable-mb", *mb});
     }
-    if (auto limit = args_.Get("compaction-memory")) {
-      ZIPG_RETURN_IF_ERROR(ParseByteSize(*limit).status());
-      logstore_argv.insert(logstore_argv.end(), {"--compaction-memory", *limit});
+    for (const char* flag : {"compaction-memory", "edge-cache"}) {
+      if (auto size = args_.Get(flag)) {
+        ZIPG_RETURN_IF_ERROR(ParseByteSize(*size).status());
+        logstore_argv.insert(logstore_argv.end(), {std::string("--") + flag, *size});
+      }
     }
     for (const char* flag : {"merge-width", "merge-ratio", "max-log-shards"}) {
       if (auto value = args_.Get(flag)) {
@@ -501,7 +505,7 @@ int RunLocal(int argc, char** argv) {
        "no-verify",      "memtable-mb",   "compaction-memory", "merge-width", "merge-ratio",
        "max-log-shards", "rebuild-delta", "rebuild-memory",    "no-sync",     "write-batches",
        "replicas",       "tls-ca",        "tls-cert",          "tls-key",     "tls-curve-key",
-       "logstores"});
+       "logstores",      "edge-cache"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

@@ -67,6 +67,8 @@ const char kUsage[] =
     "                  --merge-ratio R, within Rx) into one (default 4; 0: never merge)\n"
     "  --max-log-shards N  logstore: at N log shards, merge whatever their sizes and hold\n"
     "                  compactions on the threshold until a merge makes room (default 12)\n"
+    "  --edge-cache SIZE  logstore: edges read from log shards kept decoded for later reads\n"
+    "                  (default 64M; 0: none)\n"
     "  --no-sync       logstore: do not fsync the log (benchmarks only: writes are not durable)\n"
     "  --logstore-dir D  logstore: its directory (default STORE/logstore)\n"
     "  --standby       logstore: a standby (docs/logstore-ha.md): takes no writes, applies what\n"
@@ -120,6 +122,7 @@ int RunServe(int argc, char** argv) {
                                            "no-verify",
                                            "update-port",
                                            "memtable-mb",
+                                           "edge-cache",
                                            "compaction-memory",
                                            "merge-width",
                                            "merge-ratio",
@@ -436,6 +439,11 @@ int RunServe(int argc, char** argv) {
                 << std::endl;
     }
     log_options.memtable_bytes = *memtable_mb << 20;
+    if (auto size = args->Get("edge-cache")) {
+      auto bytes = ParseByteSize(*size);
+      if (!bytes.ok()) return UsageError("--edge-cache: " + bytes.status().message(), kUsage);
+      log_options.edge_cache_bytes = *bytes;
+    }
     if (auto limit = args->Get("compaction-memory")) {
       auto bytes = ParseByteSize(*limit);
       if (!bytes.ok())

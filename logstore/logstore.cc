@@ -965,9 +965,7 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
     if (maybe.empty()) continue;
     auto entry = deletes->Lookup(id);
     if (entry && entry->edges_dead) continue;
-    ZIPG_ASSIGN_OR_RETURN(auto list,
-                          log_shard->AssocGet(id, type, maybe, std::numeric_limits<int64_t>::min(),
-                                              std::numeric_limits<int64_t>::max()));
+    ZIPG_ASSIGN_OR_RETURN(auto list, edge_cache_.Get(*log_shard, id, type, maybe));
     for (auto& e : list) {
       if (!(entry && entry->EdgeDead(e.type, e.dst))) out.push_back(std::move(e));
     }
@@ -1525,7 +1523,7 @@ uint64_t LogStore::AccountedBytes() const {
   uint64_t bytes = memtable_->bytes();
   if (frozen_) bytes += frozen_->table->bytes() + engine::NodeUpdatesBytes(frozen_->overlay);
   for (const auto& ls : log_shards_) bytes += ls.deletes->bytes();
-  return bytes;
+  return bytes + edge_cache_.stats().bytes;
 }
 
 std::vector<int64_t> LogStore::LogShards() const {
@@ -1924,6 +1922,12 @@ json LogStore::StatusJson() const {
   j["held"] = held_.load();
   j["merge_deletes_moved"] = merge_deletes_moved_.load();
   j["writes"] = writes_.load();
+  const engine::EdgeCache::Stats cache = edge_cache_.stats();
+  j["edge_cache"] = {{"hits", cache.hits},
+                     {"misses", cache.misses},
+                     {"bytes", cache.bytes},
+                     {"entries", cache.entries},
+                     {"capacity", cache.capacity}};
   j["commit"] = {{"groups", commit_groups_.load()},
                  {"log_us", commit_log_us_.load()},
                  {"fanout_us", commit_fanout_us_.load()},

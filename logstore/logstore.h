@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/edge_cache.h"
 #include "engine/shard.h"
 #include "engine/updates.h"
 #include "graph/api.h"
@@ -47,6 +48,8 @@ struct LogStoreOptions {
   std::string dir;
   // Memtable size (approximate bytes) that triggers a compaction. 0: only on Compact().
   uint64_t memtable_bytes = 256ull << 20;
+  // Edges read from log shards kept decoded for later reads (engine/edge_cache.h). 0: none.
+  uint64_t edge_cache_bytes = 64ull << 20;
   // fdatasync every commit (false only in benchmarks of the non-durable path).
   bool sync = true;
   // How long a write waits for its base shard to confirm the update pointer.
@@ -189,7 +192,10 @@ class LogStore final : public GraphWriteApi {
   };
 
   explicit LogStore(const LogStoreOptions& options)
-      : options_(options), standby_(options.standby), epoch_(options.epoch) {}
+      : options_(options),
+        standby_(options.standby),
+        epoch_(options.epoch),
+        edge_cache_(options.edge_cache_bytes) {}
   // `post`: send the live logs' updates to the base shards (a leader; a standby's leader does).
   Status Recover(bool post);
   // Drops the in-memory state and recovers it from the directory again (compact_mu_ held, no
@@ -398,6 +404,8 @@ class LogStore final : public GraphWriteApi {
   std::unique_ptr<Memtable> memtable_;
   std::optional<Frozen> frozen_;
   std::vector<LogShard> log_shards_;
+  // Edges read from log shards (which never change; their deletes are applied after it).
+  engine::EdgeCache edge_cache_;
   std::vector<LogShard> retired_;  // dropped by Reload and merges; kept until destruction
   // Updates applied to a merging log shard's deletion set since the merge took its snapshot.
   std::vector<engine::Update> merge_log_;

@@ -296,29 +296,46 @@ TEST(LogStoreTest, FragmentEdgesAgreeWithTheWholeFragment) {
   }
   write_some(150);
   const std::vector<int64_t> generations = {1, 2};
-  for (int64_t src : srcs) {
-    for (int64_t type : {0, 1, 2}) {
-      auto full = store.Fragment(src, false, type, generations);
-      ASSERT_TRUE(full.ok()) << full.status().ToString();
-      std::sort(full->edges.begin(), full->edges.end(), NewestFirst);
-      if (type < 2) {
-        EXPECT_GT(full->edges.size(), 20u);
-      }
-      for (int round = 0; round < 5; ++round) {
-        std::vector<int64_t> dsts;
-        for (int k = 0; k < round * 7; ++k) dsts.push_back(static_cast<int64_t>(rng() % 70));
-        if (!dsts.empty()) dsts.push_back(dsts[0]);  // a duplicate
-        auto got = store.FragmentEdges(src, type, generations, dsts);
-        ASSERT_TRUE(got.ok()) << got.status().ToString();
-        std::sort(got->begin(), got->end(), NewestFirst);
-        std::vector<Edge> want;
-        for (const Edge& e : full->edges) {
-          if (std::find(dsts.begin(), dsts.end(), e.dst) != dsts.end()) want.push_back(e);
+  auto compare = [&](const std::string& when) {
+    for (int64_t src : srcs) {
+      for (int64_t type : {0, 1, 2}) {
+        auto full = store.Fragment(src, false, type, generations);
+        ASSERT_TRUE(full.ok()) << full.status().ToString();
+        std::sort(full->edges.begin(), full->edges.end(), NewestFirst);
+        if (type < 2) {
+          EXPECT_GT(full->edges.size(), 20u);
         }
-        EXPECT_EQ(*got, want) << "node " << src << " type " << type << " round " << round;
+        for (int round = 0; round < 5; ++round) {
+          std::vector<int64_t> dsts;
+          for (int k = 0; k < round * 7; ++k) dsts.push_back(static_cast<int64_t>(rng() % 70));
+          if (!dsts.empty()) dsts.push_back(dsts[0]);  // a duplicate
+          auto got = store.FragmentEdges(src, type, generations, dsts);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          std::sort(got->begin(), got->end(), NewestFirst);
+          std::vector<Edge> want;
+          for (const Edge& e : full->edges) {
+            if (std::find(dsts.begin(), dsts.end(), e.dst) != dsts.end()) want.push_back(e);
+          }
+          EXPECT_EQ(*got, want) << "node " << src << " type " << type << " round " << round
+                                << " " << when;
+        }
       }
     }
+  };
+  compare("first");
+  // Keys of the log shard read (and cached) above, deleted and overwritten now: the cache of the
+  // log shard's edges must not hide that.
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(store
+                    .AssocDelete(srcs[rng() % 2], static_cast<int64_t>(rng() % 2),
+                                 static_cast<int64_t>(rng() % 60))
+                    .ok());
   }
+  write_some(100);
+  compare("after more deletes and writes");
+  const json cache = store.StatusJson()["edge_cache"];
+  EXPECT_GT(cache["hits"].get<uint64_t>(), 0u) << cache.dump();
+  EXPECT_GT(cache["entries"].get<uint64_t>(), 0u) << cache.dump();
 }
 
 // Writes that delete edges of a log shard (upserts and deletes of its keys, in write batches): the

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """End-to-end test of log shard merges (docs/logstore-ha.md, "Merges") on a real local cluster:
-`zipg local start --logstores 2 --merge-width 2 --merge-ratio 100 --max-log-shards 3` (etcd, 2
+`zipg local start --logstores 2 --merge-width 2 --merge-ratio 100 --max-log-shards 3
+--edge-cache 4M` (etcd, 2
 shard servers for 4 shards, two LogStores that elect their leader, 2 aggregators), so that every compaction is
 followed by a merge on each LogStore. Every answer is compared with the plain-Python model of the
 contract with writes (write_model.WriteModel).
@@ -47,7 +48,8 @@ def main():
     inp, nodes_csv, edges_csv, model = made
     r, state = procs.local_start(check, "--logstores", "2", "--servers", "2", "--lease-ttl", "2",
                                  "--memtable-mb", "0", "--no-verify", "--merge-width", "2",
-                                 "--merge-ratio", "100", "--max-log-shards", "3")
+                                 "--merge-ratio", "100", "--max-log-shards", "3",
+                                 "--edge-cache", "4M")
     if state is None:
         return
     # A cap that leaves no room for a run is refused before the server starts.
@@ -130,6 +132,13 @@ def main():
          f"{lead.get('merge_deletes_moved')}), standby {stand.get('merges')} "
          f"({stand.get('merge_deletes_moved')})")
     cc.full_comparison("A")
+    # Again: now through the LogStore's edge cache, filled by the reads above.
+    cc.full_comparison("A, again")
+    cache = logstore_status("logstore").get("edge_cache") or {}
+    check(cache.get("capacity") == 4 << 20 and cache.get("hits", 0) > 0 and
+          cache.get("misses", 0) > 0 and cache.get("bytes", 1 << 30) <= 4 << 20,
+          f"A: the leader's edge cache: {cache}")
+    note(f"A: the leader's edge cache: {cache}")
 
     # ---- B ------------------------------------------------------------------------------------
     section("B. kill -9 of the leader: the standby leads with its own merged shards")
