@@ -20,18 +20,12 @@ Usage: bench_rebuild.py --zipg BUILD/client/zipg --store STORE [--write-seconds 
 import argparse
 import json
 import os
-import resource
-import shutil
 import subprocess
 import sys
 import threading
 import time
 
-
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+from benchlib import run_bench, server_pids, split_args, start_cluster, stop_cluster
 
 
 def hwm_kib(pid):
@@ -57,11 +51,7 @@ def status(zipg, endpoint):
 
 
 def main():
-    argv = sys.argv[1:]
-    local_args = []
-    if "--" in argv:
-        local_args = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+    argv, local_args = split_args(sys.argv[1:])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--zipg", required=True)
     p.add_argument("--store", required=True)
@@ -69,38 +59,14 @@ def main():
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--connections", type=int, default=8)
     a = p.parse_args(argv)
-    for d in ("updates", "logstore", "logstore-standby"):
-        shutil.rmtree(os.path.join(a.store, d), ignore_errors=True)
-    start = subprocess.run([a.zipg, "local", "start", "--store", a.store, "--memtable-mb", "0",
-                            "--rebuild-delta", "0", *local_args], capture_output=True, text=True)
-    if start.returncode != 0:
-        sys.exit(f"local start failed:\n{start.stdout}{start.stderr}")
+    state = start_cluster(a.zipg, a.store,
+                          ["--memtable-mb", "0", "--rebuild-delta", "0", *local_args])
     try:
-        with open(os.path.join(a.store, "run", "cluster.json")) as f:
-            state = json.load(f)
-        aggs = ",".join(state["aggregators"])
-        procs = {p["pid"]: p.get("name", p.get("role")) for p in state["processes"]
-                 if p.get("role") != "etcd"}
-        shards = {pid: name for pid, name in procs.items() if name.startswith("shard")}
+        shards = {pid: name for pid, name in server_pids(state).items()
+                  if name.startswith("shard")}
 
         def bench(mix, seconds):
-            before = {pid: cpu_ticks(pid) for pid in procs}
-            u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = subprocess.run([a.zipg, "bench", "--connect", aggs, "--mix", mix,
-                                "--connections", str(a.connections), "--duration", str(seconds),
-                                "--warmup", "1", "--json"], capture_output=True, text=True)
-            u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            after = {pid: cpu_ticks(pid) for pid in procs}
-            lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-            if r.returncode != 0 or not lines:
-                sys.exit(f"bench failed:\n{r.stdout}{r.stderr}")
-            o = json.loads(lines[-1])["ops"]["overall"]
-            ops = o["ops_per_s"] * (seconds + 1)
-            hz = os.sysconf("SC_CLK_TCK")
-            cpu = sum(after[p] - before[p] for p in procs) / hz * 1e6 / ops
-            cpu += ((u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)) * 1e6 / ops
-            return {"ops_per_s": o["ops_per_s"], "p50_us": o["p50_us"], "p99_us": o["p99_us"],
-                    "cpu_us": cpu}
+            return run_bench(a.zipg, state, mix, seconds, a.connections)
 
         def deltas():
             out = {}
@@ -164,7 +130,7 @@ def main():
         after = bench("tao", a.duration)
         line("reads after the rebuild", after, before)
     finally:
-        subprocess.run([a.zipg, "local", "stop", "--store", a.store], capture_output=True)
+        stop_cluster(a.zipg, a.store)
 
 
 if __name__ == "__main__":

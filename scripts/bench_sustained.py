@@ -26,29 +26,18 @@ Usage: bench_sustained.py --zipg BUILD/client/zipg --store STORE [--write-second
 import argparse
 import json
 import os
-import resource
-import shutil
 import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from benchlib import run_bench, split_args, start_cluster, stop_cluster  # noqa: E402
 from write_model import raw_status  # noqa: E402
 
 
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def main():
-    argv = sys.argv[1:]
-    local_args = []
-    if "--" in argv:
-        local_args = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+    argv, local_args = split_args(sys.argv[1:])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--zipg", required=True)
     p.add_argument("--store", required=True)
@@ -59,47 +48,10 @@ def main():
     p.add_argument("--keep", action="store_true",
                    help="leave the cluster running at the end (zipg local stop --store STORE)")
     a = p.parse_args(argv)
-    for d in ("updates", "logstore", "logstore-standby"):
-        shutil.rmtree(os.path.join(a.store, d), ignore_errors=True)
-    start = subprocess.run([a.zipg, "local", "start", "--store", a.store, *local_args],
-                           capture_output=True, text=True)
-    if start.returncode != 0:
-        sys.exit(f"local start failed:\n{start.stdout}{start.stderr}")
+    state = start_cluster(a.zipg, a.store, local_args)
     try:
-        with open(os.path.join(a.store, "run", "cluster.json")) as f:
-            state = json.load(f)
-        aggs = ",".join(state["aggregators"])
-        procs = {p["pid"]: p.get("name", p.get("role")) for p in state["processes"]
-                 if p.get("role") != "etcd"}
-        lock = threading.Lock()  # CPU accounting: one bench at a time counts it
-
         def bench(mix, seconds, connections, count_cpu=True):
-            before = {pid: cpu_ticks(pid) for pid in procs}
-            u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = subprocess.run([a.zipg, "bench", "--connect", aggs, "--mix", mix,
-                                "--connections", str(connections), "--duration", str(seconds),
-                                "--warmup", "1", "--json"], capture_output=True, text=True)
-            u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            after = {pid: cpu_ticks(pid) for pid in procs}
-            lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
-            if r.returncode != 0 or not lines:
-                sys.exit(f"bench failed:\n{r.stdout}{r.stderr}")
-            report = json.loads(lines[-1])
-            o = report["ops"]["overall"]
-            out = {"ops_per_s": o["ops_per_s"], "p50_us": o["p50_us"], "p99_us": o["p99_us"],
-                   "errors": report["errors"], "cpu_us": None}
-            if count_cpu:
-                ops = o["ops_per_s"] * (seconds + 1)
-                hz = os.sysconf("SC_CLK_TCK")
-                per = {}
-                for pid, name in procs.items():
-                    k = name.rstrip("0123456789").rstrip("-")
-                    per[k] = per.get(k, 0) + (after[pid] - before[pid]) / hz * 1e6 / ops
-                per["client"] = ((u1.ru_utime - u0.ru_utime) +
-                                 (u1.ru_stime - u0.ru_stime)) * 1e6 / ops
-                out["cpu_us"] = sum(per.values())
-                out["cpu_per"] = per
-            return out
+            return run_bench(a.zipg, state, mix, seconds, connections, count_cpu)
 
         def line(label, r, ref=None):
             ratio = ""
@@ -194,7 +146,7 @@ def main():
         print(f"LogStore edge cache: {json.dumps(ls.get('edge_cache'))}", flush=True)
     finally:
         if not a.keep:
-            subprocess.run([a.zipg, "local", "stop", "--store", a.store], capture_output=True)
+            stop_cluster(a.zipg, a.store)
 
 
 if __name__ == "__main__":
