@@ -55,7 +55,7 @@ Status EdgeCache::Read(const Shard& shard, const layout::EdgeFile::Record& recor
 }
 
 StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int64_t type,
-                                           const std::vector<int64_t>& dsts) {
+                                           const std::vector<int64_t>& dsts, bool fill) {
   std::vector<int64_t> wanted = dsts;
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
@@ -100,7 +100,7 @@ StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int6
   for (const auto& [dst, e] : found) {
     if (e) out.push_back(*e);
   }
-  if (capacity_ == 0) return out;
+  if (capacity_ == 0 || !fill) return out;
 
   std::lock_guard lock(mu_);
   auto it = entries_.find(key);

@@ -33,9 +33,10 @@ class EdgeCache {
 
   // The edges of (src, type) in `shard` to `dsts` (any order, repeats allowed), as
   // Shard::AssocGet over all timestamps returns them but in no particular order: from the cache
-  // where known, the rest read from the shard and remembered. With capacity 0, every call reads.
+  // where known, the rest read from the shard and remembered (unless `fill` is false: a scan that
+  // would push out what other readers use). With capacity 0, every call reads.
   StatusOr<std::vector<Edge>> Get(const Shard& shard, int64_t src, int64_t type,
-                                  const std::vector<int64_t>& dsts);
+                                  const std::vector<int64_t>& dsts, bool fill = true);
 
   struct Stats {
     uint64_t hits = 0;    // destinations answered from the cache

@@ -1,7 +1,7 @@
 // Tests of EdgeCache (engine/edge_cache.h): every answer equals the edges the input graph holds,
 // whether it came from the cache, from the shard, or from both in one call; a repeated ask is
-// answered from the cache; the held bytes stay within the capacity; capacity 0 holds nothing;
-// concurrent callers get right answers.
+// answered from the cache; the held bytes stay within the capacity; capacity 0 holds nothing; a
+// scan that does not fill leaves the cache as it was; concurrent callers get right answers.
 #include "engine/edge_cache.h"
 
 #include <gtest/gtest.h>
@@ -160,6 +160,30 @@ TEST(EdgeCacheTest, HeldBytesStayWithinTheCapacity) {
       EXPECT_GT(cache.stats().entries, 0u) << capacity;
     }
   }
+}
+
+TEST(EdgeCacheTest, AScanThatDoesNotFillLeavesTheCacheAsItWas) {
+  Fixture f;
+  f.Build();
+  if (testing::Test::HasFatalFailure()) return;
+  EdgeCache cache(64 << 20);
+  std::mt19937_64 rng(9);
+  auto [src, type, dsts] = f.Ask(rng);
+  ASSERT_TRUE(cache.Get(*f.shard, src, type, dsts).ok());
+  const auto before = cache.stats();
+  // A scan of every record: right answers, nothing added; what was cached still answers.
+  for (const auto& [key, edges] : f.model) {
+    std::vector<int64_t> all;
+    for (const auto& [dst, e] : edges) all.push_back(dst);
+    auto got = cache.Get(*f.shard, key.first, key.second, all, /*fill=*/false);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(Fixture::ByDst(*got), f.Expected(key.first, key.second, all));
+  }
+  EXPECT_EQ(cache.stats().entries, before.entries);
+  EXPECT_EQ(cache.stats().bytes, before.bytes);
+  const uint64_t hits = cache.stats().hits;
+  ASSERT_TRUE(cache.Get(*f.shard, src, type, dsts).ok());
+  EXPECT_EQ(cache.stats().hits - hits, std::set<int64_t>(dsts.begin(), dsts.end()).size());
 }
 
 TEST(EdgeCacheTest, ConcurrentCallersGetRightAnswers) {

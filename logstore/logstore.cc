@@ -945,7 +945,8 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
 
 StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
                                                     const std::vector<int64_t>& generations,
-                                                    const std::vector<int64_t>& dsts) {
+                                                    const std::vector<int64_t>& dsts,
+                                                    bool fill_cache) {
   std::vector<int64_t> wanted = dsts;
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
@@ -965,7 +966,7 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
     if (maybe.empty()) continue;
     auto entry = deletes->Lookup(id);
     if (entry && entry->edges_dead) continue;
-    ZIPG_ASSIGN_OR_RETURN(auto list, edge_cache_.Get(*log_shard, id, type, maybe));
+    ZIPG_ASSIGN_OR_RETURN(auto list, edge_cache_.Get(*log_shard, id, type, maybe, fill_cache));
     for (auto& e : list) {
       if (!(entry && entry->EdgeDead(e.type, e.dst))) out.push_back(std::move(e));
     }

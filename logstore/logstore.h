@@ -127,10 +127,13 @@ class LogStore final : public GraphWriteApi {
   // The node's live data in `generations` (edges of every type, of `type`, or none if type < 0).
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
                               const std::vector<int64_t>& generations);
-  // The live edges of (id, type) to `dsts` in `generations`, any order.
+  // The live edges of (id, type) to `dsts` in `generations`, any order. `fill_cache` false: what
+  // is read from log shards is not kept in the edge cache (a rebuild's one-time scan of every
+  // written edge must not push out what the reads use).
   StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
                                             const std::vector<int64_t>& generations,
-                                            const std::vector<int64_t>& dsts);
+                                            const std::vector<int64_t>& dsts,
+                                            bool fill_cache = true);
   // get_node_ids over the LogStore's fragments; sorted.
   StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
 

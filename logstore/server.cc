@@ -21,8 +21,9 @@ void LogStoreHandler::fragment_edges_batch(std::vector<std::vector<rpc::Edge>>& 
                                            const std::vector<rpc::FragmentAsk>& asks) {
   _return.clear();
   for (const auto& a : asks) {
-    _return.push_back(rpc::ToThrift(
-        rpc::ValueOrThrow(store_->FragmentEdges(a.id, a.type, a.generations, a.dsts))));
+    // Batches are a rebuild's scan of every written edge: read around the edge cache.
+    _return.push_back(rpc::ToThrift(rpc::ValueOrThrow(
+        store_->FragmentEdges(a.id, a.type, a.generations, a.dsts, /*fill_cache=*/false))));
   }
 }
 
