@@ -71,7 +71,7 @@ StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int6
     if (it == entries_.end()) {
       missing = wanted;
     } else {
-      lru_.splice(lru_.begin(), lru_, it->second);
+      if (fill) lru_.splice(lru_.begin(), lru_, it->second);  // a scan leaves the order alone
       const Entry& e = *it->second;
       record = e.record;
       record_known = true;
@@ -84,8 +84,10 @@ StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int6
         }
       }
     }
-    hits_ += wanted.size() - missing.size();
-    misses_ += missing.size();
+    if (fill) {  // a scan's lookups would blur the readers' hit rate
+      hits_ += wanted.size() - missing.size();
+      misses_ += missing.size();
+    }
   }
   if (missing.empty()) return out;
   if (!record_known) {
@@ -106,6 +108,7 @@ StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int6
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     Entry e{key, record, {}, sizeof(Entry) + 64 + (record ? record->head.size() : 0)};
+    if (e.bytes > capacity_ / 8) return out;  // too small a cache to hold even the location
     lru_.push_front(std::move(e));
     it = entries_.emplace(key, lru_.begin()).first;
     bytes_ += lru_.front().bytes;
@@ -123,6 +126,19 @@ StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int6
   }
   Evict();
   return out;
+}
+
+void EdgeCache::Forget(const Shard* shard) {
+  std::lock_guard lock(mu_);
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    if (it->key.shard != shard) {
+      ++it;
+      continue;
+    }
+    bytes_ -= it->bytes;
+    entries_.erase(it->key);
+    it = lru_.erase(it);
+  }
 }
 
 void EdgeCache::Evict() {

@@ -6,7 +6,9 @@
 //
 // Entries are per (shard, src, type): the record's location (EdgeFile::Find) and each destination
 // looked up in it, present (the edge) or absent. The least recently used entries are dropped
-// once the entries' bytes pass the capacity; an entry larger than an eighth of it is not kept.
+// once the entries' bytes pass the capacity; an entry stops taking destinations at an eighth of
+// it (so that one hot record cannot push out the rest), and is not kept at all if its record's
+// location alone is larger than that.
 //
 // Thread-safety: all methods may be called concurrently. Reads of the compressed text happen
 // outside the cache's lock. The shard must outlive its entries (the LogStore never closes a log
@@ -33,10 +35,14 @@ class EdgeCache {
 
   // The edges of (src, type) in `shard` to `dsts` (any order, repeats allowed), as
   // Shard::AssocGet over all timestamps returns them but in no particular order: from the cache
-  // where known, the rest read from the shard and remembered (unless `fill` is false: a scan that
-  // would push out what other readers use). With capacity 0, every call reads.
+  // where known, the rest read from the shard and remembered. With `fill` false (a scan that would
+  // push out what other readers use) nothing is added, reordered or counted in the stats. With
+  // capacity 0, every call reads.
   StatusOr<std::vector<Edge>> Get(const Shard& shard, int64_t src, int64_t type,
                                   const std::vector<int64_t>& dsts, bool fill = true);
+
+  // Drops every entry of `shard` (which is no longer read: merged away or reloaded).
+  void Forget(const Shard* shard);
 
   struct Stats {
     uint64_t hits = 0;    // destinations answered from the cache

@@ -143,7 +143,7 @@ TEST(EdgeCacheTest, HeldBytesStayWithinTheCapacity) {
   Fixture f;
   f.Build();
   if (testing::Test::HasFatalFailure()) return;
-  for (uint64_t capacity : {uint64_t{0}, uint64_t{4096}, uint64_t{64} << 10}) {
+  for (uint64_t capacity : {uint64_t{0}, uint64_t{256}, uint64_t{4096}, uint64_t{64} << 10}) {
     EdgeCache cache(capacity);
     std::mt19937_64 rng(capacity + 1);
     for (int i = 0; i < 400; ++i) {
@@ -153,7 +153,7 @@ TEST(EdgeCacheTest, HeldBytesStayWithinTheCapacity) {
       EXPECT_EQ(Fixture::ByDst(*got), f.Expected(src, type, dsts)) << capacity;
       EXPECT_LE(cache.stats().bytes, capacity);
     }
-    if (capacity == 0) {
+    if (capacity <= 256) {  // not even a record's location fits in an eighth of it
       EXPECT_EQ(cache.stats().entries, 0u);
       EXPECT_EQ(cache.stats().hits, 0u);
     } else {
@@ -181,9 +181,36 @@ TEST(EdgeCacheTest, AScanThatDoesNotFillLeavesTheCacheAsItWas) {
   }
   EXPECT_EQ(cache.stats().entries, before.entries);
   EXPECT_EQ(cache.stats().bytes, before.bytes);
+  EXPECT_EQ(cache.stats().hits, before.hits);  // nor counted
+  EXPECT_EQ(cache.stats().misses, before.misses);
   const uint64_t hits = cache.stats().hits;
   ASSERT_TRUE(cache.Get(*f.shard, src, type, dsts).ok());
   EXPECT_EQ(cache.stats().hits - hits, std::set<int64_t>(dsts.begin(), dsts.end()).size());
+}
+
+TEST(EdgeCacheTest, ForgetDropsEveryEntryOfOneShard) {
+  Fixture f;
+  f.Build();
+  if (testing::Test::HasFatalFailure()) return;
+  EdgeCache cache(64 << 20);
+  std::mt19937_64 rng(21);
+  std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>>> asks;
+  for (int i = 0; i < 50; ++i) asks.push_back(f.Ask(rng));
+  for (const auto& [src, type, dsts] : asks) ASSERT_TRUE(cache.Get(*f.shard, src, type, dsts).ok());
+  ASSERT_GT(cache.stats().entries, 0u);
+  cache.Forget(nullptr);  // another shard: nothing of this one goes
+  EXPECT_GT(cache.stats().entries, 0u);
+  cache.Forget(f.shard.get());
+  EXPECT_EQ(cache.stats().entries, 0u);
+  EXPECT_EQ(cache.stats().bytes, 0u);
+  // Asked again: read anew, still right.
+  const uint64_t misses = cache.stats().misses;
+  for (const auto& [src, type, dsts] : asks) {
+    auto got = cache.Get(*f.shard, src, type, dsts);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(Fixture::ByDst(*got), f.Expected(src, type, dsts));
+  }
+  EXPECT_GT(cache.stats().misses, misses);
 }
 
 TEST(EdgeCacheTest, ConcurrentCallersGetRightAnswers) {

@@ -341,7 +341,10 @@ Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
                         const std::function<Status()>& before_recover) {
   ++reloads_;  // a merge under way is discarded
   std::unique_lock data(data_mu_);
-  for (auto& ls : log_shards_) retired_.push_back(std::move(ls));
+  for (auto& ls : log_shards_) {
+    for (const auto& part : ls.parts) edge_cache_.Forget(part.get());
+    retired_.push_back(std::move(ls));
+  }
   log_shards_.clear();
   merge_log_.clear();
   frozen_.reset();
@@ -1490,6 +1493,7 @@ StatusOr<bool> LogStore::MergeNow() {
       }
       if (ls.first_generation == range.first) next.push_back(std::move(merged));
       ls.merging = false;
+      for (const auto& part : ls.parts) edge_cache_.Forget(part.get());
       retired_.push_back(std::move(ls));
     }
     log_shards_ = std::move(next);
