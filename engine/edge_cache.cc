@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 namespace zipg::engine {
+
+namespace {
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+}  // namespace
 
 size_t EdgeCache::KeyHash::operator()(const Key& k) const {
   uint64_t h = std::hash<const void*>()(k.shard);
@@ -19,39 +25,6 @@ uint64_t EdgeCache::BytesOf(const std::optional<Edge>& e) {
     for (const auto& [name, value] : e->properties) bytes += 64 + name.size() + value.size();
   }
   return bytes;
-}
-
-Status EdgeCache::Read(const Shard& shard, const layout::EdgeFile::Record& record,
-                       const std::vector<int64_t>& dsts,
-                       std::map<int64_t, std::optional<Edge>>* found) {
-  const layout::EdgeFile& file = shard.edges();
-  for (int64_t dst : dsts) (*found)[dst] = std::nullopt;
-  std::vector<uint64_t> positions;
-  if (record.order_width > 0 && dsts.size() * 64 < record.count) {
-    // Few destinations in a large record: each one through the destination index.
-    for (int64_t dst : dsts) {
-      ZIPG_ASSIGN_OR_RETURN(auto at, file.FindDst(record, dst));
-      if (at) positions.push_back(*at);
-    }
-    std::sort(positions.begin(), positions.end());
-  } else {
-    ZIPG_ASSIGN_OR_RETURN(auto all, file.Destinations(record, 0, record.count));
-    for (uint64_t i = 0; i < all.size(); ++i) {
-      if (std::binary_search(dsts.begin(), dsts.end(), all[i])) positions.push_back(i);
-    }
-  }
-  // Runs of neighbouring positions in one read each.
-  for (size_t a = 0; a < positions.size();) {
-    size_t b = a + 1;
-    while (b < positions.size() && positions[b] == positions[b - 1] + 1) ++b;
-    ZIPG_ASSIGN_OR_RETURN(auto run, file.Edges(record, positions[a], positions[b - 1] + 1));
-    for (Edge& e : run) {
-      const int64_t dst = e.dst;
-      (*found)[dst] = std::move(e);
-    }
-    a = b;
-  }
-  return Status::OK();
 }
 
 StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int64_t type,
@@ -93,11 +66,14 @@ StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int6
   if (!record_known) {
     ZIPG_ASSIGN_OR_RETURN(record, shard.edges().Find(src, type));
   }
-  std::map<int64_t, std::optional<Edge>> found;
+  std::map<int64_t, std::optional<Edge>> found;  // every missing destination: absent, or its edge
+  for (int64_t dst : missing) found[dst] = std::nullopt;
   if (record) {
-    ZIPG_RETURN_IF_ERROR(Read(shard, *record, missing, &found));
-  } else {
-    for (int64_t dst : missing) found[dst] = std::nullopt;
+    ZIPG_ASSIGN_OR_RETURN(auto edges, shard.EdgesTo(*record, missing, kMin, kMax));
+    for (Edge& e : edges) {
+      const int64_t dst = e.dst;
+      found[dst] = std::move(e);
+    }
   }
   for (const auto& [dst, e] : found) {
     if (e) out.push_back(*e);

@@ -70,10 +70,6 @@ class EdgeCache {
   };
   using Lru = std::list<Entry>;  // most recently used first
 
-  // Reads `dsts` (sorted, distinct) from `record` of `shard` into *found (absent ones nullopt).
-  static Status Read(const Shard& shard, const layout::EdgeFile::Record& record,
-                     const std::vector<int64_t>& dsts,
-                     std::map<int64_t, std::optional<Edge>>* found);
   static uint64_t BytesOf(const std::optional<Edge>& e);
   // Drops the least recently used entries until the bytes fit (mu_ held).
   void Evict();

@@ -3,6 +3,7 @@
 #include "engine/shard.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace zipg::engine {
 
@@ -92,35 +93,48 @@ StatusOr<std::vector<Edge>> Shard::AssocRange(int64_t id, int64_t type, int64_t 
 StatusOr<std::vector<Edge>> Shard::AssocGet(int64_t id, int64_t type,
                                             const std::vector<int64_t>& ids, int64_t low,
                                             int64_t high) const {
-  std::vector<Edge> out;
-  if (ids.empty()) return out;
+  if (ids.empty()) return std::vector<Edge>();
   ZIPG_ASSIGN_OR_RETURN(auto record, edges_->Find(id, type));
-  if (!record) return out;
+  if (!record) return std::vector<Edge>();
   std::vector<int64_t> wanted = ids;
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
-  if (record->order_width > 0 && wanted.size() * 64 < record->count) {
+  return EdgesTo(*record, wanted, low, high);
+}
+
+StatusOr<std::vector<Edge>> Shard::EdgesTo(const layout::EdgeFile::Record& record,
+                                           const std::vector<int64_t>& wanted, int64_t low,
+                                           int64_t high) const {
+  std::vector<uint64_t> positions;  // TimeOrders of the wanted edges, ascending (newest first)
+  if (record.order_width > 0 && wanted.size() * 64 < record.count) {
     // Few ids in a large record: look each one up in the destination index.
-    std::vector<uint64_t> positions;
     for (int64_t dst : wanted) {
-      ZIPG_ASSIGN_OR_RETURN(auto at, edges_->FindDst(*record, dst));
+      ZIPG_ASSIGN_OR_RETURN(auto at, edges_->FindDst(record, dst));
       if (at) positions.push_back(*at);
     }
-    std::sort(positions.begin(), positions.end());  // newest first
-    for (uint64_t at : positions) {
-      ZIPG_ASSIGN_OR_RETURN(auto edge, edges_->Edges(*record, at, at + 1));
-      if (edge.at(0).timestamp >= low && edge.at(0).timestamp <= high) {
-        out.push_back(std::move(edge[0]));
+    std::sort(positions.begin(), positions.end());
+  } else {
+    std::pair<uint64_t, uint64_t> range{0, record.count};
+    if (low != std::numeric_limits<int64_t>::min() || high != std::numeric_limits<int64_t>::max()) {
+      ZIPG_ASSIGN_OR_RETURN(range, edges_->TimeRange(record, low, high));
+    }
+    ZIPG_ASSIGN_OR_RETURN(auto dsts, edges_->Destinations(record, range.first, range.second));
+    for (uint64_t i = 0; i < dsts.size(); ++i) {
+      if (std::binary_search(wanted.begin(), wanted.end(), dsts[i])) {
+        positions.push_back(range.first + i);
       }
     }
-    return out;
   }
-  ZIPG_ASSIGN_OR_RETURN(auto range, edges_->TimeRange(*record, low, high));
-  ZIPG_ASSIGN_OR_RETURN(auto dsts, edges_->Destinations(*record, range.first, range.second));
-  for (uint64_t i = 0; i < dsts.size(); ++i) {
-    if (!std::binary_search(wanted.begin(), wanted.end(), dsts[i])) continue;
-    ZIPG_ASSIGN_OR_RETURN(auto edge, edges_->Edges(*record, range.first + i, range.first + i + 1));
-    out.push_back(std::move(edge.at(0)));
+  // Runs of neighbouring positions in one read each.
+  std::vector<Edge> out;
+  for (size_t a = 0; a < positions.size();) {
+    size_t b = a + 1;
+    while (b < positions.size() && positions[b] == positions[b - 1] + 1) ++b;
+    ZIPG_ASSIGN_OR_RETURN(auto run, edges_->Edges(record, positions[a], positions[b - 1] + 1));
+    for (Edge& e : run) {
+      if (e.timestamp >= low && e.timestamp <= high) out.push_back(std::move(e));
+    }
+    a = b;
   }
   return out;
 }

@@ -87,6 +87,11 @@ class Shard final : public ShardReader {
                                        int64_t low, int64_t high) const override;
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) const override;
+  // AssocGet within a record already found in this shard's EdgeFile: its edges to `wanted`
+  // (sorted, distinct) with low <= timestamp <= high, newest first.
+  StatusOr<std::vector<Edge>> EdgesTo(const layout::EdgeFile::Record& record,
+                                      const std::vector<int64_t>& wanted, int64_t low,
+                                      int64_t high) const;
 
  private:
   Shard() = default;
