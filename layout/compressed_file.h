@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "layout/random_access_text.h"
 #include "util/status.h"
 
 namespace zipg {
@@ -54,20 +55,7 @@ struct CompressedFileOptions {
   Status Validate() const;
 };
 
-struct OpenOptions {
-  // Verify every section's checksum while opening (reads the whole file once). With false, opening
-  // only checks the header, section table and sizes; a corrupted data section then yields wrong
-  // answers or CORRUPTION errors from queries, but never a crash.
-  bool verify_checksums = true;
-};
-
-// One component of the stored size, as written in the file.
-struct ComponentSize {
-  std::string name;
-  uint64_t bytes = 0;
-};
-
-class CompressedFile {
+class CompressedFile : public RandomAccessText {
  public:
   // Compresses `text` and writes it to `path` atomically (a temporary file renamed into place).
   static Status Build(std::string_view text, const CompressedFileOptions& options,
@@ -84,24 +72,24 @@ class CompressedFile {
   static StatusOr<std::unique_ptr<CompressedFile>> OpenBuffer(std::string bytes,
                                                               const OpenOptions& options = {});
 
-  ~CompressedFile();
+  ~CompressedFile() override;
   CompressedFile(const CompressedFile&) = delete;
   CompressedFile& operator=(const CompressedFile&) = delete;
 
   // Length n of the original text in bytes.
-  uint64_t size() const;
+  uint64_t size() const override;
   // The sampling options the file was built with (force_64bit_construction is not recorded: false).
   const CompressedFileOptions& options() const { return options_; }
 
   // Appends text[offset, offset + len) to *out, clamped to the end of the text like substr.
   // INVALID_ARGUMENT if offset > size().
-  Status Extract(uint64_t offset, uint64_t len, std::string* out) const;
+  Status Extract(uint64_t offset, uint64_t len, std::string* out) const override;
   StatusOr<std::string> Extract(uint64_t offset, uint64_t len) const;
   // Appends the whole text to *out by decoding every Psi value once, in order (O(n) gap decodes,
   // where Extract costs about half a Psi block of them per byte): for readers of a whole file.
   // Needs ExtractAllMemory() bytes while it runs, the text included.
-  Status ExtractAll(std::string* out) const;
-  uint64_t ExtractAllMemory() const;
+  Status ExtractAll(std::string* out) const override;
+  uint64_t ExtractAllMemory() const override;
   // The byte at `offset`; INVALID_ARGUMENT if offset >= size().
   StatusOr<uint8_t> CharAt(uint64_t offset) const;
 
@@ -111,10 +99,10 @@ class CompressedFile {
   StatusOr<std::vector<uint64_t>> Search(std::string_view pattern) const;
 
   // Bytes of the stored file; equals the sum of Breakdown().
-  uint64_t SizeInBytes() const;
+  uint64_t SizeInBytes() const override;
   // Stored bytes per component: "header", "counts", "psi_samples", "psi_gaps", "psi_columns",
   // "isa_samples", "sa_samples", "sa_marks", as recorded in the file's section table.
-  std::vector<ComponentSize> Breakdown() const;
+  std::vector<ComponentSize> Breakdown() const override;
   // Checks every section checksum; CORRUPTION naming the first bad section.
   Status Verify() const;
 

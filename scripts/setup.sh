@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkgconf git
   thrift-compiler libthrift-dev libboost-dev libevent-dev
-  libdivsufsort-dev libsdsl-dev libxxhash-dev
+  libdivsufsort-dev libsdsl-dev libxxhash-dev libzstd-dev
   libzmq3-dev cppzmq-dev
   etcd-server etcd-client
   libcurl4-openssl-dev nlohmann-json3-dev openssl iproute2
