@@ -28,7 +28,8 @@ namespace zipg::layout {
 namespace {
 constexpr char kMetaMagic[] = "ZIPGEMET";
 // The meta's version is the file's format: 1, records without the destination index; 2, no key
-// filter after the property names; 3, the current one.
+// filter after the property names; 3, records in a CompressedFile; 4, records in a BlockFile and
+// the record index after the key filter.
 constexpr uint32_t kMetaVersion = EdgeFile::kFormat;
 // Bytes extracted when a record is found: key, metadata and, for small records, all columns.
 constexpr uint64_t kHeadBytes = 192;
@@ -108,8 +109,17 @@ void EdgeFile::AppendRecord(int64_t src, int64_t type, const std::vector<Encoded
   for (const auto& e : edges) text->append(e.properties);
 }
 
+Status EdgeFileOptions::Validate() const {
+  if (format < 1 || format > kEdgeFileFormat) {
+    return Status::InvalidArgument("edge file format must be in [1, " +
+                                   std::to_string(kEdgeFileFormat) + "], got " +
+                                   std::to_string(format));
+  }
+  return format >= 4 ? blocks.Validate() : suffix.Validate();
+}
+
 Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
-                       std::vector<EdgeRecordInput> records, const CompressedFileOptions& options) {
+                       std::vector<EdgeRecordInput> records, const EdgeFileOptions& options) {
   ZIPG_RETURN_IF_ERROR(options.Validate());
   ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
   std::string text;
@@ -159,7 +169,7 @@ Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& 
                          std::string_view(lists).substr(start, ends[i] - start)});
       start = ends[i];
     }
-    AppendRecord(record.src, record.type, encoded, &text);
+    AppendRecord(record.src, record.type, encoded, &text, options.format);
     std::vector<EdgeInput>().swap(edges);  // release memory as we go
   }
   return BuildFromRecords(base, property_names, text, options);
@@ -200,10 +210,10 @@ StatusOr<EdgeFile::Record> ParseRecordHead(std::string_view bytes, uint64_t mark
   return r;
 }
 
-// Calls fn(record) for every record of `text`, a concatenation of records held in memory (what
-// BuildFromRecords is given), in order.
+// Calls fn(record, its marker's offset) for every record of `text`, a concatenation of records
+// held in memory (what BuildFromRecords is given), in order.
 Status ForEachRecordIn(std::string_view text, uint32_t format,
-                       const std::function<Status(const EdgeFile::Record&)>& fn) {
+                       const std::function<Status(const EdgeFile::Record&, uint64_t)>& fn) {
   uint64_t at = 0;
   while (at < text.size()) {
     ZIPG_ASSIGN_OR_RETURN(EdgeFile::Record r,
@@ -214,7 +224,7 @@ Status ForEachRecordIn(std::string_view text, uint32_t format,
         r.properties() + list_end > text.size()) {
       return Status::Corruption("edge text: bad end column at offset " + std::to_string(at));
     }
-    ZIPG_RETURN_IF_ERROR(fn(r));
+    ZIPG_RETURN_IF_ERROR(fn(r, at));
     at = r.properties() + list_end;
   }
   return Status::OK();
@@ -223,9 +233,9 @@ Status ForEachRecordIn(std::string_view text, uint32_t format,
 
 Status EdgeFile::BuildFromRecords(const std::string& base,
                                   const std::vector<std::string>& property_names,
-                                  std::string_view text, const CompressedFileOptions& options,
-                                  uint32_t format) {
+                                  std::string_view text, const EdgeFileOptions& options) {
   ZIPG_RETURN_IF_ERROR(options.Validate());
+  const uint32_t format = options.format;
   ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
   std::string meta;
   PutFixed32(&meta, static_cast<uint32_t>(property_names.size()));
@@ -233,12 +243,12 @@ Status EdgeFile::BuildFromRecords(const std::string& base,
   if (format >= 3) {
     // Sized by a pass over the record heads, then filled from each record's destination column.
     uint64_t keys = 0;
-    ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r) {
+    ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r, uint64_t) {
       keys += r.count;
       return Status::OK();
     }));
     KeyFilter filter(keys);
-    ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r) {
+    ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r, uint64_t) {
       for (uint64_t i = 0; i < r.count; ++i) {
         uint64_t d = 0;
         if (r.dst_width > 0 &&
@@ -253,16 +263,47 @@ Status EdgeFile::BuildFromRecords(const std::string& base,
     }));
     filter.EncodeTo(&meta);
   }
-  ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options, base + ".zcf"));
+  if (format >= 4) {
+    // The record index: (src delta, type, offset delta) of the first record starting in each
+    // block where one starts, in varint6.
+    std::string index;
+    uint64_t entries = 0, last_block = UINT64_MAX;
+    int64_t last_src = 0;
+    uint64_t last_offset = 0;
+    ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r, uint64_t at) {
+      const uint64_t block = at / options.blocks.block_bytes;
+      if (block == last_block) return Status::OK();
+      last_block = block;
+      PutVarint6(&index, static_cast<uint64_t>(r.src - last_src));
+      PutVarint6(&index, static_cast<uint64_t>(r.type));
+      PutVarint6(&index, at - last_offset);
+      last_src = r.src;
+      last_offset = at;
+      ++entries;
+      return Status::OK();
+    }));
+    PutFixed64(&meta, entries);
+    PutLengthPrefixed(&meta, index);
+    ZIPG_RETURN_IF_ERROR(BlockFile::Build(text, options.blocks, TextPath(base, format)));
+  } else {
+    ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options.suffix, TextPath(base, format)));
+  }
   return WriteSideFile(base + ".meta", kMetaMagic, format, meta);
 }
 
 StatusOr<std::unique_ptr<EdgeFile>> EdgeFile::Open(const std::string& base,
                                                    const OpenOptions& options) {
   std::unique_ptr<EdgeFile> file(new EdgeFile());
-  ZIPG_ASSIGN_OR_RETURN(file->text_, CompressedFile::Open(base + ".zcf", options));
   ZIPG_ASSIGN_OR_RETURN(std::string meta, ReadSideFile(base + ".meta", kMetaMagic, 1,
                                                        kMetaVersion, &file->format_));
+  if (file->format_ >= 4) {
+    ZIPG_ASSIGN_OR_RETURN(file->text_, BlockFile::Open(TextPath(base, file->format_), options));
+  } else {
+    ZIPG_ASSIGN_OR_RETURN(std::unique_ptr<CompressedFile> suffix,
+                          CompressedFile::Open(TextPath(base, file->format_), options));
+    file->suffix_ = suffix.get();
+    file->text_ = std::move(suffix);
+  }
   file->meta_bytes_ = meta.size() + 28;
   PayloadReader reader(meta);
   uint32_t num_names;
@@ -274,6 +315,37 @@ StatusOr<std::unique_ptr<EdgeFile>> EdgeFile::Open(const std::string& base,
   }
   if (file->format_ >= 3) {
     ZIPG_ASSIGN_OR_RETURN(file->keys_, KeyFilter::Decode(&reader, base + ".meta"));
+  }
+  if (file->format_ >= 4) {
+    uint64_t entries = 0;
+    std::string index;
+    if (!reader.GetFixed64(&entries) || !reader.GetString(&index) || entries > index.size() / 3) {
+      return bad;
+    }
+    file->index_.resize(entries);
+    size_t pos = 0;
+    uint64_t src = 0, offset = 0;
+    for (uint64_t i = 0; i < entries; ++i) {
+      uint64_t src_delta, type, offset_delta;
+      if (!GetVarint6(index, &pos, &src_delta) || !GetVarint6(index, &pos, &type) ||
+          !GetVarint6(index, &pos, &offset_delta)) {
+        return bad;
+      }
+      src += src_delta;
+      offset += offset_delta;
+      auto& e = file->index_[i];
+      e = {static_cast<int64_t>(src), static_cast<int64_t>(type), offset};
+      // Keys and offsets strictly ascending, the first record at offset 0, and every key in
+      // range: what Lookup's walk relies on.
+      if (src > static_cast<uint64_t>(INT64_MAX) || type > static_cast<uint64_t>(INT64_MAX) ||
+          offset >= file->text_->size() || (i == 0 && offset != 0) ||
+          (i > 0 && (offset_delta == 0 ||
+                     std::pair(e.src, e.type) <=
+                         std::pair(file->index_[i - 1].src, file->index_[i - 1].type)))) {
+        return bad;
+      }
+    }
+    if (pos != index.size() || (entries == 0) != (file->text_->size() == 0)) return bad;
   }
   if (!reader.empty()) return bad;
   return file;
@@ -344,29 +416,64 @@ Status EdgeFile::ForEachRecord(const std::function<Status(const Record&, std::ve
   return Status::OK();
 }
 
+StatusOr<std::vector<EdgeFile::Record>> EdgeFile::Lookup(int64_t src,
+                                                         std::optional<int64_t> type) const {
+  std::vector<Record> records;
+  if (src < 0 || (type && *type < 0)) return records;
+  if (suffix_ != nullptr) {
+    std::string key = SrcKey(src);
+    if (type) PutVarint6(&key, static_cast<uint64_t>(*type));
+    ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, suffix_->Search(key));
+    for (uint64_t hit : hits) {
+      ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(hit));
+      if (r.src != src || (type && r.type != *type)) {
+        return Status::Corruption("edge text: key mismatch");
+      }
+      records.push_back(std::move(r));
+    }
+    return records;
+  }
+  // Walk from the last indexed record at or before the first key wanted, through the records of
+  // (at most) that block and the next ones while they can still match.
+  const std::pair<int64_t, int64_t> first(src, type.value_or(0));
+  auto after = std::upper_bound(index_.begin(), index_.end(), first,
+                                [](const std::pair<int64_t, int64_t>& key, const IndexEntry& e) {
+                                  return key < std::pair(e.src, e.type);
+                                });
+  // Below the first indexed key, the walk starts at the first record (src may still match it).
+  uint64_t at = after == index_.begin() ? 0 : std::prev(after)->offset;
+  while (at < text_->size()) {
+    ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(at));
+    if (r.src > src || (type && std::pair(r.src, r.type) > first)) break;
+    ZIPG_ASSIGN_OR_RETURN(const uint64_t end, RecordEnd(r, at));
+    if (r.src == src && (!type || r.type == *type)) {
+      records.push_back(std::move(r));
+      if (type) break;
+    }
+    at = end;
+  }
+  return records;
+}
+
+StatusOr<uint64_t> EdgeFile::RecordEnd(const Record& r, uint64_t marker_offset) const {
+  ZIPG_ASSIGN_OR_RETURN(auto last, Column(r, r.end_column(), r.end_width, r.count - 1, r.count));
+  const uint64_t end = r.properties() + last[0];
+  if (end <= marker_offset || end > text_->size()) {
+    return Status::Corruption("edge text: the record at offset " + std::to_string(marker_offset) +
+                              " has a bad end");
+  }
+  return end;
+}
+
 StatusOr<std::optional<EdgeFile::Record>> EdgeFile::Find(int64_t src, int64_t type) const {
-  if (src < 0 || type < 0) return std::optional<Record>();
-  std::string key = SrcKey(src);
-  PutVarint6(&key, static_cast<uint64_t>(type));
-  ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, text_->Search(key));
-  if (hits.empty()) return std::optional<Record>();
-  if (hits.size() > 1) return Status::Corruption("edge text: two records with the same key");
-  ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(hits[0]));
-  if (r.src != src || r.type != type) return Status::Corruption("edge text: key mismatch");
-  return std::optional<Record>(std::move(r));
+  ZIPG_ASSIGN_OR_RETURN(std::vector<Record> records, Lookup(src, type));
+  if (records.empty()) return std::optional<Record>();
+  if (records.size() > 1) return Status::Corruption("edge text: two records with the same key");
+  return std::optional<Record>(std::move(records[0]));
 }
 
 StatusOr<std::vector<EdgeFile::Record>> EdgeFile::FindAll(int64_t src) const {
-  std::vector<Record> records;
-  if (src < 0) return records;
-  const std::string key = SrcKey(src);
-  ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, text_->Search(key));
-  for (uint64_t hit : hits) {
-    ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(hit));
-    if (r.src != src) return Status::Corruption("edge text: key mismatch");
-    records.push_back(std::move(r));
-  }
-  return records;
+  return Lookup(src, std::nullopt);
 }
 
 Status EdgeFile::Read(const Record& r, uint64_t offset, uint64_t len, std::string* out) const {

@@ -1,8 +1,13 @@
 // EdgeFile: the outgoing edges of one shard's nodes as EdgeRecords (all edges of one (src, type),
-// newest first) in a CompressedFile, found by searching their headers and read by random access on
-// the compressed form (ZipG section 3.3; our format is in docs/graph-layout.md).
+// newest first), read by random access on the compressed form (ZipG section 3.3; our format is in
+// docs/graph-layout.md and docs/layout-v2.md).
 //
-// Files: <base>.zcf (the compressed text) and <base>.meta (a side file with the property names).
+// Format 4 (the default) keeps the records in a BlockFile (zstd blocks) and finds a record from a
+// sparse index of record keys: the first record that starts in each block. Formats 1-3 keep them in
+// a CompressedFile and find a record by searching for its key.
+//
+// Files: <base>.zbk (format 4) or <base>.zcf (formats 1-3), the records' text; <base>.meta (a side
+// file with the property names, the key filter and, format 4, the record index).
 //
 // Thread-safety: immutable once opened; all const methods may be called concurrently.
 #pragma once
@@ -16,10 +21,11 @@
 #include <utility>
 #include <vector>
 
-#include "model/types.h"
+#include "layout/block_file.h"
 #include "layout/compressed_file.h"
 #include "layout/key_filter.h"
 #include "layout/node_file.h"
+#include "model/types.h"
 #include "util/status.h"
 
 namespace zipg::layout {
@@ -42,6 +48,23 @@ struct EdgeRecordInput {
   int64_t src = 0;
   int64_t type = 0;
   std::vector<EdgeInput> edges;  // any order, distinct dst; Build orders them newest first
+};
+
+// The newest EdgeFile format, which builders write unless told otherwise.
+inline constexpr uint32_t kEdgeFileFormat = 4;
+
+struct EdgeFileOptions {
+  // 4: records in a BlockFile, found through a sparse key index (no Psi walks; docs/layout-v2.md).
+  // 3: records in a CompressedFile, found by a search for their key (the layout before v2). 1 and
+  // 2 write older forms of 3, for tests of reading old files. Default 4.
+  uint32_t format = kEdgeFileFormat;
+  // Format 4's blocks.
+  BlockFileOptions blocks;
+  // Formats 1-3's suffix structure (sa 64, isa 64, Psi block 128 by default).
+  CompressedFileOptions suffix = {64, 64, 128, false};
+
+  // OK, or INVALID_ARGUMENT naming the offending field.
+  Status Validate() const;
 };
 
 class EdgeFile {
@@ -75,25 +98,28 @@ class EdgeFile {
   // Records with at least this many edges carry a destination index (format version 2).
   static constexpr uint64_t kIndexedRecordEdges = 64;
 
-  // Writes <base>.zcf and <base>.meta. `records` sorted by (src, type), distinct, each non-empty;
-  // src, type >= 0. Edges of a record are sorted newest first (timestamp descending, dst
-  // ascending).
+  // Writes the text file and <base>.meta. `records` sorted by (src, type), distinct, each
+  // non-empty; src, type >= 0. Edges of a record are sorted newest first (timestamp descending,
+  // dst ascending).
   static Status Build(const std::string& base, const std::vector<std::string>& property_names,
-                      std::vector<EdgeRecordInput> records, const CompressedFileOptions& options);
+                      std::vector<EdgeRecordInput> records, const EdgeFileOptions& options);
   // The two steps of Build, for callers that encode records themselves (the compress pipeline).
   // AppendRecord appends the EdgeRecord of (src, type) to *text; `edges` is non-empty, sorted
   // newest first (timestamp descending, dst ascending) with distinct dst, src and type >= 0.
   // BuildFromRecords writes the files from `text`, a concatenation of records in (src, type)
-  // order, with a key filter of every (src, type, dst) in it. `format` 1 writes the older
-  // records without a destination index, 2 the file without a key filter (for tests of reading
-  // old files).
-  static constexpr uint32_t kFormat = 3;
+  // order, with a key filter of every (src, type, dst) in it (formats 3 and 4). `format` 1 writes
+  // the older records without a destination index, 2 the file without a key filter (for tests of
+  // reading old files); `text` must be encoded in the same format.
+  static constexpr uint32_t kFormat = kEdgeFileFormat;
   static void AppendRecord(int64_t src, int64_t type, const std::vector<EncodedEdge>& edges,
                            std::string* text, uint32_t format = kFormat);
   static Status BuildFromRecords(const std::string& base,
                                  const std::vector<std::string>& property_names,
-                                 std::string_view text, const CompressedFileOptions& options,
-                                 uint32_t format = kFormat);
+                                 std::string_view text, const EdgeFileOptions& options);
+  // The path of the records' text file of an EdgeFile of `format` at `base`.
+  static std::string TextPath(const std::string& base, uint32_t format) {
+    return base + (format >= 4 ? ".zbk" : ".zcf");
+  }
   static StatusOr<std::unique_ptr<EdgeFile>> Open(const std::string& base,
                                                   const OpenOptions& options = {});
   ~EdgeFile();
@@ -130,7 +156,7 @@ class EdgeFile {
   }
   bool has_key_filter() const { return keys_.has_value(); }
 
-  // The file's format: 1 (records without a destination index), 2 (no key filter) or 3.
+  // The file's format: 1 (records without a destination index), 2 (no key filter), 3 or 4.
   uint32_t format_version() const { return format_; }
 
   std::vector<ComponentSize> Breakdown() const;
@@ -140,6 +166,11 @@ class EdgeFile {
  private:
   EdgeFile() = default;
   StatusOr<Record> ReadRecord(uint64_t marker_offset) const;
+  // Where the record r, whose marker is at `marker_offset`, ends.
+  StatusOr<uint64_t> RecordEnd(const Record& r, uint64_t marker_offset) const;
+  // The records of src, ascending type, or only that of (src, *type): a search for their key
+  // (formats 1-3) or a walk from the record index (format 4).
+  StatusOr<std::vector<Record>> Lookup(int64_t src, std::optional<int64_t> type) const;
   // The record whose marker is at `marker_offset`, from `bytes` extracted there (at least its
   // header; head takes the rest of them).
   StatusOr<Record> ParseHead(std::string_view bytes, uint64_t marker_offset) const;
@@ -148,7 +179,15 @@ class EdgeFile {
   StatusOr<std::vector<uint64_t>> Column(const Record& r, uint64_t column, uint32_t width,
                                          uint64_t begin, uint64_t end) const;
 
-  std::unique_ptr<CompressedFile> text_;
+  std::unique_ptr<RandomAccessText> text_;
+  const CompressedFile* suffix_ = nullptr;  // text_, formats 1-3
+  // Format 4: the key and marker offset of the first record that starts in each block (of the
+  // blocks where one starts), ascending.
+  struct IndexEntry {
+    int64_t src = 0, type = 0;
+    uint64_t offset = 0;
+  };
+  std::vector<IndexEntry> index_;
   std::vector<std::string> names_;
   std::optional<KeyFilter> keys_;
   uint64_t meta_bytes_ = 0;

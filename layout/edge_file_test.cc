@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <random>
@@ -15,6 +16,8 @@
 
 #include "layout/record_coding.h"
 #include "layout/side_file.h"
+#include "util/coding.h"
+#include "util/file.h"
 #include "util/scratch_dir.h"
 
 namespace zipg::layout {
@@ -72,7 +75,9 @@ std::string BuildFile(const std::map<int64_t, std::vector<RefEdge>>& records,
     }
     EdgeFile::AppendRecord(src, 7, encoded, &text, format);
   }
-  const Status s = EdgeFile::BuildFromRecords(base, {"v"}, text, {4, 8, 16, false}, format);
+  // Format 4 in small blocks, so that records span blocks and lookups walk across them.
+  EdgeFileOptions options{format, {1024, 3, 4096}, {4, 8, 16, false}};
+  const Status s = EdgeFile::BuildFromRecords(base, {"v"}, text, options);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return text;
 }
@@ -185,6 +190,8 @@ TEST(EdgeFileTest, DestinationIndexFindsEveryEdge) {
   const auto records = MakeRecords(sizes, 1);
   BuildFile(records, dir.File("v2"), 2);
   CheckFile(records, dir.File("v2"), 2, 2);
+  BuildFile(records, dir.File("v4"), 4);
+  CheckFile(records, dir.File("v4"), 4, 2);
 }
 
 TEST(EdgeFileTest, KeyFilterPassesEveryStoredKeyAndFewOthers) {
@@ -193,6 +200,8 @@ TEST(EdgeFileTest, KeyFilterPassesEveryStoredKeyAndFewOthers) {
   const auto records = MakeRecords(sizes, 5);
   BuildFile(records, dir.File("v3"), 3);
   CheckFile(records, dir.File("v3"), 3, 6);
+  BuildFile(records, dir.File("v4"), 4);
+  CheckFile(records, dir.File("v4"), 4, 6);
   // And version 2 files (no filter) still open and answer.
   BuildFile(records, dir.File("v2"), 2);
   CheckFile(records, dir.File("v2"), 2, 6);
@@ -221,7 +230,7 @@ TEST(EdgeFileTest, AMalformedKeyFilterIsCorruption) {
   ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 3, *payload).ok());
   EXPECT_TRUE(EdgeFile::Open(dir.File("v3")).ok());
   // A version this build does not know is refused by version, not misread.
-  ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 4, *payload).ok());
+  ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 5, *payload).ok());
   EXPECT_FALSE(EdgeFile::Open(dir.File("v3")).ok());
 }
 
@@ -232,6 +241,112 @@ TEST(EdgeFileTest, VersionOneFilesStillAnswerByScanning) {
   const std::string v2 = BuildFile(records, dir.File("v2"), 2);
   EXPECT_LT(v1.size(), v2.size()) << "version 2 adds the index columns";
   CheckFile(records, dir.File("v1"), 1, 4);
+}
+
+// Many sources with several types each, most records small and some spanning several blocks:
+// format 4's sparse record index finds every record, every source's records and nothing else,
+// exactly as format 3's key search does, including keys below the first record, between records
+// and past the last.
+TEST(EdgeFileTest, FormatFourFindsEveryRecordThroughItsIndex) {
+  ScratchDir dir("edge_file_test");
+  std::mt19937_64 rng(11);
+  std::vector<EdgeRecordInput> records;
+  std::map<std::pair<int64_t, int64_t>, size_t> want;  // key -> edges
+  for (int64_t src = 3; src < 3000; src += 1 + static_cast<int64_t>(rng() % 4)) {
+    for (int64_t type = 0; type < 6; ++type) {
+      // The first source has only type 2: FindAll(3) starts below the first record's key.
+      if (src == 3 ? type != 2 : rng() % 3 != 0) continue;
+      const size_t n = rng() % 40 == 0 ? 200 + rng() % 2000 : 1 + rng() % 6;
+      EdgeRecordInput r{src, type, {}};
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t dst = static_cast<int64_t>(i * 7 + rng() % 7);
+        const int64_t ts = static_cast<int64_t>(rng() % 1000);
+        std::string value;
+        for (uint64_t k = rng() % 30; k > 0; --k) value.push_back(static_cast<char>('a' + k % 26));
+        r.edges.push_back({dst, ts, {{0, value}}});
+      }
+      want[{src, type}] = n;
+      records.push_back(std::move(r));
+    }
+  }
+  for (uint32_t format : {3u, 4u}) {
+    SCOPED_TRACE("format " + std::to_string(format));
+    const std::string base = dir.File("f" + std::to_string(format));
+    ASSERT_TRUE(
+        EdgeFile::Build(base, {"v"}, records, {format, {1024, 3, 4096}, {8, 8, 16, false}}).ok());
+    auto file = EdgeFile::Open(base);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    ASSERT_EQ((*file)->format_version(), format);
+    for (int64_t src = -1; src < 3005; ++src) {
+      std::vector<int64_t> types;
+      for (int64_t type = -1; type < 7; ++type) {
+        auto r = (*file)->Find(src, type);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        auto it = want.find({src, type});
+        ASSERT_EQ(r->has_value(), it != want.end()) << src << " " << type;
+        if (it == want.end()) continue;
+        types.push_back(type);
+        EXPECT_EQ((*r)->src, src);
+        EXPECT_EQ((*r)->type, type);
+        EXPECT_EQ((*r)->count, it->second);
+        auto edges = (*file)->Edges(**r, 0, (*r)->count);
+        ASSERT_TRUE(edges.ok());
+        ASSERT_EQ(edges->size(), it->second);
+      }
+      auto all = (*file)->FindAll(src);
+      ASSERT_TRUE(all.ok());
+      std::vector<int64_t> got;
+      for (const auto& r : *all) got.push_back(r.type);
+      EXPECT_EQ(got, types) << "src " << src;
+    }
+  }
+}
+
+TEST(EdgeFileTest, FormatFourDamageIsCorruption) {
+  ScratchDir dir("edge_file_test");
+  const auto records = MakeRecords({3, 64, 700, 5, 2000, 1}, 9);
+  BuildFile(records, dir.File("v4"), 4);
+  const std::string meta = dir.File("v4") + ".meta";
+  auto payload = ReadSideFile(meta, "ZIPGEMET", 4);
+  ASSERT_TRUE(payload.ok()) << payload.status().ToString();
+  // The record index ends the payload: Fixed64 entries, Fixed32 length, then that many bytes.
+  size_t index_len = 1;
+  while (index_len + 12 < payload->size() &&
+         DecodeFixed32(payload->data() + payload->size() - index_len - 4) != index_len) {
+    ++index_len;
+  }
+  const size_t entries_at = payload->size() - index_len - 12;
+  const uint64_t entries = DecodeFixed64(payload->data() + entries_at);
+  ASSERT_GE(entries, 2u);
+  std::string more = *payload, fewer = *payload;
+  EncodeFixed64(more.data() + entries_at, entries + 1);
+  EncodeFixed64(fewer.data() + entries_at, entries - 1);
+  // The side file's checksum catches damage on disk; these are payloads written with a valid
+  // checksum, so that the record index's own checks are what refuses them.
+  for (const std::string& bad :
+       {payload->substr(0, payload->size() - 1), *payload + "x", more, fewer}) {
+    ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 4, bad).ok());
+    auto file = EdgeFile::Open(dir.File("v4"));
+    ASSERT_FALSE(file.ok());
+    EXPECT_EQ(file.status().code(), StatusCode::kCorruption) << file.status().ToString();
+  }
+  ASSERT_TRUE(WriteSideFile(meta, "ZIPGEMET", 4, *payload).ok());
+  ASSERT_TRUE(EdgeFile::Open(dir.File("v4")).ok());
+  // The text file itself: missing, or damaged.
+  const std::string text = dir.File("v4") + ".zbk";
+  auto bytes = ReadFileToString(text);
+  ASSERT_TRUE(bytes.ok());
+  std::filesystem::remove(text);
+  auto missing = EdgeFile::Open(dir.File("v4"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().ToString().find(text), std::string::npos)
+      << missing.status().ToString();
+  std::string damaged = *bytes;
+  damaged[damaged.size() / 2] ^= 1;
+  dir.Write("v4.zbk", damaged);
+  auto corrupt = EdgeFile::Open(dir.File("v4"));
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.status().code(), StatusCode::kCorruption) << corrupt.status().ToString();
 }
 
 }  // namespace
