@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct ChildResult {
 // Runs `work` in a forked child process; reports its wall time and peak RSS.
 inline ChildResult RunInChild(const std::function<bool()>& work) {
   auto start = Clock::now();
+  std::fflush(nullptr);  // or the child would print what the parent had buffered
   pid_t pid = fork();
   if (pid == 0) _exit(work() ? 0 : 1);
   int status = 0;

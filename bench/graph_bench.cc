@@ -1,15 +1,22 @@
-// graph_bench: size and in-process latency of the graph layout on a generated TAO-like graph.
+// graph_bench: size and in-process latency of the graph layouts on a generated TAO-like graph.
 //
-// Generates (or reuses) nodes.csv / edges.csv in --dir, compresses them in a child process (wall
-// time and peak RSS), prints raw vs stored bytes with the NodeFile / EdgeFile / metadata breakdown,
-// then opens the store and measures p50/p99 of the issue's operations on uniformly chosen ids,
-// checking answers against the loaded CSV as it goes.
+// Generates (or reuses) nodes.csv / edges.csv in --dir and, for each layout asked for (--layouts,
+// default both), compresses them in a child process (wall time and peak RSS), prints raw vs stored
+// bytes with the NodeFile / EdgeFile / metadata breakdown, then opens the store and measures
+// p50/p99 of the issue's operations on uniformly chosen ids, checking answers against the loaded
+// CSV as it goes. The layouts are printed side by side, with the ratio v2 / v1:
+//   v1  the layout before issue 15: EdgeFile format 3 (suffix structure, sa/isa/psi 64/64/128)
+//   v2  today's defaults: EdgeFile format 4 (zstd blocks and a record index)
+// The options below change both layouts where they apply (e.g. --edge-psi-block only v1's).
 //
 //   graph_bench [--nodes N] [--degree D] [--seed S] [--dir DIR] [--shards N] [--queries Q]
-//               [--sa-rate N --isa-rate N --psi-block N --edge-sa-rate N ...] [--skip-build]
+//               [--layouts v1,v2] [--sa-rate N --isa-rate N --psi-block N]
+//               [--edge-block N --edge-level N --edge-sa-rate N ...] [--skip-build]
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -41,9 +48,176 @@ T Check(StatusOr<T> v, const char* what) {
   return std::move(v.value());
 }
 
-void PrintLatency(const char* name, const Latency& l) {
-  std::printf("  %-34s p50 %9.1f us   p99 %9.1f us   mean %9.1f us\n", name, l.p50_us, l.p99_us,
-              l.mean_us);
+// The answers the benchmark checks against, from the CSV, and the queries it asks.
+struct Reference {
+  graph::InputGraph input;
+  std::map<std::pair<int64_t, int64_t>, int64_t> counts;  // edges per (src, type)
+  std::vector<uint32_t> categorical;  // properties with few distinct values (filters match)
+  std::vector<int64_t> ids, types, windows;
+  std::vector<std::pair<int64_t, int64_t>> large;  // (src, type) of records of 64+ edges
+  std::string name_of(uint32_t p) const { return input.node_property_names[p]; }
+  const std::string* value_of(int64_t id, uint32_t p) const {
+    for (const auto& [q, v] : input.nodes[id].properties)
+      if (q == p) return &v;
+    return nullptr;
+  }
+};
+
+// What one layout measured.
+struct LayoutRun {
+  std::string label;
+  bool built = false;
+  double compress_seconds = 0, peak_mb = 0;
+  uint64_t raw = 0, stored = 0;
+  std::map<std::string, uint64_t> groups;
+  uint64_t node_text = 0, node_bytes = 0, edge_text = 0, edge_bytes = 0;  // shard 0
+  std::vector<std::pair<std::string, Latency>> latencies;
+  uint64_t mismatches = 0;
+  double node_id_hits = 0;
+};
+
+LayoutRun RunLayout(const std::string& label, const graph::CompressOptions& options,
+                    const std::string& nodes_csv, const std::string& edges_csv,
+                    const std::string& store, bool build, const Reference& ref, uint64_t queries) {
+  LayoutRun run;
+  run.label = label;
+  if (build) {
+    graph::CompressReport report;
+    auto child = RunInChild([&] {
+      graph::CompressInputs inputs{nodes_csv, edges_csv, graph::InputFormat::kCsv};
+      Status s = graph::CompressFiles(inputs, store, options, {}, &report);
+      if (!s.ok()) std::fprintf(stderr, "compress: %s\n", s.ToString().c_str());
+      if (s.ok()) {
+        std::printf(
+            "%s compress plan: %u parallel builds, planned peak %.0f MB of a %.0f MB budget\n",
+            label.c_str(), report.parallel_builds, report.planned_peak / 1e6,
+            report.memory_budget / 1e6);
+        std::fflush(stdout);
+      }
+      return s.ok();
+    });
+    if (!child.ok) Die(label + ": compress failed");
+    run.built = true;
+    run.compress_seconds = child.seconds;
+    run.peak_mb = child.peak_mb;
+  }
+  auto g = Check(Graph::Open(store, {}), "open");
+  const auto& m = g->manifest();
+  for (const auto& f : m.files) {
+    const std::string name = f.path.substr(f.path.find('/') + 1);
+    const std::string group = name == "nodes.zcf"                          ? "NodeFile text"
+                              : name == "edges.zcf" || name == "edges.zbk" ? "EdgeFile text"
+                              : name == "nodes.idx"                        ? "node id/offset tables"
+                                                                           : "metadata";
+    run.groups[group] += f.bytes;
+    run.stored += f.bytes;
+  }
+  const uint64_t manifest_bytes = std::filesystem::file_size(store + "/MANIFEST");
+  run.groups["metadata"] += manifest_bytes;
+  run.stored += manifest_bytes;
+  run.raw = m.raw_bytes;
+  std::printf(
+      "%s: %llu nodes, %llu edges, %u shards; node file sa/isa/psi %u/%u/%u; edge file "
+      "format %u (blocks %u B, level %d; sa/isa/psi %u/%u/%u)\n",
+      label.c_str(), static_cast<unsigned long long>(m.nodes),
+      static_cast<unsigned long long>(m.edges), m.shards, m.node_file.sa_sampling_rate,
+      m.node_file.isa_sampling_rate, m.node_file.psi_block_size, m.edge_file.format,
+      m.edge_file.blocks.block_bytes, m.edge_file.blocks.level, m.edge_file.suffix.sa_sampling_rate,
+      m.edge_file.suffix.isa_sampling_rate, m.edge_file.suffix.psi_block_size);
+  // One shard is representative: partitions are hash-balanced.
+  run.node_text = g->shard(0).nodes().text_size();
+  run.node_bytes = g->shard(0).nodes().SizeInBytes();
+  run.edge_text = g->shard(0).edges().text_size();
+  run.edge_bytes = g->shard(0).edges().SizeInBytes();
+
+  const auto& input = ref.input;
+  auto measure = [&](const std::string& name, const std::function<void(size_t)>& op) {
+    run.latencies.emplace_back(name, Measure(queries, op));
+  };
+  measure("obj_get", [&](size_t i) {
+    auto node = Check(g->ObjGet(ref.ids[i]), "obj_get");
+    Properties expected;
+    for (const auto& [p, v] : input.nodes[ref.ids[i]].properties)
+      expected.emplace_back(ref.name_of(p), v);
+    std::sort(expected.begin(), expected.end());
+    if (!node || node->properties != expected) ++run.mismatches;
+  });
+  measure("assoc_range(limit 10)", [&](size_t i) {
+    auto edges = Check(g->AssocRange(ref.ids[i], ref.types[i], 0, 10), "assoc_range");
+    auto it = ref.counts.find({ref.ids[i], ref.types[i]});
+    const int64_t c = it == ref.counts.end() ? 0 : it->second;
+    if (static_cast<int64_t>(edges.size()) != std::min<int64_t>(c, 10)) ++run.mismatches;
+  });
+  // The same on records of at least 64 edges (they have a destination index, and their columns
+  // lie too far apart for one read of the record's head).
+  if (!ref.large.empty()) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "assoc_range(10), %zu recs 64+", ref.large.size());
+    measure(name, [&](size_t i) {
+      const auto& [id, type] = ref.large[(i * 7919) % ref.large.size()];
+      auto edges = Check(g->AssocRange(id, type, static_cast<int64_t>(i % 50), 10), "assoc_range");
+      if (edges.size() != 10) ++run.mismatches;
+    });
+  }
+  measure("assoc_get(1 dst)", [&](size_t i) {
+    auto it = ref.counts.lower_bound({ref.ids[i], ref.types[i]});
+    if (it == ref.counts.end()) return;
+    // The record's newest edge, found by its destination.
+    auto first = Check(g->AssocRange(it->first.first, it->first.second, 0, 1), "assoc_range");
+    if (first.empty()) {
+      ++run.mismatches;
+      return;
+    }
+    auto got =
+        Check(g->AssocGet(it->first.first, it->first.second, {first[0].dst},
+                          std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()),
+              "assoc_get");
+    if (got.size() != 1) ++run.mismatches;
+  });
+  measure("assoc_count", [&](size_t i) {
+    auto c = Check(g->AssocCount(ref.ids[i], ref.types[i]), "assoc_count");
+    auto it = ref.counts.find({ref.ids[i], ref.types[i]});
+    if (c != (it == ref.counts.end() ? 0 : it->second)) ++run.mismatches;
+  });
+  measure("assoc_time_range(5 days, 10)", [&](size_t i) {
+    auto edges = Check(
+        g->AssocTimeRange(ref.ids[i], ref.types[i], ref.windows[i], ref.windows[i] + 5 * 86400, 10),
+        "assoc_time_range");
+    for (const auto& e : edges)
+      if (e.timestamp < ref.windows[i] || e.timestamp > ref.windows[i] + 5 * 86400)
+        ++run.mismatches;
+  });
+  measure("get_neighbor_ids(1 filter)", [&](size_t i) {
+    const uint32_t p = ref.categorical[i % ref.categorical.size()];
+    const std::string* v = ref.value_of(ref.ids[(i + 1) % queries], p);
+    Properties filter{{ref.name_of(p), v ? *v : std::string("x")}};
+    Check(g->GetNeighborIds(ref.ids[i], std::nullopt, filter), "neighbors");
+  });
+  uint64_t hits = 0;
+  measure("get_node_ids(2 properties)", [&](size_t i) {
+    const int64_t id = ref.ids[i];
+    const uint32_t p1 = ref.categorical[i % ref.categorical.size()];
+    const uint32_t p2 = ref.categorical[(i + 1) % ref.categorical.size()];
+    const std::string* v1 = ref.value_of(id, p1);
+    const std::string* v2 = ref.value_of(id, p2);
+    if (!v1 || !v2 || p1 == p2) return;
+    Properties match{{ref.name_of(p1), *v1}, {ref.name_of(p2), *v2}};
+    std::sort(match.begin(), match.end());
+    auto out = Check(g->GetNodeIds(match), "get_node_ids");
+    hits += out.size();
+    if (!std::binary_search(out.begin(), out.end(), id)) ++run.mismatches;
+  });
+  run.node_id_hits = static_cast<double>(hits) / queries;
+  return run;
+}
+
+// One line of the side-by-side table: a value per layout and, for two, their ratio.
+void PrintRow(const std::string& name, const std::vector<double>& values, const char* unit,
+              int decimals = 1) {
+  std::printf("  %-34s", name.c_str());
+  for (double v : values) std::printf(" %12.*f %-2s", decimals, v, unit);
+  if (values.size() == 2 && values[0] > 0) std::printf("   %6.3f", values[1] / values[0]);
+  std::printf("\n");
 }
 
 }  // namespace
@@ -66,188 +240,118 @@ int main(int argc, char** argv) {
   options.node_file.sa_sampling_rate = uint("sa-rate", options.node_file.sa_sampling_rate);
   options.node_file.isa_sampling_rate = uint("isa-rate", options.node_file.isa_sampling_rate);
   options.node_file.psi_block_size = uint("psi-block", options.node_file.psi_block_size);
-  options.edge_file.sa_sampling_rate = uint("edge-sa-rate", options.edge_file.sa_sampling_rate);
-  options.edge_file.isa_sampling_rate = uint("edge-isa-rate", options.edge_file.isa_sampling_rate);
-  options.edge_file.psi_block_size = uint("edge-psi-block", options.edge_file.psi_block_size);
+  auto& edge = options.edge_file;
+  edge.blocks.block_bytes = uint("edge-block", edge.blocks.block_bytes);
+  edge.blocks.level =
+      static_cast<int>(uint("edge-level", static_cast<uint32_t>(edge.blocks.level)));
+  edge.suffix.sa_sampling_rate = uint("edge-sa-rate", edge.suffix.sa_sampling_rate);
+  edge.suffix.isa_sampling_rate = uint("edge-isa-rate", edge.suffix.isa_sampling_rate);
+  edge.suffix.psi_block_size = uint("edge-psi-block", edge.suffix.psi_block_size);
   options.overwrite = true;
+  std::vector<std::string> labels;
+  {
+    const std::string list = args.Get("layouts").value_or("v1,v2");
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      labels.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+    for (const auto& l : labels)
+      if (l != "v1" && l != "v2") Die("--layouts: v1, v2 or both, not '" + l + "'");
+  }
 
   std::filesystem::create_directories(dir);
   const std::string nodes_csv = dir + "/nodes-" + std::to_string(gen.nodes) + ".csv";
   const std::string edges_csv = dir + "/edges-" + std::to_string(gen.nodes) + ".csv";
-  const std::string store = dir + "/store";
   if (!std::filesystem::exists(nodes_csv) || !std::filesystem::exists(edges_csv)) {
     std::printf("generating %llu nodes into %s ...\n", static_cast<unsigned long long>(gen.nodes),
                 dir.c_str());
     if (Status s = datagen::WriteTaoGraph(gen, nodes_csv, edges_csv); !s.ok()) Die(s.ToString());
   }
 
-  if (!args.Has("skip-build")) {
-    graph::CompressReport report;
-    auto child = RunInChild([&] {
-      graph::CompressInputs inputs{nodes_csv, edges_csv, graph::InputFormat::kCsv};
-      Status s = graph::CompressFiles(inputs, store, options, {}, &report);
-      if (!s.ok()) std::fprintf(stderr, "compress: %s\n", s.ToString().c_str());
-      if (s.ok()) {
-        std::printf("compress plan: %u parallel builds, planned peak %.0f MB of a %.0f MB budget\n",
-                    report.parallel_builds, report.planned_peak / 1e6, report.memory_budget / 1e6);
-        std::fflush(stdout);
-      }
-      return s.ok();
-    });
-    if (!child.ok) Die("compress failed");
-    std::printf("compress: %.1f s, peak RSS %.0f MB (shards %u)\n", child.seconds, child.peak_mb,
-                options.shards);
-  }
-  auto g = Check(Graph::Open(store, {}), "open");
-  const auto& m = g->manifest();
-  std::map<std::string, uint64_t> groups;
-  uint64_t stored = 0;
-  for (const auto& f : m.files) {
-    const std::string name = f.path.substr(f.path.find('/') + 1);
-    const std::string group = name == "nodes.zcf"   ? "NodeFile (compressed text)"
-                              : name == "edges.zcf" ? "EdgeFile (compressed text)"
-                              : name == "nodes.idx" ? "node id/offset tables"
-                                                    : "metadata";
-    groups[group] += f.bytes;
-    stored += f.bytes;
-  }
-  const uint64_t manifest_bytes = std::filesystem::file_size(store + "/MANIFEST");
-  groups["metadata"] += manifest_bytes;
-  stored += manifest_bytes;
-  const uint64_t raw = m.raw_bytes;
-  std::printf(
-      "graph: %llu nodes, %llu edges, %u shards; node file %s, edge file sa/isa/psi "
-      "%u/%u/%u, edge file %u/%u/%u\n",
-      static_cast<unsigned long long>(m.nodes), static_cast<unsigned long long>(m.edges), m.shards,
-      "", m.node_file.sa_sampling_rate, m.node_file.isa_sampling_rate, m.node_file.psi_block_size,
-      m.edge_file.sa_sampling_rate, m.edge_file.isa_sampling_rate, m.edge_file.psi_block_size);
-  std::printf("raw CSV %llu bytes, stored %llu bytes, ratio %.3f\n",
-              static_cast<unsigned long long>(raw), static_cast<unsigned long long>(stored),
-              static_cast<double>(stored) / raw);
-  for (const auto& [name, bytes] : groups) {
-    std::printf("  %-30s %12llu bytes  %5.1f%%\n", name.c_str(),
-                static_cast<unsigned long long>(bytes), 100.0 * bytes / stored);
+  // Reference answers from the CSV, and the queries.
+  Reference ref;
+  if (Status s = graph::LoadNodesCsv(nodes_csv, &ref.input); !s.ok()) Die(s.ToString());
+  if (Status s = graph::LoadEdgesCsv(edges_csv, &ref.input); !s.ok()) Die(s.ToString());
+  for (const auto& e : ref.input.edges) ++ref.counts[{e.src, e.type}];
+  for (const auto& [key, c] : ref.counts) {
+    if (c >= 64) ref.large.push_back(key);
   }
   {
-    const uint32_t s = 0;  // one shard is representative: partitions are hash-balanced
-    std::printf(
-        "  shard 0 NodeFile text %llu -> %llu bytes (%.3f), EdgeFile text %llu -> %llu "
-        "(%.3f)\n",
-        static_cast<unsigned long long>(g->shard(s).nodes().text_size()),
-        static_cast<unsigned long long>(g->shard(s).nodes().SizeInBytes()),
-        static_cast<double>(g->shard(s).nodes().SizeInBytes()) / g->shard(s).nodes().text_size(),
-        static_cast<unsigned long long>(g->shard(s).edges().text_size()),
-        static_cast<unsigned long long>(g->shard(s).edges().SizeInBytes()),
-        static_cast<double>(g->shard(s).edges().SizeInBytes()) / g->shard(s).edges().text_size());
-  }
-
-  // Reference answers from the CSV.
-  graph::InputGraph input;
-  if (Status s = graph::LoadNodesCsv(nodes_csv, &input); !s.ok()) Die(s.ToString());
-  if (Status s = graph::LoadEdgesCsv(edges_csv, &input); !s.ok()) Die(s.ToString());
-  std::map<std::pair<int64_t, int64_t>, int64_t> counts;
-  for (const auto& e : input.edges) ++counts[{e.src, e.type}];
-  // Categorical properties: few distinct values, so equality filters find matches.
-  std::vector<uint32_t> categorical;
-  {
-    std::vector<std::set<std::string>> distinct(input.node_property_names.size());
-    for (size_t i = 0; i < input.nodes.size() && i < 20000; ++i) {
-      for (const auto& [p, v] : input.nodes[i].properties) distinct[p].insert(v);
+    std::vector<std::set<std::string>> distinct(ref.input.node_property_names.size());
+    for (size_t i = 0; i < ref.input.nodes.size() && i < 20000; ++i) {
+      for (const auto& [p, v] : ref.input.nodes[i].properties) distinct[p].insert(v);
     }
     for (uint32_t p = 0; p < distinct.size(); ++p) {
-      if (distinct[p].size() <= 3000) categorical.push_back(p);
+      if (distinct[p].size() <= 3000) ref.categorical.push_back(p);
     }
   }
-  if (categorical.size() < 2) Die("the generated graph has fewer than 2 categorical properties");
+  if (ref.categorical.size() < 2)
+    Die("the generated graph has fewer than 2 categorical properties");
   const int64_t ts_lo = datagen::TaoGraphOptions{}.epoch;
   const int64_t span = int64_t{gen.days} * 86400;
-
   datagen::Rng rng(42);
-  const uint64_t n = input.nodes.size();
-  std::vector<int64_t> ids(queries), types(queries), windows(queries);
+  const uint64_t n = ref.input.nodes.size();
   for (uint64_t i = 0; i < queries; ++i) {
-    ids[i] = static_cast<int64_t>(rng.Uniform(n));
-    types[i] = static_cast<int64_t>(rng.Uniform(gen.edge_types));
-    windows[i] = ts_lo + static_cast<int64_t>(rng.Uniform(span));
+    ref.ids.push_back(static_cast<int64_t>(rng.Uniform(n)));
+    ref.types.push_back(static_cast<int64_t>(rng.Uniform(gen.edge_types)));
+    ref.windows.push_back(ts_lo + static_cast<int64_t>(rng.Uniform(span)));
   }
-  auto name_of = [&](uint32_t p) { return input.node_property_names[p]; };
-  auto value_of = [&](int64_t id, uint32_t p) -> const std::string* {
-    for (const auto& [q, v] : input.nodes[id].properties)
-      if (q == p) return &v;
-    return nullptr;
-  };
-  uint64_t mismatches = 0, results = 0;
 
-  std::printf("in-process latency, %llu queries each (uniform ids):\n",
+  std::vector<LayoutRun> runs;
+  for (const auto& label : labels) {
+    graph::CompressOptions o = options;
+    o.edge_file.format = label == "v1" ? 3 : layout::kEdgeFileFormat;
+    runs.push_back(RunLayout(label, o, nodes_csv, edges_csv, dir + "/store-" + label,
+                             !args.Has("skip-build"), ref, queries));
+  }
+
+  auto column = [&](const std::function<double(const LayoutRun&)>& f) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(f(r));
+    return v;
+  };
+  std::printf("\n  %-34s", "");
+  for (const auto& r : runs) std::printf(" %15s", r.label.c_str());
+  if (runs.size() == 2) std::printf("   %6s", "ratio");
+  std::printf("\n");
+  PrintRow("raw CSV", column([](const LayoutRun& r) { return r.raw / 1e6; }), "MB");
+  PrintRow("stored", column([](const LayoutRun& r) { return r.stored / 1e6; }), "MB");
+  PrintRow("stored / CSV", column([](const LayoutRun& r) { return 1.0 * r.stored / r.raw; }), "",
+           3);
+  std::set<std::string> groups;
+  for (const auto& r : runs)
+    for (const auto& [name, bytes] : r.groups) groups.insert(name);
+  for (const auto& name : groups) {
+    PrintRow("  " + name, column([&](const LayoutRun& r) {
+               auto it = r.groups.find(name);
+               return it == r.groups.end() ? 0.0 : it->second / 1e6;
+             }),
+             "MB");
+  }
+  PrintRow("shard 0 NodeFile bytes / text",
+           column([](const LayoutRun& r) { return 1.0 * r.node_bytes / r.node_text; }), "", 3);
+  PrintRow("shard 0 EdgeFile bytes / text",
+           column([](const LayoutRun& r) { return 1.0 * r.edge_bytes / r.edge_text; }), "", 3);
+  if (!args.Has("skip-build")) {
+    PrintRow("compress wall time", column([](const LayoutRun& r) { return r.compress_seconds; }),
+             "s");
+    PrintRow("compress peak RSS", column([](const LayoutRun& r) { return r.peak_mb; }), "MB", 0);
+  }
+  std::printf("in-process latency, %llu queries each (uniform ids), p50 / p99:\n",
               static_cast<unsigned long long>(queries));
-  PrintLatency("obj_get", Measure(queries, [&](size_t i) {
-                 auto node = Check(g->ObjGet(ids[i]), "obj_get");
-                 Properties expected;
-                 for (const auto& [p, v] : input.nodes[ids[i]].properties)
-                   expected.emplace_back(name_of(p), v);
-                 std::sort(expected.begin(), expected.end());
-                 if (!node || node->properties != expected) ++mismatches;
-               }));
-  PrintLatency("assoc_range(limit 10)", Measure(queries, [&](size_t i) {
-                 auto edges = Check(g->AssocRange(ids[i], types[i], 0, 10), "assoc_range");
-                 auto it = counts.find({ids[i], types[i]});
-                 const int64_t c = it == counts.end() ? 0 : it->second;
-                 if (static_cast<int64_t>(edges.size()) != std::min<int64_t>(c, 10)) ++mismatches;
-                 results += edges.size();
-               }));
-  // The same on records of at least 64 edges (they have a destination index, and their columns
-  // lie too far apart for one read of the record's head).
-  std::vector<std::pair<int64_t, int64_t>> large;
-  for (const auto& [key, c] : counts) {
-    if (c >= 64) large.push_back(key);
+  for (size_t i = 0; i < runs[0].latencies.size(); ++i) {
+    const std::string& name = runs[0].latencies[i].first;
+    PrintRow(name + " p50",
+             column([&](const LayoutRun& r) { return r.latencies[i].second.p50_us; }), "us");
+    PrintRow(name + " p99",
+             column([&](const LayoutRun& r) { return r.latencies[i].second.p99_us; }), "us");
   }
-  if (!large.empty()) {
-    char name[64];
-    std::snprintf(name, sizeof(name), "assoc_range(limit 10), %zu recs 64+", large.size());
-    PrintLatency(name, Measure(queries, [&](size_t i) {
-                   const auto& [id, type] = large[(i * 7919) % large.size()];
-                   auto edges = Check(g->AssocRange(id, type, static_cast<int64_t>(i % 50), 10),
-                                      "assoc_range");
-                   if (edges.size() != 10) ++mismatches;
-                   results += edges.size();
-                 }));
+  uint64_t mismatches = 0;
+  for (const auto& r : runs) {
+    std::printf("%s checked against the CSV: %llu mismatches (avg get_node_ids result %.1f ids)\n",
+                r.label.c_str(), static_cast<unsigned long long>(r.mismatches), r.node_id_hits);
+    mismatches += r.mismatches;
   }
-  PrintLatency("assoc_count", Measure(queries, [&](size_t i) {
-                 auto c = Check(g->AssocCount(ids[i], types[i]), "assoc_count");
-                 auto it = counts.find({ids[i], types[i]});
-                 if (c != (it == counts.end() ? 0 : it->second)) ++mismatches;
-               }));
-  PrintLatency("assoc_time_range(5 days, limit 10)", Measure(queries, [&](size_t i) {
-                 auto edges = Check(
-                     g->AssocTimeRange(ids[i], types[i], windows[i], windows[i] + 5 * 86400, 10),
-                     "assoc_time_range");
-                 for (const auto& e : edges)
-                   if (e.timestamp < windows[i] || e.timestamp > windows[i] + 5 * 86400)
-                     ++mismatches;
-               }));
-  PrintLatency("get_neighbor_ids(1-property filter)", Measure(queries, [&](size_t i) {
-                 const uint32_t p = categorical[i % categorical.size()];
-                 const std::string* v = value_of(ids[(i + 1) % queries], p);
-                 Properties filter{{name_of(p), v ? *v : std::string("x")}};
-                 auto out = Check(g->GetNeighborIds(ids[i], std::nullopt, filter), "neighbors");
-                 results += out.size();
-               }));
-  uint64_t node_id_hits = 0;
-  PrintLatency("get_node_ids(2 properties)", Measure(queries, [&](size_t i) {
-                 const int64_t id = ids[i];
-                 const uint32_t p1 = categorical[i % categorical.size()];
-                 const uint32_t p2 = categorical[(i + 1) % categorical.size()];
-                 const std::string* v1 = value_of(id, p1);
-                 const std::string* v2 = value_of(id, p2);
-                 if (!v1 || !v2 || p1 == p2) return;
-                 Properties match{{name_of(p1), *v1}, {name_of(p2), *v2}};
-                 std::sort(match.begin(), match.end());
-                 auto out = Check(g->GetNodeIds(match), "get_node_ids");
-                 node_id_hits += out.size();
-                 if (!std::binary_search(out.begin(), out.end(), id)) ++mismatches;
-               }));
-  std::printf("checked against the CSV: %llu mismatches (avg get_node_ids result %.1f ids)\n",
-              static_cast<unsigned long long>(mismatches),
-              static_cast<double>(node_id_hits) / queries);
   return mismatches == 0 ? 0 : 1;
 }

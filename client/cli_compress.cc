@@ -20,7 +20,8 @@ const std::string kUsage =
     "usage:\n"
     "  zipg compress --nodes F --edges F --out DIR [--shards N] [--format csv|snap] [--force]\n"
     "                [--threads N] [--memory-limit SIZE] [--sa-rate N] [--isa-rate N]\n"
-    "                [--psi-block N] [--edge-sa-rate N] [--edge-isa-rate N] [--edge-psi-block N]\n"
+    "                [--psi-block N] [--edge-format 3|4] [--edge-block BYTES] [--edge-level N]\n"
+    "                [--edge-sa-rate N] [--edge-isa-rate N] [--edge-psi-block N]\n"
     "      builds a store in DIR (nodes CSV `id,<prop>,...`; edges CSV\n"
     "      `src,dst,type,timestamp[,<prop>...]`, or with --format snap a `src dst` list and "
     "--nodes\n"
@@ -30,10 +31,14 @@ const std::string kUsage =
     "      shard would not fit; NodeFile sampling --sa-rate " +
     std::to_string(kDefaults.node_file.sa_sampling_rate) + " --isa-rate " +
     std::to_string(kDefaults.node_file.isa_sampling_rate) + " --psi-block " +
-    std::to_string(kDefaults.node_file.psi_block_size) + "; EdgeFile --edge-sa-rate " +
-    std::to_string(kDefaults.edge_file.sa_sampling_rate) + " --edge-isa-rate " +
-    std::to_string(kDefaults.edge_file.isa_sampling_rate) + " --edge-psi-block " +
-    std::to_string(kDefaults.edge_file.psi_block_size) + ".\n";
+    std::to_string(kDefaults.node_file.psi_block_size) + "; EdgeFile --edge-format " +
+    std::to_string(kDefaults.edge_file.format) + " (zstd blocks; 3: the suffix structure)\n" +
+    "      --edge-block " + std::to_string(kDefaults.edge_file.blocks.block_bytes) +
+    " --edge-level " + std::to_string(kDefaults.edge_file.blocks.level) +
+    "; format 3 sampling --edge-sa-rate " +
+    std::to_string(kDefaults.edge_file.suffix.sa_sampling_rate) + " --edge-isa-rate " +
+    std::to_string(kDefaults.edge_file.suffix.isa_sampling_rate) + " --edge-psi-block " +
+    std::to_string(kDefaults.edge_file.suffix.psi_block_size) + ".\n";
 
 std::string Megabytes(uint64_t bytes) {
   char buf[32];
@@ -120,7 +125,8 @@ int RunCompress(int argc, char** argv) {
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (Status s = args->CheckKnown({"nodes", "edges", "out", "shards", "format", "force", "threads",
                                    "memory-limit", "sa-rate", "isa-rate", "psi-block",
-                                   "edge-sa-rate", "edge-isa-rate", "edge-psi-block"});
+                                   "edge-format", "edge-block", "edge-level", "edge-sa-rate",
+                                   "edge-isa-rate", "edge-psi-block"});
       !s.ok()) {
     return UsageError(s.message(), kUsage);
   }
@@ -149,13 +155,21 @@ int RunCompress(int argc, char** argv) {
                {"sa-rate", &options.node_file.sa_sampling_rate},
                {"isa-rate", &options.node_file.isa_sampling_rate},
                {"psi-block", &options.node_file.psi_block_size},
-               {"edge-sa-rate", &options.edge_file.sa_sampling_rate},
-               {"edge-isa-rate", &options.edge_file.isa_sampling_rate},
-               {"edge-psi-block", &options.edge_file.psi_block_size}};
+               {"edge-format", &options.edge_file.format},
+               {"edge-block", &options.edge_file.blocks.block_bytes},
+               {"edge-sa-rate", &options.edge_file.suffix.sa_sampling_rate},
+               {"edge-isa-rate", &options.edge_file.suffix.isa_sampling_rate},
+               {"edge-psi-block", &options.edge_file.suffix.psi_block_size}};
   for (auto& rate : rates) {
     auto v = GetRate(*args, rate.name, *rate.field);
     if (!v.ok()) return UsageError(v.status().message(), kUsage);
     *rate.field = *v;
+  }
+  auto level = GetRate(*args, "edge-level", static_cast<uint32_t>(options.edge_file.blocks.level));
+  if (!level.ok()) return UsageError(level.status().message(), kUsage);
+  options.edge_file.blocks.level = static_cast<int>(std::min<uint32_t>(*level, 1000));
+  if (options.edge_file.format < 3) {
+    return UsageError("--edge-format must be 3 or 4 (1 and 2 are older forms of 3)", kUsage);
   }
   if (args->Has("shards") && options.shards == 0)
     return UsageError("--shards must be >= 1", kUsage);

@@ -47,7 +47,7 @@ struct Fixture {
     }
     graph::CompressOptions options;
     options.shards = 1;
-    options.edge_file = {8, 8, 16, false};  // dense samples: a small test runs fast
+    options.edge_file.blocks = {1024, 1, 4096};  // small blocks: records span them
     ASSERT_TRUE(graph::CompressGraph(input, dir.File("store"), options, {}, nullptr).ok());
     auto store = OpenStore(dir.File("store"), {}, nullptr);
     ASSERT_TRUE(store.ok()) << store.status().ToString();

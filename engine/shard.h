@@ -21,8 +21,11 @@
 
 namespace zipg::engine {
 
-// The files of a shard directory, as listed in the store manifest.
-inline constexpr const char* kShardFiles[] = {"edges.meta", "edges.zcf", "nodes.idx", "nodes.zcf"};
+// The files of a shard directory whose EdgeFile has format `edge_format`, as listed in the store
+// manifest (sorted).
+inline std::vector<std::string> ShardFiles(uint32_t edge_format) {
+  return {"edges.meta", layout::EdgeFile::TextPath("edges", edge_format), "nodes.idx", "nodes.zcf"};
+}
 
 // The shard-local part of every read operation, for the nodes a shard owns. Implemented by the
 // compressed Shard and by the shard server's MergedShard (shard/merged.h), which adds the writes.

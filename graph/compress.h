@@ -18,6 +18,7 @@
 
 #include "graph/input.h"
 #include "layout/compressed_file.h"
+#include "layout/edge_file.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -38,10 +39,11 @@ struct CompressOptions {
   // because obj_get extracts whole records (measured: -35% obj_get latency for +6% NodeFile size);
   // SA 32 because get_node_ids locates every hit of its rarest term.
   layout::CompressedFileOptions node_file = {32, 32, 32, false};
-  // Sampling of the EdgeFiles: edge text is mostly property values that are extracted but never
-  // searched (only record keys are, one hit each), so SA and Psi are sampled sparsely; SA 128
-  // measured ~2x slower assoc_count than 64 for 3% less space.
-  layout::CompressedFileOptions edge_file = {64, 64, 128, false};
+  // The EdgeFiles: format 4 (zstd blocks and a record index) by default; layout/edge_file.h. For
+  // format 3, edge text is mostly property values that are extracted but never searched (only
+  // record keys are, one hit each), so SA and Psi are sampled sparsely; SA 128 measured ~2x slower
+  // assoc_count than 64 for 3% less space.
+  layout::EdgeFileOptions edge_file;
   // Replace an existing store at the output directory (never any other directory).
   bool overwrite = false;
   // Receives one line for each thing a user should know: the memory budget, the plan, a stale

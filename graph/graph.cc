@@ -33,7 +33,7 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
   std::vector<std::string> expected, listed;
   std::set<std::string> opened;  // the files of the shards opened here
   for (uint32_t i = 0; i < store.manifest.shards; ++i) {
-    for (const char* name : engine::kShardFiles) {
+    for (const std::string& name : engine::ShardFiles(store.manifest.edge_file.format)) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
       if (wanted[i]) opened.insert(expected.back());
     }

@@ -26,6 +26,25 @@ layout::CompressedFileOptions OptionsFromJson(const json& j) {
   o.psi_block_size = j.at("psi_block_size").get<uint32_t>();
   return o;
 }
+// The EdgeFile's options: format 4's block options, and the suffix options formats 1-3 use. A
+// manifest written before format 4 has only the suffix options: its EdgeFiles are format 3.
+json EdgeOptionsToJson(const layout::EdgeFileOptions& o) {
+  json j = OptionsToJson(o.suffix);
+  j["format"] = o.format;
+  j["block_bytes"] = o.blocks.block_bytes;
+  j["level"] = o.blocks.level;
+  j["dictionary_bytes"] = o.blocks.dictionary_bytes;
+  return j;
+}
+layout::EdgeFileOptions EdgeOptionsFromJson(const json& j) {
+  layout::EdgeFileOptions o;
+  o.suffix = OptionsFromJson(j);
+  o.format = j.value("format", 3u);
+  o.blocks.block_bytes = j.value("block_bytes", o.blocks.block_bytes);
+  o.blocks.level = j.value("level", o.blocks.level);
+  o.blocks.dictionary_bytes = j.value("dictionary_bytes", o.blocks.dictionary_bytes);
+  return o;
+}
 std::string Hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -49,7 +68,7 @@ Status WriteManifest(const std::string& store_dir, const Manifest& m) {
             {"shards", m.shards},
             {"partition", m.partition},
             {"node_file", OptionsToJson(m.node_file)},
-            {"edge_file", OptionsToJson(m.edge_file)},
+            {"edge_file", EdgeOptionsToJson(m.edge_file)},
             {"node_properties", m.node_properties},
             {"edge_properties", m.edge_properties},
             {"nodes", m.nodes},
@@ -81,7 +100,7 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     m.shards = j.at("shards").get<uint32_t>();
     m.partition = j.at("partition").get<std::string>();
     m.node_file = OptionsFromJson(j.at("node_file"));
-    m.edge_file = OptionsFromJson(j.at("edge_file"));
+    m.edge_file = EdgeOptionsFromJson(j.at("edge_file"));
     m.node_properties = j.at("node_properties").get<std::vector<std::string>>();
     m.edge_properties = j.at("edge_properties").get<std::vector<std::string>>();
     m.nodes = j.at("nodes").get<uint64_t>();
@@ -98,6 +117,9 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     return Status::Corruption(path + ": malformed manifest: " + e.what());
   }
   if (m.shards == 0) return Status::Corruption(path + ": zero shards");
+  if (Status s = m.edge_file.Validate(); !s.ok()) {
+    return Status::Corruption(path + ": edge file options: " + s.message());
+  }
   return m;
 }
 

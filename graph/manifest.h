@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "layout/compressed_file.h"
+#include "layout/edge_file.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -29,7 +30,7 @@ struct Manifest {
   uint32_t shards = 0;
   std::string partition;  // kPartitionFunction
   layout::CompressedFileOptions node_file;
-  layout::CompressedFileOptions edge_file;
+  layout::EdgeFileOptions edge_file;
   std::vector<std::string> node_properties;  // sorted
   std::vector<std::string> edge_properties;  // sorted
   uint64_t nodes = 0;

@@ -68,14 +68,24 @@ uint64_t CompressedFileBuildPeak(uint64_t text_bytes,
   return n + suffix_array + samples;
 }
 
+uint64_t EdgeFileBuildPeak(uint64_t text_bytes, const layout::EdgeFileOptions& options) {
+  if (options.format < 4) return CompressedFileBuildPeak(text_bytes, options.suffix);
+  // ZDICT's own working memory is about 6 MiB (zdict.h); a level-19 context for blocks of at most
+  // 64 KiB stays under 16 MiB.
+  constexpr uint64_t kZstdWorkingBytes = uint64_t{24} << 20;
+  const uint64_t samples =
+      std::min<uint64_t>(text_bytes, 100 * uint64_t{options.blocks.dictionary_bytes});
+  return 2 * text_bytes + text_bytes / 128 + samples + kZstdWorkingBytes;
+}
+
 uint64_t ShardBuildPeak(const ShardFootprint& f, const layout::CompressedFileOptions& node_file,
-                        const layout::CompressedFileOptions& edge_file) {
+                        const layout::EdgeFileOptions& edge_file) {
   const uint64_t edge_text = f.EdgeTextBound();
   return std::max({
       f.node_spill + f.nodes * kNodeEntryBytes + f.node_text,  // assembling the node text
       CompressedFileBuildPeak(f.node_text, node_file) + f.nodes * kNodeIndexBytes,
       f.edge_spill + f.edges * kEdgeEntryBytes + edge_text,  // assembling the edge text
-      CompressedFileBuildPeak(edge_text, edge_file),
+      EdgeFileBuildPeak(edge_text, edge_file),
   });
 }
 
@@ -95,7 +105,7 @@ ShardFootprint EstimateFootprint(uint64_t node_input_bytes, uint64_t edge_input_
 
 StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
                                const layout::CompressedFileOptions& node_file,
-                               const layout::CompressedFileOptions& edge_file, uint64_t budget,
+                               const layout::EdgeFileOptions& edge_file, uint64_t budget,
                                uint32_t max_parallel) {
   std::vector<uint64_t> peaks;
   for (const auto& f : shards) peaks.push_back(ShardBuildPeak(f, node_file, edge_file));
@@ -123,7 +133,7 @@ StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
 
 uint32_t ShardsToFit(const std::vector<ShardFootprint>& shards,
                      const layout::CompressedFileOptions& node_file,
-                     const layout::CompressedFileOptions& edge_file, uint64_t budget) {
+                     const layout::EdgeFileOptions& edge_file, uint64_t budget) {
   const uint32_t s = static_cast<uint32_t>(shards.size());
   if (s == 0) return 1;
   const ShardFootprint* largest = &shards[0];

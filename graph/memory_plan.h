@@ -12,6 +12,7 @@
 
 #include "graph/partitioner.h"
 #include "layout/compressed_file.h"
+#include "layout/edge_file.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -30,11 +31,15 @@ inline constexpr uint64_t kProcessBaseline = uint64_t{128} << 20;
 // the suffix array (4 bytes per byte below 2^31 bytes, else 8) and the samples written while it
 // is scanned.
 uint64_t CompressedFileBuildPeak(uint64_t text_bytes, const layout::CompressedFileOptions& options);
+// The same for an EdgeFile: a CompressedFile's (formats 1-3), or for format 4 the text, its
+// compressed blocks (at most zstd's bound, about the text's size), the dictionary's training
+// samples and zstd's working memory.
+uint64_t EdgeFileBuildPeak(uint64_t text_bytes, const layout::EdgeFileOptions& options);
 
 // Peak bytes of BuildShard for a partition with this footprint (not counting the baseline).
 uint64_t ShardBuildPeak(const ShardFootprint& footprint,
                         const layout::CompressedFileOptions& node_file,
-                        const layout::CompressedFileOptions& edge_file);
+                        const layout::EdgeFileOptions& edge_file);
 
 // An estimate of a shard's footprint before the input is read: `input_bytes` of nodes and edges
 // spread evenly over `shards`, with the text-per-input-byte ratios measured on CSV input (an
@@ -54,7 +59,7 @@ struct BuildPlan {
 // RESOURCE_EXHAUSTED if even the largest shard alone does not fit, saying how much it needs.
 StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
                                const layout::CompressedFileOptions& node_file,
-                               const layout::CompressedFileOptions& edge_file, uint64_t budget,
+                               const layout::EdgeFileOptions& edge_file, uint64_t budget,
                                uint32_t max_parallel);
 
 // An estimate of the shard count at which the largest shard of `shards` would fit `budget`,
@@ -62,6 +67,6 @@ StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
 // node's edges stay together); at least shards.size() + 1, and 4097 if none up to 4096 would.
 uint32_t ShardsToFit(const std::vector<ShardFootprint>& shards,
                      const layout::CompressedFileOptions& node_file,
-                     const layout::CompressedFileOptions& edge_file, uint64_t budget);
+                     const layout::EdgeFileOptions& edge_file, uint64_t budget);
 
 }  // namespace zipg::graph

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "layout/compressed_file.h"
+#include "layout/edge_file.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -22,7 +23,8 @@ struct ShardBuildInput {
   std::string node_spill, edge_spill;  // deleted once read
   const std::vector<std::string>* node_names = nullptr;  // sorted
   const std::vector<std::string>* edge_names = nullptr;  // sorted
-  layout::CompressedFileOptions node_file, edge_file;
+  layout::CompressedFileOptions node_file;
+  layout::EdgeFileOptions edge_file;
 };
 
 // Builds `dir` (created if needed) from one partition's spill files; *edges is the number of
