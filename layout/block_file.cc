@@ -99,7 +99,7 @@ namespace {
 // for training to produce one.
 std::string TrainDictionary(std::string_view text, const BlockFileOptions& options) {
   const uint64_t blocks = (text.size() + options.block_bytes - 1) / options.block_bytes;
-  if (options.dictionary_bytes == 0 || blocks < 8) return "";
+  if (options.dictionary_bytes == 0 || text.size() < BlockFile::kMinTrainingText) return "";
   const uint64_t want = std::max<uint64_t>(
       1,
       std::min<uint64_t>(blocks, kTrainingRatio * options.dictionary_bytes / options.block_bytes));

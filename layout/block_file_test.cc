@@ -142,7 +142,7 @@ TEST(BlockFileTest, ReopeningAtTheSameAddressNeverServesTheOldFilesBlocks) {
 class BlockFileDamageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    text_ = MakeText(100 << 10, 3);
+    text_ = MakeText(BlockFile::kMinTrainingText + (100 << 10), 3);
     path_ = dir_.File("f.zbk");
     ASSERT_TRUE(BlockFile::Build(text_, {1024, 3, 8 << 10}, path_).ok());
     auto bytes = ReadFileToString(path_);

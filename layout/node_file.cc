@@ -13,13 +13,16 @@
 
 #include "layout/record_coding.h"
 #include "layout/side_file.h"
+#include "layout/value_index.h"
 #include "util/coding.h"
 
 namespace zipg::layout {
 
 namespace {
 constexpr char kIndexMagic[] = "ZIPGNIDX";
-constexpr uint32_t kIndexVersion = 1;
+// The index side file's version is the file's format: 1, the text in a CompressedFile; 2, the text
+// in a BlockFile and the value index after the offsets.
+constexpr uint32_t kIndexVersion = kNodeFileFormat;
 // First guess of a header's length: k = 40 dense properties with values < 64 bytes need 81.
 constexpr uint64_t kHeaderGuess = 96;
 }  // namespace
@@ -43,126 +46,6 @@ Status CheckNames(const std::vector<std::string>& property_names) {
   return Status::OK();
 }
 }  // namespace
-
-Status NodeFile::AppendRecord(const std::vector<std::string>& property_names,
-                              const PropertyViews& properties, std::string* text) {
-  PutVarint6(text, properties.size());
-  int64_t previous = -1;
-  for (const auto& [p, value] : properties) {
-    if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
-      return Status::InvalidArgument("property numbers must be ascending and known");
-    }
-    PutVarint6(text, static_cast<uint64_t>(p - previous - 1));
-    PutVarint6(text, value.size());
-    previous = p;
-  }
-  size_t bad = 0;
-  if (AppendPropertyList(properties, property_names.size(), text, &bad) != ListError::kNone) {
-    return Status::InvalidArgument("the value of '" + property_names[properties[bad].first] +
-                                   "' is not valid UTF-8");
-  }
-  return Status::OK();
-}
-
-Status NodeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
-                       const std::vector<NodeInput>& nodes, const CompressedFileOptions& options) {
-  ZIPG_RETURN_IF_ERROR(options.Validate());
-  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
-  std::string text;
-  std::vector<int64_t> ids;
-  std::vector<uint64_t> offsets;
-  PropertyViews views;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const NodeInput& node = nodes[i];
-    if (node.id < 0) return Status::InvalidArgument("NodeFile node ids must be >= 0");
-    if (i > 0 && node.id <= nodes[i - 1].id) {
-      return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
-    }
-    ids.push_back(node.id);
-    offsets.push_back(text.size());
-    views.assign(node.properties.begin(), node.properties.end());
-    if (Status s = AppendRecord(property_names, views, &text); !s.ok()) {
-      return Status::InvalidArgument("node " + std::to_string(node.id) + ": " + s.message());
-    }
-  }
-  offsets.push_back(text.size());
-  return BuildFromRecords(base, property_names, ids, offsets, text, options);
-}
-
-Status NodeFile::BuildFromRecords(const std::string& base,
-                                  const std::vector<std::string>& property_names,
-                                  const std::vector<int64_t>& ids,
-                                  const std::vector<uint64_t>& offsets, std::string_view text,
-                                  const CompressedFileOptions& options) {
-  ZIPG_RETURN_IF_ERROR(options.Validate());
-  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
-  if (offsets.size() != ids.size() + 1 || offsets.back() != text.size()) {
-    return Status::InvalidArgument("NodeFile record offsets do not match the ids and the text");
-  }
-  std::string index;
-  PutFixed32(&index, static_cast<uint32_t>(property_names.size()));
-  for (const auto& name : property_names) PutLengthPrefixed(&index, name);
-  PutFixed64(&index, ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0) return Status::InvalidArgument("NodeFile node ids must be >= 0");
-    if (i > 0 && ids[i] <= ids[i - 1]) {
-      return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
-    }
-    PutFixed64(&index, static_cast<uint64_t>(ids[i]));
-  }
-  for (uint64_t offset : offsets) PutFixed64(&index, offset);
-  ZIPG_RETURN_IF_ERROR(CompressedFile::Build(text, options, base + ".zcf"));
-  return WriteSideFile(base + ".idx", kIndexMagic, kIndexVersion, index);
-}
-
-StatusOr<std::unique_ptr<NodeFile>> NodeFile::Open(const std::string& base,
-                                                   const OpenOptions& options) {
-  std::unique_ptr<NodeFile> file(new NodeFile());
-  ZIPG_ASSIGN_OR_RETURN(file->text_, CompressedFile::Open(base + ".zcf", options));
-  ZIPG_ASSIGN_OR_RETURN(std::string index, ReadSideFile(base + ".idx", kIndexMagic, kIndexVersion));
-  file->index_bytes_ = index.size() + 28;
-  const Status bad = Status::Corruption(base + ".idx: malformed node index");
-  PayloadReader reader(index);
-  uint32_t num_names;
-  if (!reader.GetFixed32(&num_names) || num_names > kMaxProperties) return bad;
-  file->names_.resize(num_names);
-  for (auto& name : file->names_) {
-    if (!reader.GetString(&name)) return bad;
-  }
-  uint64_t count;
-  if (!reader.GetFixed64(&count) || count > index.size() / 16) return bad;
-  file->ids_.resize(count);
-  file->offsets_.resize(count + 1);
-  for (auto& id : file->ids_) {
-    uint64_t v;
-    if (!reader.GetFixed64(&v)) return bad;
-    id = static_cast<int64_t>(v);
-  }
-  for (auto& offset : file->offsets_) {
-    if (!reader.GetFixed64(&offset)) return bad;
-  }
-  if (!reader.empty() || !std::is_sorted(file->offsets_.begin(), file->offsets_.end()) ||
-      file->offsets_.back() != file->text_->size() ||
-      std::adjacent_find(file->ids_.begin(), file->ids_.end(),
-                         [](int64_t a, int64_t b) { return a >= b; }) != file->ids_.end()) {
-    return bad;
-  }
-  return file;
-}
-
-NodeFile::~NodeFile() = default;
-
-int NodeFile::PropertyNumber(const std::string& name) const {
-  auto it = std::lower_bound(names_.begin(), names_.end(), name);
-  return it != names_.end() && *it == name ? static_cast<int>(it - names_.begin()) : -1;
-}
-
-int64_t NodeFile::RecordIndex(int64_t id) const {
-  auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
-  return it != ids_.end() && *it == id ? it - ids_.begin() : -1;
-}
-
-bool NodeFile::Contains(int64_t id) const { return RecordIndex(id) >= 0; }
 
 namespace {
 // Parses a header from the first bytes of a record; false if `bytes` ends inside it.
@@ -193,7 +76,186 @@ bool ParseHeader(std::string_view bytes, std::vector<uint32_t>* props,
   *header_len = pos;
   return true;
 }
+
+// Calls fn(property, value) for every value of a record held in memory; CORRUPTION if malformed.
+template <typename Fn>
+Status ForEachValue(std::string_view record, Fn fn) {
+  std::vector<uint32_t> props;
+  std::vector<uint64_t> lengths;
+  uint64_t pos;
+  bool malformed;
+  const Status bad = Status::Corruption("node text: a malformed record");
+  if (!ParseHeader(record, &props, &lengths, &pos, &malformed)) return bad;
+  for (size_t i = 0; i < props.size(); ++i) {
+    if (pos + 3 + lengths[i] > record.size()) return bad;
+    fn(props[i], record.substr(pos + 2, lengths[i]));
+    pos += 3 + lengths[i];
+  }
+  return pos == record.size() ? Status::OK() : bad;
+}
 }  // namespace
+
+Status NodeFile::AppendRecord(const std::vector<std::string>& property_names,
+                              const PropertyViews& properties, std::string* text) {
+  PutVarint6(text, properties.size());
+  int64_t previous = -1;
+  for (const auto& [p, value] : properties) {
+    if (p >= property_names.size() || static_cast<int64_t>(p) <= previous) {
+      return Status::InvalidArgument("property numbers must be ascending and known");
+    }
+    PutVarint6(text, static_cast<uint64_t>(p - previous - 1));
+    PutVarint6(text, value.size());
+    previous = p;
+  }
+  size_t bad = 0;
+  if (AppendPropertyList(properties, property_names.size(), text, &bad) != ListError::kNone) {
+    return Status::InvalidArgument("the value of '" + property_names[properties[bad].first] +
+                                   "' is not valid UTF-8");
+  }
+  return Status::OK();
+}
+
+Status NodeFileOptions::Validate() const {
+  if (format < 1 || format > kNodeFileFormat) {
+    return Status::InvalidArgument("node file format must be 1 or 2, got " +
+                                   std::to_string(format));
+  }
+  return format >= 2 ? blocks.Validate() : suffix.Validate();
+}
+
+Status NodeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
+                       const std::vector<NodeInput>& nodes, const NodeFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
+  std::string text;
+  std::vector<int64_t> ids;
+  std::vector<uint64_t> offsets;
+  PropertyViews views;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeInput& node = nodes[i];
+    if (node.id < 0) return Status::InvalidArgument("NodeFile node ids must be >= 0");
+    if (i > 0 && node.id <= nodes[i - 1].id) {
+      return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
+    }
+    ids.push_back(node.id);
+    offsets.push_back(text.size());
+    views.assign(node.properties.begin(), node.properties.end());
+    if (Status s = AppendRecord(property_names, views, &text); !s.ok()) {
+      return Status::InvalidArgument("node " + std::to_string(node.id) + ": " + s.message());
+    }
+  }
+  offsets.push_back(text.size());
+  return BuildFromRecords(base, property_names, ids, offsets, text, options);
+}
+
+Status NodeFile::BuildFromRecords(const std::string& base,
+                                  const std::vector<std::string>& property_names,
+                                  const std::vector<int64_t>& ids,
+                                  const std::vector<uint64_t>& offsets, std::string_view text,
+                                  const NodeFileOptions& options) {
+  ZIPG_RETURN_IF_ERROR(options.Validate());
+  ZIPG_RETURN_IF_ERROR(CheckNames(property_names));
+  if (offsets.size() != ids.size() + 1 || offsets.back() != text.size()) {
+    return Status::InvalidArgument("NodeFile record offsets do not match the ids and the text");
+  }
+  std::string index;
+  PutFixed32(&index, static_cast<uint32_t>(property_names.size()));
+  for (const auto& name : property_names) PutLengthPrefixed(&index, name);
+  PutFixed64(&index, ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0) return Status::InvalidArgument("NodeFile node ids must be >= 0");
+    if (i > 0 && ids[i] <= ids[i - 1]) {
+      return Status::InvalidArgument("NodeFile nodes must have ascending distinct ids");
+    }
+    PutFixed64(&index, static_cast<uint64_t>(ids[i]));
+  }
+  for (uint64_t offset : offsets) PutFixed64(&index, offset);
+  if (options.format >= 2) {
+    if (ids.size() > UINT32_MAX) {
+      return Status::InvalidArgument("a NodeFile of format 2 holds at most 2^32 - 1 nodes");
+    }
+    ValueIndex::Builder values;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (offsets[i] > offsets[i + 1]) {
+        return Status::InvalidArgument("NodeFile record offsets must ascend");
+      }
+      ZIPG_RETURN_IF_ERROR(ForEachValue(text.substr(offsets[i], offsets[i + 1] - offsets[i]),
+                                        [&](uint32_t p, std::string_view value) {
+                                          values.Add(p, value, static_cast<uint32_t>(i));
+                                        }));
+    }
+    PutLengthPrefixed(&index, values.Finish(static_cast<uint32_t>(ids.size())));
+    ZIPG_RETURN_IF_ERROR(BlockFile::Build(text, options.blocks, TextPath(base, options.format)));
+  } else {
+    ZIPG_RETURN_IF_ERROR(
+        CompressedFile::Build(text, options.suffix, TextPath(base, options.format)));
+  }
+  return WriteSideFile(base + ".idx", kIndexMagic, options.format, index);
+}
+
+StatusOr<std::unique_ptr<NodeFile>> NodeFile::Open(const std::string& base,
+                                                   const OpenOptions& options) {
+  std::unique_ptr<NodeFile> file(new NodeFile());
+  ZIPG_ASSIGN_OR_RETURN(std::string index,
+                        ReadSideFile(base + ".idx", kIndexMagic, 1, kIndexVersion, &file->format_));
+  if (file->format_ >= 2) {
+    ZIPG_ASSIGN_OR_RETURN(file->text_, BlockFile::Open(TextPath(base, file->format_), options));
+  } else {
+    ZIPG_ASSIGN_OR_RETURN(std::unique_ptr<CompressedFile> suffix,
+                          CompressedFile::Open(TextPath(base, file->format_), options));
+    file->suffix_ = suffix.get();
+    file->text_ = std::move(suffix);
+  }
+  file->index_bytes_ = index.size() + 28;
+  const Status bad = Status::Corruption(base + ".idx: malformed node index");
+  PayloadReader reader(index);
+  uint32_t num_names;
+  if (!reader.GetFixed32(&num_names) || num_names > kMaxProperties) return bad;
+  file->names_.resize(num_names);
+  for (auto& name : file->names_) {
+    if (!reader.GetString(&name)) return bad;
+  }
+  uint64_t count;
+  if (!reader.GetFixed64(&count) || count > index.size() / 16) return bad;
+  file->ids_.resize(count);
+  file->offsets_.resize(count + 1);
+  for (auto& id : file->ids_) {
+    uint64_t v;
+    if (!reader.GetFixed64(&v)) return bad;
+    id = static_cast<int64_t>(v);
+  }
+  for (auto& offset : file->offsets_) {
+    if (!reader.GetFixed64(&offset)) return bad;
+  }
+  if (file->format_ >= 2) {
+    std::string values;
+    if (!reader.GetString(&values) || count > UINT32_MAX) return bad;
+    ZIPG_ASSIGN_OR_RETURN(
+        file->values_,
+        ValueIndex::Decode(std::move(values), static_cast<uint32_t>(count), base + ".idx"));
+  }
+  if (!reader.empty() || !std::is_sorted(file->offsets_.begin(), file->offsets_.end()) ||
+      file->offsets_.back() != file->text_->size() ||
+      std::adjacent_find(file->ids_.begin(), file->ids_.end(),
+                         [](int64_t a, int64_t b) { return a >= b; }) != file->ids_.end()) {
+    return bad;
+  }
+  return file;
+}
+
+NodeFile::~NodeFile() = default;
+
+int NodeFile::PropertyNumber(const std::string& name) const {
+  auto it = std::lower_bound(names_.begin(), names_.end(), name);
+  return it != names_.end() && *it == name ? static_cast<int>(it - names_.begin()) : -1;
+}
+
+int64_t NodeFile::RecordIndex(int64_t id) const {
+  auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+  return it != ids_.end() && *it == id ? it - ids_.begin() : -1;
+}
+
+bool NodeFile::Contains(int64_t id) const { return RecordIndex(id) >= 0; }
 
 Status NodeFile::ReadHeader(int64_t index, Header* header) const {
   const uint64_t begin = offsets_[index], end = offsets_[index + 1];
@@ -343,6 +405,45 @@ StatusOr<bool> NodeFile::Matches(int64_t id, const Properties& filter) const {
 
 StatusOr<std::vector<int64_t>> NodeFile::FindIds(const Properties& match) const {
   if (match.empty()) return Status::InvalidArgument("get_node_ids needs at least one property");
+  return suffix_ != nullptr ? SearchIds(match) : IndexIds(match);
+}
+
+StatusOr<std::vector<int64_t>> NodeFile::IndexIds(const Properties& match) const {
+  // Each term's candidates: exact for a frequent value, else a small superset. Intersect them,
+  // smallest first, then read the records left to check the terms whose candidates were inexact
+  // (at least one inexact term bounds the records left by its few candidates).
+  std::vector<ValueIndex::Candidates> terms;
+  Properties to_verify;
+  for (const auto& [name, value] : match) {
+    const int p = PropertyNumber(name);
+    if (p < 0 || !IsValueText(value)) return std::vector<int64_t>();
+    terms.push_back(values_->Find(static_cast<uint32_t>(p), value));
+    if (terms.back().records.empty()) return std::vector<int64_t>();
+    if (!terms.back().exact) to_verify.emplace_back(name, value);
+  }
+  std::sort(terms.begin(), terms.end(),
+            [](const auto& a, const auto& b) { return a.records.size() < b.records.size(); });
+  std::vector<uint32_t> records = std::move(terms[0].records);
+  for (size_t t = 1; t < terms.size() && !records.empty(); ++t) {
+    std::vector<uint32_t> kept;
+    std::set_intersection(records.begin(), records.end(), terms[t].records.begin(),
+                          terms[t].records.end(), std::back_inserter(kept));
+    records = std::move(kept);
+  }
+  std::vector<int64_t> ids;
+  ids.reserve(records.size());
+  for (uint32_t r : records) {
+    if (r >= ids_.size()) return Status::Corruption("node value index: record out of range");
+    if (!to_verify.empty()) {
+      ZIPG_ASSIGN_OR_RETURN(bool ok, Matches(ids_[r], to_verify));
+      if (!ok) continue;
+    }
+    ids.push_back(ids_[r]);
+  }
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> NodeFile::SearchIds(const Properties& match) const {
   struct Term {
     std::string pattern;
     uint64_t count;
@@ -359,14 +460,14 @@ StatusOr<std::vector<int64_t>> NodeFile::FindIds(const Properties& match) const 
     PutDelimiter(&term.pattern, p);
     term.pattern.append(value);
     term.pattern.push_back(static_cast<char>(kValueEnd));
-    ZIPG_ASSIGN_OR_RETURN(term.count, text_->Count(term.pattern));
+    ZIPG_ASSIGN_OR_RETURN(term.count, suffix_->Count(term.pattern));
     if (term.count == 0) return std::vector<int64_t>();
     terms.push_back(std::move(term));
   }
   std::sort(terms.begin(), terms.end(),
             [](const Term& a, const Term& b) { return a.count < b.count; });
   auto ids_of = [&](const Term& term) -> StatusOr<std::vector<int64_t>> {
-    ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, text_->Search(term.pattern));
+    ZIPG_ASSIGN_OR_RETURN(std::vector<uint64_t> hits, suffix_->Search(term.pattern));
     std::vector<int64_t> ids;
     ids.reserve(hits.size());
     for (uint64_t hit : hits) {
@@ -403,7 +504,9 @@ StatusOr<std::vector<int64_t>> NodeFile::FindIds(const Properties& match) const 
 std::vector<ComponentSize> NodeFile::Breakdown() const {
   std::vector<ComponentSize> parts;
   for (auto& part : text_->Breakdown()) parts.push_back({"text." + part.name, part.bytes});
-  parts.push_back({"index", index_bytes_});
+  const uint64_t values = values_ ? values_->SizeInBytes() : 0;
+  parts.push_back({"index", index_bytes_ - values});
+  if (values_) parts.push_back({"value_index", values});
   return parts;
 }
 

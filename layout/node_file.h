@@ -1,9 +1,13 @@
-// NodeFile: the node properties of one shard, stored as a CompressedFile that answers property
-// lookups and value searches directly on the compressed form (ZipG section 3.3; our format is in
-// docs/graph-layout.md).
+// NodeFile: the node properties of one shard: the text of all node records (ascending id), read by
+// random access on its compressed form, and a way to find the nodes holding a value (ZipG section
+// 3.3; our format is in docs/graph-layout.md and docs/layout-v2.md).
 //
-// Files: <base>.zcf (the compressed text of all node records, ascending id) and <base>.idx (a side
-// file with the property names and the sorted (node id, record offset) table).
+// Format 2 (the default) keeps the text in a BlockFile (zstd blocks) and finds values through a
+// ValueIndex (exact posting lists for frequent values, fingerprints for the rest, verified on the
+// records). Format 1 keeps the text in a CompressedFile and searches it.
+//
+// Files: <base>.zbk (format 2) or <base>.zcf (format 1), the text; <base>.idx (a side file with
+// the property names, the sorted (node id, record offset) table and, format 2, the value index).
 //
 // Thread-safety: immutable once opened; all const methods may be called concurrently.
 #pragma once
@@ -16,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "layout/block_file.h"
 #include "layout/compressed_file.h"
 #include "layout/record_coding.h"
 #include "model/types.h"
@@ -31,13 +36,32 @@ struct NodeInput {
   NumberedProperties properties;
 };
 
+// The newest NodeFile format, which builders write unless told otherwise.
+inline constexpr uint32_t kNodeFileFormat = 2;
+
+struct NodeFileOptions {
+  // 2: text in a BlockFile, values found through a ValueIndex. 1: text in a CompressedFile,
+  // values found by searching it (the layout before v2). Default 2.
+  uint32_t format = kNodeFileFormat;
+  // Format 2's blocks.
+  BlockFileOptions blocks;
+  // Format 1's suffix structure (sa, isa, Psi block 32/32/32 by default: obj_get extracts whole
+  // records, and get_node_ids locates every hit of its rarest term).
+  CompressedFileOptions suffix = {32, 32, 32, false};
+
+  // OK, or INVALID_ARGUMENT naming the offending field.
+  Status Validate() const;
+};
+
+class ValueIndex;
+
 class NodeFile {
  public:
   // Writes <base>.zcf and <base>.idx. `property_names` must be sorted and distinct (at most
   // kMaxProperties); `nodes` sorted by id with distinct ids; values must be valid UTF-8 (they may
   // not contain bytes 0xF5..0xFF; INVALID_ARGUMENT otherwise).
   static Status Build(const std::string& base, const std::vector<std::string>& property_names,
-                      const std::vector<NodeInput>& nodes, const CompressedFileOptions& options);
+                      const std::vector<NodeInput>& nodes, const NodeFileOptions& options);
   // The two steps of Build, for callers that encode records as they arrive (the compress
   // pipeline). AppendRecord appends the record of a node with `properties` (numbers index
   // `property_names`) to *text; INVALID_ARGUMENT if a number is not ascending or not known, or a
@@ -50,7 +74,11 @@ class NodeFile {
                                  const std::vector<std::string>& property_names,
                                  const std::vector<int64_t>& ids,
                                  const std::vector<uint64_t>& offsets, std::string_view text,
-                                 const CompressedFileOptions& options);
+                                 const NodeFileOptions& options);
+  // The path of the text file of a NodeFile of `format` at `base`.
+  static std::string TextPath(const std::string& base, uint32_t format) {
+    return base + (format >= 2 ? ".zbk" : ".zcf");
+  }
   static StatusOr<std::unique_ptr<NodeFile>> Open(const std::string& base,
                                                   const OpenOptions& options = {});
   ~NodeFile();
@@ -81,6 +109,8 @@ class NodeFile {
   std::vector<ComponentSize> Breakdown() const;
   uint64_t SizeInBytes() const;
   uint64_t text_size() const { return text_->size(); }
+  // 1 or 2.
+  uint32_t format_version() const { return format_; }
 
  private:
   struct Header;
@@ -90,8 +120,14 @@ class NodeFile {
   int64_t RecordIndex(int64_t id) const;
   Status ReadHeader(int64_t index, Header* header) const;
   Status ParseRecord(int64_t index, std::string_view record, Properties* out) const;
+  // FindIds by searching the text (format 1) or through the value index (format 2).
+  StatusOr<std::vector<int64_t>> SearchIds(const Properties& match) const;
+  StatusOr<std::vector<int64_t>> IndexIds(const Properties& match) const;
 
-  std::unique_ptr<CompressedFile> text_;
+  std::unique_ptr<RandomAccessText> text_;
+  const CompressedFile* suffix_ = nullptr;  // text_, format 1
+  std::unique_ptr<ValueIndex> values_;      // format 2
+  uint32_t format_ = kNodeFileFormat;
   std::vector<std::string> names_;
   std::vector<int64_t> ids_;
   std::vector<uint64_t> offsets_;  // ids_.size() + 1 entries; the last is the text size

@@ -1,11 +1,13 @@
-// Tests of NodeFile::ForEachNode: one pass over the whole text, decoded at once or by chunks of
-// records of any size (smaller than a record too), yields every node in ascending id with the
-// properties it was built with, as Get reads them one at a time.
+// Tests of NodeFile in both formats: ForEachNode (one pass over the whole text, decoded at once or
+// by chunks of records of any size, smaller than a record too) yields every node in ascending id
+// with the properties it was built with, as Get reads them one at a time; FindIds answers like a
+// scan of the nodes, for frequent and rare values, one or several terms.
 
 #include "layout/node_file.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -14,7 +16,17 @@
 namespace zipg::layout {
 namespace {
 
-TEST(NodeFileTest, ForEachNodeVisitsEveryNodeAsBuilt) {
+class NodeFileTest : public ::testing::TestWithParam<uint32_t> {
+ protected:
+  NodeFileOptions Options() const {
+    return GetParam() == 1 ? NodeFileOptions{1, {}, {4, 8, 16, false}}
+                           : NodeFileOptions{2, {1024, 1, 4096}, {}};
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Formats, NodeFileTest, ::testing::Values(1u, 2u));
+
+TEST_P(NodeFileTest, ForEachNodeVisitsEveryNodeAsBuilt) {
   ScratchDir dir("node_file_test");
   std::mt19937_64 rng(11);
   const std::vector<std::string> names = {"a", "b", "name"};
@@ -35,9 +47,10 @@ TEST(NodeFileTest, ForEachNodeVisitsEveryNodeAsBuilt) {
     want[id] = std::move(props);
   }
   const std::string base = dir.File("nodes");
-  ASSERT_TRUE(NodeFile::Build(base, names, nodes, {4, 8, 16, false}).ok());
+  ASSERT_TRUE(NodeFile::Build(base, names, nodes, Options()).ok());
   auto file = NodeFile::Open(base);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ((*file)->format_version(), GetParam());
   // memory, chunk: the whole text at once; big chunks; chunks smaller than most records.
   for (auto [memory, chunk] : {std::pair<uint64_t, uint64_t>{uint64_t{1} << 30, 1},
                                {0, uint64_t{4} << 20},
@@ -65,6 +78,73 @@ TEST(NodeFileTest, ForEachNodeVisitsEveryNodeAsBuilt) {
   });
   EXPECT_EQ(stopped.code(), StatusCode::kUnavailable);
   EXPECT_EQ(visited, 10);
+}
+
+TEST_P(NodeFileTest, FindIdsMatchesAScan) {
+  ScratchDir dir("node_file_test");
+  std::mt19937_64 rng(GetParam() + 5);
+  const std::vector<std::string> names = {"city", "id", "kind", "tag"};
+  std::vector<NodeInput> nodes;
+  for (int64_t id = 0; id < 5000; ++id) {
+    NodeInput n{id * 3, {}};
+    if (rng() % 4) n.properties.emplace_back(0, "c" + std::to_string(rng() % 40));  // frequent
+    if (rng() % 4) n.properties.emplace_back(1, "u" + std::to_string(id));          // unique
+    if (rng() % 4) n.properties.emplace_back(2, std::to_string(rng() % 1000));      // a few each
+    if (rng() % 9 == 0) n.properties.emplace_back(3, "");                           // empty
+    nodes.push_back(std::move(n));
+  }
+  const std::string base = dir.File("nodes");
+  ASSERT_TRUE(NodeFile::Build(base, names, nodes, Options()).ok());
+  auto file = NodeFile::Open(base);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto scan = [&](const std::vector<std::pair<uint32_t, std::string>>& match) {
+    std::vector<int64_t> ids;
+    for (const auto& n : nodes) {
+      bool all = true;
+      for (const auto& term : match) {
+        all =
+            all && std::find(n.properties.begin(), n.properties.end(), term) != n.properties.end();
+      }
+      if (all) ids.push_back(n.id);
+    }
+    return ids;
+  };
+  auto value_of = [&](uint32_t p) -> std::string {
+    switch (p) {
+      case 0:
+        return "c" + std::to_string(rng() % 42);  // 40 and 41: absent
+      case 1:
+        return "u" + std::to_string(rng() % 5100);
+      case 2:
+        return std::to_string(rng() % 1010);
+      default:
+        return "";
+    }
+  };
+  for (int q = 0; q < 600; ++q) {
+    std::vector<std::pair<uint32_t, std::string>> match;
+    const size_t terms = 1 + rng() % 3;
+    for (uint32_t p : {0u, 1u, 2u, 3u}) {
+      if (match.size() < terms && rng() % 2) match.emplace_back(p, value_of(p));
+    }
+    if (match.empty()) match.emplace_back(0, value_of(0));
+    Properties named;
+    for (const auto& [p, v] : match) named.emplace_back(names[p], v);
+    auto got = (*file)->FindIds(named);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(*got, scan(match)) << "query " << q;
+  }
+  // Absent values: a rare key's candidates share its fingerprint with other keys (about 1 in 256
+  // lookups here find some), and every one of them must be refused by reading the record.
+  for (int64_t u = 5000; u < 25000; ++u) {
+    auto got = (*file)->FindIds({{"id", "u" + std::to_string(u)}});
+    ASSERT_TRUE(got.ok());
+    ASSERT_TRUE(got->empty()) << "u" << u << " matched " << got->size() << " nodes";
+  }
+  // Unknown properties and values no UTF-8 text holds match nothing; an empty match is an error.
+  EXPECT_TRUE((*file)->FindIds({{"nope", "c1"}})->empty());
+  EXPECT_TRUE((*file)->FindIds({{"city", "c1\xff"}})->empty());
+  EXPECT_EQ((*file)->FindIds({}).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
