@@ -5,12 +5,14 @@
 // bytes with the NodeFile / EdgeFile / metadata breakdown, then opens the store and measures
 // p50/p99 of the issue's operations on uniformly chosen ids, checking answers against the loaded
 // CSV as it goes. The layouts are printed side by side, with the ratio v2 / v1:
-//   v1  the layout before issue 15: EdgeFile format 3 (suffix structure, sa/isa/psi 64/64/128)
-//   v2  today's defaults: EdgeFile format 4 (zstd blocks and a record index)
+//   v1  the layout before issue 15: NodeFile format 1 and EdgeFile format 3 (suffix structures,
+//       sa/isa/psi 32/32/32 and 64/64/128)
+//   v2  today's defaults: NodeFile format 2 (zstd blocks and a value index), EdgeFile format 4
+//       (zstd blocks and a record index)
 // The options below change both layouts where they apply (e.g. --edge-psi-block only v1's).
 //
 //   graph_bench [--nodes N] [--degree D] [--seed S] [--dir DIR] [--shards N] [--queries Q]
-//               [--layouts v1,v2] [--sa-rate N --isa-rate N --psi-block N]
+//               [--layouts v1,v2] [--node-block N --node-level N --sa-rate N ...]
 //               [--edge-block N --edge-level N --edge-sa-rate N ...] [--skip-build]
 
 #include <cstdio>
@@ -105,7 +107,7 @@ LayoutRun RunLayout(const std::string& label, const graph::CompressOptions& opti
   const auto& m = g->manifest();
   for (const auto& f : m.files) {
     const std::string name = f.path.substr(f.path.find('/') + 1);
-    const std::string group = name == "nodes.zcf"                          ? "NodeFile text"
+    const std::string group = name == "nodes.zcf" || name == "nodes.zbk"   ? "NodeFile text"
                               : name == "edges.zcf" || name == "edges.zbk" ? "EdgeFile text"
                               : name == "nodes.idx"                        ? "node id/offset tables"
                                                                            : "metadata";
@@ -117,11 +119,12 @@ LayoutRun RunLayout(const std::string& label, const graph::CompressOptions& opti
   run.stored += manifest_bytes;
   run.raw = m.raw_bytes;
   std::printf(
-      "%s: %llu nodes, %llu edges, %u shards; node file sa/isa/psi %u/%u/%u; edge file "
-      "format %u (blocks %u B, level %d; sa/isa/psi %u/%u/%u)\n",
+      "%s: %llu nodes, %llu edges, %u shards; node file format %u (blocks %u B, level %d; "
+      "sa/isa/psi %u/%u/%u); edge file format %u (blocks %u B, level %d; sa/isa/psi %u/%u/%u)\n",
       label.c_str(), static_cast<unsigned long long>(m.nodes),
-      static_cast<unsigned long long>(m.edges), m.shards, m.node_file.sa_sampling_rate,
-      m.node_file.isa_sampling_rate, m.node_file.psi_block_size, m.edge_file.format,
+      static_cast<unsigned long long>(m.edges), m.shards, m.node_file.format,
+      m.node_file.blocks.block_bytes, m.node_file.blocks.level, m.node_file.suffix.sa_sampling_rate,
+      m.node_file.suffix.isa_sampling_rate, m.node_file.suffix.psi_block_size, m.edge_file.format,
       m.edge_file.blocks.block_bytes, m.edge_file.blocks.level, m.edge_file.suffix.sa_sampling_rate,
       m.edge_file.suffix.isa_sampling_rate, m.edge_file.suffix.psi_block_size);
   // One shard is representative: partitions are hash-balanced.
@@ -237,13 +240,19 @@ int main(int argc, char** argv) {
   const uint64_t queries = uint("queries", 2000);
   graph::CompressOptions options;
   options.shards = static_cast<uint32_t>(uint("shards", 2));
-  options.node_file.sa_sampling_rate = uint("sa-rate", options.node_file.sa_sampling_rate);
-  options.node_file.isa_sampling_rate = uint("isa-rate", options.node_file.isa_sampling_rate);
-  options.node_file.psi_block_size = uint("psi-block", options.node_file.psi_block_size);
+  auto& node = options.node_file;
+  node.blocks.block_bytes = uint("node-block", node.blocks.block_bytes);
+  node.blocks.level =
+      static_cast<int>(uint("node-level", static_cast<uint32_t>(node.blocks.level)));
+  node.blocks.dictionary_bytes = uint("node-dict", node.blocks.dictionary_bytes);
+  node.suffix.sa_sampling_rate = uint("sa-rate", node.suffix.sa_sampling_rate);
+  node.suffix.isa_sampling_rate = uint("isa-rate", node.suffix.isa_sampling_rate);
+  node.suffix.psi_block_size = uint("psi-block", node.suffix.psi_block_size);
   auto& edge = options.edge_file;
   edge.blocks.block_bytes = uint("edge-block", edge.blocks.block_bytes);
   edge.blocks.level =
       static_cast<int>(uint("edge-level", static_cast<uint32_t>(edge.blocks.level)));
+  edge.blocks.dictionary_bytes = uint("edge-dict", edge.blocks.dictionary_bytes);
   edge.suffix.sa_sampling_rate = uint("edge-sa-rate", edge.suffix.sa_sampling_rate);
   edge.suffix.isa_sampling_rate = uint("edge-isa-rate", edge.suffix.isa_sampling_rate);
   edge.suffix.psi_block_size = uint("edge-psi-block", edge.suffix.psi_block_size);
@@ -302,6 +311,7 @@ int main(int argc, char** argv) {
   for (const auto& label : labels) {
     graph::CompressOptions o = options;
     o.edge_file.format = label == "v1" ? 3 : layout::kEdgeFileFormat;
+    o.node_file.format = label == "v1" ? 1 : layout::kNodeFileFormat;
     runs.push_back(RunLayout(label, o, nodes_csv, edges_csv, dir + "/store-" + label,
                              !args.Has("skip-build"), ref, queries));
   }

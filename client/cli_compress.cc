@@ -20,7 +20,8 @@ const std::string kUsage =
     "usage:\n"
     "  zipg compress --nodes F --edges F --out DIR [--shards N] [--format csv|snap] [--force]\n"
     "                [--threads N] [--memory-limit SIZE] [--sa-rate N] [--isa-rate N]\n"
-    "                [--psi-block N] [--edge-format 3|4] [--edge-block BYTES] [--edge-level N]\n"
+    "                [--psi-block N] [--node-format 1|2] [--node-block BYTES] [--node-level N]\n"
+    "                [--edge-format 3|4] [--edge-block BYTES] [--edge-level N]\n"
     "                [--edge-sa-rate N] [--edge-isa-rate N] [--edge-psi-block N]\n"
     "      builds a store in DIR (nodes CSV `id,<prop>,...`; edges CSV\n"
     "      `src,dst,type,timestamp[,<prop>...]`, or with --format snap a `src dst` list and "
@@ -28,10 +29,14 @@ const std::string kUsage =
     "      optional). --force replaces an existing store. Memory: builds are planned to stay\n"
     "      under --memory-limit (e.g. 8G; default 80% of the available memory, or of a cgroup\n"
     "      limit); --threads caps the builds at once. Defaults: one shard per core, more if a\n"
-    "      shard would not fit; NodeFile sampling --sa-rate " +
-    std::to_string(kDefaults.node_file.sa_sampling_rate) + " --isa-rate " +
-    std::to_string(kDefaults.node_file.isa_sampling_rate) + " --psi-block " +
-    std::to_string(kDefaults.node_file.psi_block_size) + "; EdgeFile --edge-format " +
+    "      shard would not fit; NodeFile --node-format " +
+    std::to_string(kDefaults.node_file.format) +
+    " (zstd blocks and a value index; 1: the suffix\n" + "      structure) --node-block " +
+    std::to_string(kDefaults.node_file.blocks.block_bytes) + " --node-level " +
+    std::to_string(kDefaults.node_file.blocks.level) + "; format 1 sampling --sa-rate " +
+    std::to_string(kDefaults.node_file.suffix.sa_sampling_rate) + " --isa-rate " +
+    std::to_string(kDefaults.node_file.suffix.isa_sampling_rate) + " --psi-block " +
+    std::to_string(kDefaults.node_file.suffix.psi_block_size) + "; EdgeFile --edge-format " +
     std::to_string(kDefaults.edge_file.format) + " (zstd blocks; 3: the suffix structure)\n" +
     "      --edge-block " + std::to_string(kDefaults.edge_file.blocks.block_bytes) +
     " --edge-level " + std::to_string(kDefaults.edge_file.blocks.level) +
@@ -123,10 +128,11 @@ StatusOr<uint32_t> GetRate(const Args& args, const char* name, uint32_t fallback
 int RunCompress(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"force"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
-  if (Status s = args->CheckKnown({"nodes", "edges", "out", "shards", "format", "force", "threads",
-                                   "memory-limit", "sa-rate", "isa-rate", "psi-block",
-                                   "edge-format", "edge-block", "edge-level", "edge-sa-rate",
-                                   "edge-isa-rate", "edge-psi-block"});
+  if (Status s = args->CheckKnown(
+          {"nodes",      "edges",       "out",          "shards",        "format",
+           "force",      "threads",     "memory-limit", "sa-rate",       "isa-rate",
+           "psi-block",  "node-format", "node-block",   "node-level",    "edge-format",
+           "edge-block", "edge-level",  "edge-sa-rate", "edge-isa-rate", "edge-psi-block"});
       !s.ok()) {
     return UsageError(s.message(), kUsage);
   }
@@ -152,9 +158,11 @@ int RunCompress(int argc, char** argv) {
     uint32_t* field;
   } rates[] = {{"shards", &options.shards},
                {"threads", &options.threads},
-               {"sa-rate", &options.node_file.sa_sampling_rate},
-               {"isa-rate", &options.node_file.isa_sampling_rate},
-               {"psi-block", &options.node_file.psi_block_size},
+               {"node-format", &options.node_file.format},
+               {"node-block", &options.node_file.blocks.block_bytes},
+               {"sa-rate", &options.node_file.suffix.sa_sampling_rate},
+               {"isa-rate", &options.node_file.suffix.isa_sampling_rate},
+               {"psi-block", &options.node_file.suffix.psi_block_size},
                {"edge-format", &options.edge_file.format},
                {"edge-block", &options.edge_file.blocks.block_bytes},
                {"edge-sa-rate", &options.edge_file.suffix.sa_sampling_rate},
@@ -165,12 +173,16 @@ int RunCompress(int argc, char** argv) {
     if (!v.ok()) return UsageError(v.status().message(), kUsage);
     *rate.field = *v;
   }
-  auto level = GetRate(*args, "edge-level", static_cast<uint32_t>(options.edge_file.blocks.level));
-  if (!level.ok()) return UsageError(level.status().message(), kUsage);
-  options.edge_file.blocks.level = static_cast<int>(std::min<uint32_t>(*level, 1000));
+  for (auto [name, level] : {std::pair("edge-level", &options.edge_file.blocks.level),
+                             std::pair("node-level", &options.node_file.blocks.level)}) {
+    auto v = GetRate(*args, name, static_cast<uint32_t>(*level));
+    if (!v.ok()) return UsageError(v.status().message(), kUsage);
+    *level = static_cast<int>(std::min<uint32_t>(*v, 1000));
+  }
   if (options.edge_file.format < 3) {
     return UsageError("--edge-format must be 3 or 4 (1 and 2 are older forms of 3)", kUsage);
   }
+  if (options.node_file.format < 1) return UsageError("--node-format must be 1 or 2", kUsage);
   if (args->Has("shards") && options.shards == 0)
     return UsageError("--shards must be >= 1", kUsage);
   if (auto limit = args->Get("memory-limit")) {

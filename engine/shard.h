@@ -21,10 +21,11 @@
 
 namespace zipg::engine {
 
-// The files of a shard directory whose EdgeFile has format `edge_format`, as listed in the store
-// manifest (sorted).
-inline std::vector<std::string> ShardFiles(uint32_t edge_format) {
-  return {"edges.meta", layout::EdgeFile::TextPath("edges", edge_format), "nodes.idx", "nodes.zcf"};
+// The files of a shard directory whose NodeFile and EdgeFile have these formats, as listed in the
+// store manifest.
+inline std::vector<std::string> ShardFiles(uint32_t node_format, uint32_t edge_format) {
+  return {"edges.meta", layout::EdgeFile::TextPath("edges", edge_format), "nodes.idx",
+          layout::NodeFile::TextPath("nodes", node_format)};
 }
 
 // The shard-local part of every read operation, for the nodes a shard owns. Implemented by the

@@ -333,7 +333,8 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   std::map<std::string, uint64_t> breakdown;
   for (uint32_t s = 0; s < num_shards; ++s) {
     const std::string dir = tmp + "/" + ShardDirName(s);
-    for (const std::string& name : engine::ShardFiles(options.edge_file.format)) {
+    for (const std::string& name :
+         engine::ShardFiles(options.node_file.format, options.edge_file.format)) {
       ManifestFile file;
       file.path = ShardDirName(s) + "/" + name;
       file.bytes = fs::file_size(dir + "/" + name, ec);

@@ -35,10 +35,11 @@ struct CompressOptions {
   // Memory the build may use, in bytes. 0 (default) = kDefaultBudgetFraction of the memory
   // available when it starts (MemAvailable, or a cgroup limit if smaller: util/memory.h).
   uint64_t memory_limit = 0;
-  // Sampling of the NodeFiles (sa, isa, psi block): Psi blocks of 32 rather than the flat file's 64
-  // because obj_get extracts whole records (measured: -35% obj_get latency for +6% NodeFile size);
-  // SA 32 because get_node_ids locates every hit of its rarest term.
-  layout::CompressedFileOptions node_file = {32, 32, 32, false};
+  // The NodeFiles: format 2 (zstd blocks and a value index) by default; layout/node_file.h. For
+  // format 1, Psi blocks of 32 rather than the flat file's 64 because obj_get extracts whole
+  // records (measured: -35% obj_get latency for +6% NodeFile size); SA 32 because get_node_ids
+  // locates every hit of its rarest term.
+  layout::NodeFileOptions node_file;
   // The EdgeFiles: format 4 (zstd blocks and a record index) by default; layout/edge_file.h. For
   // format 3, edge text is mostly property values that are extracted but never searched (only
   // record keys are, one hit each), so SA and Psi are sampled sparsely; SA 128 measured ~2x slower

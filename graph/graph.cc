@@ -33,7 +33,8 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
   std::vector<std::string> expected, listed;
   std::set<std::string> opened;  // the files of the shards opened here
   for (uint32_t i = 0; i < store.manifest.shards; ++i) {
-    for (const std::string& name : engine::ShardFiles(store.manifest.edge_file.format)) {
+    for (const std::string& name :
+         engine::ShardFiles(store.manifest.node_file.format, store.manifest.edge_file.format)) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
       if (wanted[i]) opened.insert(expected.back());
     }

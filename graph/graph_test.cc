@@ -578,7 +578,7 @@ TestGraph MakeGraph(uint64_t seed, const GraphSpec& spec) {
   return t;
 }
 
-CompressOptions Options(uint32_t shards, CompressedFileOptions node_file,
+CompressOptions Options(uint32_t shards, layout::NodeFileOptions node_file,
                         layout::EdgeFileOptions edge_file) {
   CompressOptions o;
   o.shards = shards;
@@ -855,10 +855,15 @@ const layout::EdgeFileOptions kEdgeLayouts[] = {
     {3, {}, kSampling[0]}, {3, {}, kSampling[1]},    {3, {}, kSampling[2]},
     {3, {}, kSampling[3]}, {4, {1024, 1, 4096}, {}}, {4, {4096, 3, 64 << 10}, {}}};
 constexpr int kNumEdgeLayouts = 6;
+// NodeFile layouts, likewise: format 1 over each sampling, then format 2 in two block sizes.
+const layout::NodeFileOptions kNodeLayouts[] = {
+    {1, {}, kSampling[0]}, {1, {}, kSampling[1]},    {1, {}, kSampling[2]},
+    {1, {}, kSampling[3]}, {2, {1024, 1, 4096}, {}}, {2, {4096, 3, 64 << 10}, {}}};
+constexpr int kNumNodeLayouts = 6;
 
 struct Config {
   uint32_t shards;
-  int node_sampling;  // index into kSampling
+  int node_sampling;  // index into kNodeLayouts
   int edge_sampling;  // index into kEdgeLayouts
 };
 
@@ -875,7 +880,7 @@ TEST_P(RandomGraphTest, EveryOperationMatchesTheModel) {
   Model model(t.input);
   TempDir tmp;
   const std::string dir = tmp.Sub("store");
-  Compress(t, dir, Options(c.shards, kSampling[c.node_sampling], kEdgeLayouts[c.edge_sampling]),
+  Compress(t, dir, Options(c.shards, kNodeLayouts[c.node_sampling], kEdgeLayouts[c.edge_sampling]),
            model);
   if (HasFatalFailure()) return;
   EXPECT_EQ(tmp.List(), std::set<std::string>{"store"}) << "leftovers next to the store";
@@ -887,14 +892,15 @@ TEST_P(RandomGraphTest, EveryOperationMatchesTheModel) {
                           std::to_string(c.node_sampling) + "/" + std::to_string(c.edge_sampling));
 }
 
-// Every shard count with every node sampling; the edge layout is rotated so that each of them
-// occurs with several node samplings and shard counts.
+// Every shard count with every node layout; the edge layout is rotated so that each of them
+// occurs with several node layouts (of both formats) and shard counts.
 std::vector<Config> AllConfigs() {
   std::vector<Config> configs;
   const uint32_t shard_counts[] = {1, 2, 3, 7};
   for (int s = 0; s < 4; ++s) {
-    for (int n = 0; n < 4; ++n)
-      configs.push_back(Config{shard_counts[s], n, (n + 4 * s) % kNumEdgeLayouts});
+    for (int n = 0; n < kNumNodeLayouts; ++n) {
+      configs.push_back(Config{shard_counts[s], n, (n + 2 * s) % kNumEdgeLayouts});
+    }
   }
   return configs;
 }
@@ -910,7 +916,7 @@ TEST(GraphTest, ConcurrentReadersMatchTheModel) {
   const TestGraph t = MakeGraph(77, GraphSpec{});
   Model model(t.input);
   TempDir tmp;
-  Compress(t, tmp.Sub("store"), Options(3, kSampling[2], kEdgeLayouts[5]), model);
+  Compress(t, tmp.Sub("store"), Options(3, kNodeLayouts[5], kEdgeLayouts[5]), model);
   if (HasFatalFailure()) return;
   auto g = OpenOrDie(tmp.Sub("store"));
   ASSERT_NE(g, nullptr);
@@ -937,7 +943,7 @@ TEST(GraphTest, EmptyGraph) {
     TempDir tmp;
     TestGraph t;
     Model model(t.input);
-    Compress(t, tmp.Sub("store"), Options(shards, kSampling[0], kEdgeLayouts[3]), model);
+    Compress(t, tmp.Sub("store"), Options(shards, kNodeLayouts[0], kEdgeLayouts[3]), model);
     if (HasFatalFailure()) return;
     auto g = OpenOrDie(tmp.Sub("store"));
     ASSERT_NE(g, nullptr);
@@ -959,7 +965,7 @@ TEST(GraphTest, EdgesOnly) {
   const TestGraph t = MakeGraph(9, spec);  // no node rows: every endpoint is a ghost
   Model model(t.input);
   TempDir tmp;
-  Compress(t, tmp.Sub("store"), Options(2, kSampling[1], kEdgeLayouts[4]), model);
+  Compress(t, tmp.Sub("store"), Options(2, kNodeLayouts[4], kEdgeLayouts[4]), model);
   if (HasFatalFailure()) return;
   auto g = OpenOrDie(tmp.Sub("store"));
   ASSERT_NE(g, nullptr);
@@ -991,7 +997,8 @@ TEST(GraphTest, HandWrittenExpectations) {
   };
   TempDir tmp;
   ASSERT_TRUE(
-      CompressGraph(g, tmp.Sub("s"), Options(2, kSampling[2], kEdgeLayouts[5]), {}, nullptr).ok());
+      CompressGraph(g, tmp.Sub("s"), Options(2, kNodeLayouts[5], kEdgeLayouts[5]), {}, nullptr)
+          .ok());
   auto store = OpenOrDie(tmp.Sub("s"));
   ASSERT_NE(store, nullptr);
   auto count = store->AssocCount(5, 1);
@@ -1064,7 +1071,7 @@ TEST(GraphTest, HugeValuesAndEveryUtf8Length) {
     t.input = g;
     t.node_ids = {1, 2, 3, 4, kMax};
     Model model(t.input);
-    Compress(t, tmp.Sub("store"), Options(shards, kSampling[3], kEdgeLayouts[4]), model);
+    Compress(t, tmp.Sub("store"), Options(shards, kNodeLayouts[3], kEdgeLayouts[4]), model);
     if (HasFatalFailure()) return;
     auto store = OpenOrDie(tmp.Sub("store"));
     ASSERT_NE(store, nullptr);
@@ -1122,7 +1129,7 @@ TEST(GraphTest, ManyProperties) {
   t.input = g;
   Model model(t.input);
   TempDir tmp;
-  Compress(t, tmp.Sub("store"), Options(2, kSampling[2], kEdgeLayouts[3]), model);
+  Compress(t, tmp.Sub("store"), Options(2, kNodeLayouts[5], kEdgeLayouts[3]), model);
   if (HasFatalFailure()) return;
   auto store = OpenOrDie(tmp.Sub("store"));
   ASSERT_NE(store, nullptr);
@@ -1155,8 +1162,8 @@ TEST(GraphTest, TooManyPropertiesFailAndLeaveNoStore) {
     g.nodes = {{1, {}}};
     g.edges = {{1, 1, 0, 0, {}}};
     TempDir tmp;
-    const Status s =
-        CompressGraph(g, tmp.Sub("store"), Options(2, kSampling[2], kEdgeLayouts[5]), {}, nullptr);
+    const Status s = CompressGraph(g, tmp.Sub("store"),
+                                   Options(2, kNodeLayouts[5], kEdgeLayouts[5]), {}, nullptr);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
     EXPECT_TRUE(tmp.List().empty()) << "left behind: " << *tmp.List().begin();
   }
@@ -1169,7 +1176,7 @@ void ExpectRejected(const char* what, const std::function<void(InputGraph*)>& mu
   mutate(&t.input);
   TempDir tmp;
   const Status s = CompressGraph(std::move(t.input), tmp.Sub("store"),
-                                 Options(3, kSampling[2], kEdgeLayouts[5]), {}, nullptr);
+                                 Options(3, kNodeLayouts[5], kEdgeLayouts[5]), {}, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what << ": " << s.ToString();
   EXPECT_TRUE(tmp.List().empty()) << what << ": left " << *tmp.List().begin();
 }
@@ -1199,9 +1206,9 @@ TEST(GraphTest, MalformedInputGraphsFailAndLeaveNoStore) {
 TEST(GraphTest, InvalidOptionsFailAndLeaveNoStore) {
   TempDir tmp;
   const TestGraph t = MakeGraph(42, GraphSpec{});
-  CompressOptions bad_rate = Options(2, {3, 32, 64, false}, kEdgeLayouts[5]);
-  CompressOptions bad_block = Options(2, kSampling[2], {3, {}, {32, 32, 1, false}});
-  CompressOptions too_many_shards = Options(5000, kSampling[2], kEdgeLayouts[5]);
+  CompressOptions bad_rate = Options(2, {1, {}, {3, 32, 64, false}}, kEdgeLayouts[5]);
+  CompressOptions bad_block = Options(2, kNodeLayouts[5], {3, {}, {32, 32, 1, false}});
+  CompressOptions too_many_shards = Options(5000, kNodeLayouts[5], kEdgeLayouts[5]);
   for (const CompressOptions* o : {&bad_rate, &bad_block, &too_many_shards}) {
     const Status s = CompressGraph(t.input, tmp.Sub("store"), *o, {}, nullptr);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
@@ -1244,7 +1251,7 @@ TEST(GraphTest, ExistingStoreIsKeptUnlessOverwriteAndOtherDirectoriesAreNeverTou
   InputGraph new_graph;
   new_graph.node_property_names = {"v"};
   new_graph.nodes = {{1, {{0, "new"}}}};
-  const CompressOptions keep = Options(2, kSampling[2], kEdgeLayouts[5]);
+  const CompressOptions keep = Options(2, kNodeLayouts[5], kEdgeLayouts[5]);
   CompressOptions replace = keep;
   replace.overwrite = true;
   auto value_of_1 = [&]() -> std::string {
@@ -1302,7 +1309,7 @@ TEST(GraphTest, OutputPathWithTrailingSlash) {
   InputGraph g;
   g.node_property_names = {"v"};
   g.nodes = {{1, {{0, "x"}}}};
-  CompressOptions o = Options(2, kSampling[2], kEdgeLayouts[5]);
+  CompressOptions o = Options(2, kNodeLayouts[5], kEdgeLayouts[5]);
   Status s = CompressGraph(g, tmp.Sub("store/"), o, {}, nullptr);
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(Graph::Open(tmp.Sub("store")).ok());
@@ -1313,16 +1320,17 @@ TEST(GraphTest, OutputPathWithTrailingSlash) {
   EXPECT_EQ(tmp.List(), std::set<std::string>{"store"});
 }
 
-// A store written before EdgeFile format 4 has a manifest whose edge_file holds only the suffix
-// sampling: it opens as format 3 and answers like the model; a store of format 4 whose manifest
-// lost its edge format no longer matches its file list and is refused.
-TEST(GraphTest, AManifestFromBeforeFormatFourMeansFormatThree) {
+// A store written before NodeFile format 2 and EdgeFile format 4 has a manifest whose node_file and
+// edge_file hold only the suffix sampling: it opens as formats 1 and 3 and answers like the model;
+// a store of the new formats whose manifest lost them no longer matches its file list and is
+// refused.
+TEST(GraphTest, AManifestFromBeforeLayoutTwoMeansTheOldFormats) {
   const TestGraph t = MakeGraph(91, GraphSpec{});
   for (int layout : {2, 5}) {
     Model model(t.input);
     TempDir tmp;
     const std::string dir = tmp.Sub("store");
-    Compress(t, dir, Options(2, kSampling[2], kEdgeLayouts[layout]), model);
+    Compress(t, dir, Options(2, kNodeLayouts[layout], kEdgeLayouts[layout]), model);
     if (HasFatalFailure()) return;
     std::string manifest = ReadAll(dir + "/MANIFEST");
     for (const char* key : {"format", "block_bytes", "level", "dictionary_bytes"}) {
@@ -1342,7 +1350,7 @@ TEST(GraphTest, AManifestFromBeforeFormatFourMeansFormatThree) {
       }
     }
     // JSON allows no comma before a closing brace: the erased key may have been the last.
-    for (size_t at; (at = manifest.find(",\n    }")) != std::string::npos;) manifest.erase(at, 1);
+    for (size_t at; (at = manifest.find(",\n  }")) != std::string::npos;) manifest.erase(at, 1);
     ASSERT_EQ(manifest.find("block_bytes"), std::string::npos);
     std::ofstream(dir + "/MANIFEST", std::ios::trunc) << manifest;
     auto g = Graph::Open(dir);
@@ -1353,6 +1361,7 @@ TEST(GraphTest, AManifestFromBeforeFormatFourMeansFormatThree) {
     }
     ASSERT_TRUE(g.ok()) << g.status().ToString();
     EXPECT_EQ((*g)->manifest().edge_file.format, 3u);
+    EXPECT_EQ((*g)->manifest().node_file.format, 1u);
     CheckEveryOperation(g->get(), &model, t, GraphSpec{}.node_names, 91, "old manifest");
   }
 }
@@ -1371,7 +1380,7 @@ class GraphCorruptionTest : public testing::Test {
     graph_ = MakeGraph(51, spec);
     model_ = std::make_unique<Model>(graph_.input);
     store_ = tmp_.Sub("store");
-    Compress(graph_, store_, Options(3, kSampling[1], kEdgeLayouts[5]), *model_);
+    Compress(graph_, store_, Options(3, kNodeLayouts[4], kEdgeLayouts[5]), *model_);
   }
   // A fresh copy of the store to damage.
   std::string Copy(const std::string& name) {
@@ -1568,7 +1577,7 @@ GraphSpec BudgetSpec() {
 TEST(CompressMemoryTest, ChosenShardCountFitsTheBudget) {
   const TestGraph t = MakeGraph(91, BudgetSpec());
   Model model(t.input);
-  CompressOptions o = Options(0, kSampling[2], kEdgeLayouts[5]);
+  CompressOptions o = Options(0, kNodeLayouts[5], kEdgeLayouts[5]);
   o.auto_shards = 1;
   o.memory_limit = graph::kProcessBaseline + ShardPeaks(t, 1, o)[0] / 3;
   std::vector<std::string> notes;
@@ -1592,7 +1601,7 @@ TEST(CompressMemoryTest, ChosenShardCountFitsTheBudget) {
 
 TEST(CompressMemoryTest, GivenShardCountThatCannotFitFailsBeforeBuilding) {
   const TestGraph t = MakeGraph(92, BudgetSpec());
-  CompressOptions o = Options(1, kSampling[2], kEdgeLayouts[5]);
+  CompressOptions o = Options(1, kNodeLayouts[5], kEdgeLayouts[5]);
   o.memory_limit = graph::kProcessBaseline + ShardPeaks(t, 1, o)[0] / 3;
   TempDir tmp;
   std::set<std::string> phases;
@@ -1619,7 +1628,7 @@ TEST(CompressMemoryTest, GivenShardCountThatCannotFitFailsBeforeBuilding) {
 TEST(CompressMemoryTest, ParallelBuildsShrinkToFitTheBudget) {
   const TestGraph t = MakeGraph(93, BudgetSpec());
   Model model(t.input);
-  CompressOptions o = Options(4, kSampling[2], kEdgeLayouts[5]);
+  CompressOptions o = Options(4, kNodeLayouts[5], kEdgeLayouts[5]);
   o.threads = 4;
   const std::vector<uint64_t> peaks = ShardPeaks(t, 4, o);
   const uint64_t largest = *std::max_element(peaks.begin(), peaks.end());
@@ -1660,7 +1669,7 @@ TEST(CompressMemoryTest, LeftoversOfKilledRunsAreRemovedAndLiveOnesKept) {
   InputGraph g;
   g.node_property_names = {"v"};
   g.nodes = {{1, {{0, "x"}}}};
-  CompressOptions o = Options(2, kSampling[2], kEdgeLayouts[5]);
+  CompressOptions o = Options(2, kNodeLayouts[5], kEdgeLayouts[5]);
   std::vector<std::string> notes;
   o.on_note = [&](std::string_view line) { notes.emplace_back(line); };
   const Status s = CompressGraph(g, tmp.Sub("store"), o, {}, nullptr);

@@ -45,6 +45,24 @@ layout::EdgeFileOptions EdgeOptionsFromJson(const json& j) {
   o.blocks.dictionary_bytes = j.value("dictionary_bytes", o.blocks.dictionary_bytes);
   return o;
 }
+// The NodeFile's options; a manifest written before format 2 has only the suffix options.
+json NodeOptionsToJson(const layout::NodeFileOptions& o) {
+  json j = OptionsToJson(o.suffix);
+  j["format"] = o.format;
+  j["block_bytes"] = o.blocks.block_bytes;
+  j["level"] = o.blocks.level;
+  j["dictionary_bytes"] = o.blocks.dictionary_bytes;
+  return j;
+}
+layout::NodeFileOptions NodeOptionsFromJson(const json& j) {
+  layout::NodeFileOptions o;
+  o.suffix = OptionsFromJson(j);
+  o.format = j.value("format", 1u);
+  o.blocks.block_bytes = j.value("block_bytes", o.blocks.block_bytes);
+  o.blocks.level = j.value("level", o.blocks.level);
+  o.blocks.dictionary_bytes = j.value("dictionary_bytes", o.blocks.dictionary_bytes);
+  return o;
+}
 std::string Hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -67,7 +85,7 @@ Status WriteManifest(const std::string& store_dir, const Manifest& m) {
             {"version", m.version},
             {"shards", m.shards},
             {"partition", m.partition},
-            {"node_file", OptionsToJson(m.node_file)},
+            {"node_file", NodeOptionsToJson(m.node_file)},
             {"edge_file", EdgeOptionsToJson(m.edge_file)},
             {"node_properties", m.node_properties},
             {"edge_properties", m.edge_properties},
@@ -99,7 +117,7 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     }
     m.shards = j.at("shards").get<uint32_t>();
     m.partition = j.at("partition").get<std::string>();
-    m.node_file = OptionsFromJson(j.at("node_file"));
+    m.node_file = NodeOptionsFromJson(j.at("node_file"));
     m.edge_file = EdgeOptionsFromJson(j.at("edge_file"));
     m.node_properties = j.at("node_properties").get<std::vector<std::string>>();
     m.edge_properties = j.at("edge_properties").get<std::vector<std::string>>();
@@ -117,6 +135,9 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     return Status::Corruption(path + ": malformed manifest: " + e.what());
   }
   if (m.shards == 0) return Status::Corruption(path + ": zero shards");
+  if (Status s = m.node_file.Validate(); !s.ok()) {
+    return Status::Corruption(path + ": node file options: " + s.message());
+  }
   if (Status s = m.edge_file.Validate(); !s.ok()) {
     return Status::Corruption(path + ": edge file options: " + s.message());
   }

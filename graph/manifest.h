@@ -29,7 +29,7 @@ struct Manifest {
   uint32_t version = kStoreFormatVersion;
   uint32_t shards = 0;
   std::string partition;  // kPartitionFunction
-  layout::CompressedFileOptions node_file;
+  layout::NodeFileOptions node_file;
   layout::EdgeFileOptions edge_file;
   std::vector<std::string> node_properties;  // sorted
   std::vector<std::string> edge_properties;  // sorted

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "layout/bits.h"
+#include "layout/value_index.h"
 #include "util/memory.h"
 
 namespace zipg::graph {
@@ -70,20 +71,29 @@ uint64_t CompressedFileBuildPeak(uint64_t text_bytes,
 
 uint64_t EdgeFileBuildPeak(uint64_t text_bytes, const layout::EdgeFileOptions& options) {
   if (options.format < 4) return CompressedFileBuildPeak(text_bytes, options.suffix);
-  // ZDICT's own working memory is about 6 MiB (zdict.h); a level-19 context for blocks of at most
-  // 64 KiB stays under 16 MiB.
-  constexpr uint64_t kZstdWorkingBytes = uint64_t{24} << 20;
-  const uint64_t samples =
-      std::min<uint64_t>(text_bytes, 100 * uint64_t{options.blocks.dictionary_bytes});
-  return 2 * text_bytes + text_bytes / 128 + samples + kZstdWorkingBytes;
+  // The text, its blocks (at most zstd's bound) and the dictionary's training.
+  return 2 * text_bytes + text_bytes / 128 +
+         layout::BlockFile::BuildWorkingBytes(text_bytes, options.blocks);
 }
 
-uint64_t ShardBuildPeak(const ShardFootprint& f, const layout::CompressedFileOptions& node_file,
+uint64_t NodeFileBuildPeak(uint64_t text_bytes, const layout::NodeFileOptions& options) {
+  if (options.format < 2) return CompressedFileBuildPeak(text_bytes, options.suffix);
+  constexpr uint64_t kMinValueBytes = 5;
+  const uint64_t keys = text_bytes / kMinValueBytes;
+  // The text, the value index's keys and then its rare entries (8 bytes each) sorted beside them;
+  // later the blocks and the dictionary's training.
+  return text_bytes +
+         std::max(keys * (layout::ValueIndex::Builder::kBytesPerKey + 8),
+                  text_bytes + text_bytes / 128 +
+                      layout::BlockFile::BuildWorkingBytes(text_bytes, options.blocks));
+}
+
+uint64_t ShardBuildPeak(const ShardFootprint& f, const layout::NodeFileOptions& node_file,
                         const layout::EdgeFileOptions& edge_file) {
   const uint64_t edge_text = f.EdgeTextBound();
   return std::max({
       f.node_spill + f.nodes * kNodeEntryBytes + f.node_text,  // assembling the node text
-      CompressedFileBuildPeak(f.node_text, node_file) + f.nodes * kNodeIndexBytes,
+      NodeFileBuildPeak(f.node_text, node_file) + f.nodes * kNodeIndexBytes,
       f.edge_spill + f.edges * kEdgeEntryBytes + edge_text,  // assembling the edge text
       EdgeFileBuildPeak(edge_text, edge_file),
   });
@@ -104,7 +114,7 @@ ShardFootprint EstimateFootprint(uint64_t node_input_bytes, uint64_t edge_input_
 }
 
 StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
-                               const layout::CompressedFileOptions& node_file,
+                               const layout::NodeFileOptions& node_file,
                                const layout::EdgeFileOptions& edge_file, uint64_t budget,
                                uint32_t max_parallel) {
   std::vector<uint64_t> peaks;
@@ -132,7 +142,7 @@ StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
 }
 
 uint32_t ShardsToFit(const std::vector<ShardFootprint>& shards,
-                     const layout::CompressedFileOptions& node_file,
+                     const layout::NodeFileOptions& node_file,
                      const layout::EdgeFileOptions& edge_file, uint64_t budget) {
   const uint32_t s = static_cast<uint32_t>(shards.size());
   if (s == 0) return 1;

@@ -13,6 +13,7 @@
 #include "graph/partitioner.h"
 #include "layout/compressed_file.h"
 #include "layout/edge_file.h"
+#include "layout/node_file.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -35,10 +36,13 @@ uint64_t CompressedFileBuildPeak(uint64_t text_bytes, const layout::CompressedFi
 // compressed blocks (at most zstd's bound, about the text's size), the dictionary's training
 // samples and zstd's working memory.
 uint64_t EdgeFileBuildPeak(uint64_t text_bytes, const layout::EdgeFileOptions& options);
+// The same for a NodeFile (without its id tables): a CompressedFile's (format 1), or for format 2
+// the text, its blocks, the value index's keys while they are collected (at most one per 5 bytes
+// of text: a value's header entry, delimiter and end) and zstd's working memory.
+uint64_t NodeFileBuildPeak(uint64_t text_bytes, const layout::NodeFileOptions& options);
 
 // Peak bytes of BuildShard for a partition with this footprint (not counting the baseline).
-uint64_t ShardBuildPeak(const ShardFootprint& footprint,
-                        const layout::CompressedFileOptions& node_file,
+uint64_t ShardBuildPeak(const ShardFootprint& footprint, const layout::NodeFileOptions& node_file,
                         const layout::EdgeFileOptions& edge_file);
 
 // An estimate of a shard's footprint before the input is read: `input_bytes` of nodes and edges
@@ -58,7 +62,7 @@ struct BuildPlan {
 // The most builds at once (at most `max_parallel`) whose peaks together stay under `budget`.
 // RESOURCE_EXHAUSTED if even the largest shard alone does not fit, saying how much it needs.
 StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
-                               const layout::CompressedFileOptions& node_file,
+                               const layout::NodeFileOptions& node_file,
                                const layout::EdgeFileOptions& edge_file, uint64_t budget,
                                uint32_t max_parallel);
 
@@ -66,7 +70,7 @@ StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
 // assuming shard sizes shrink in proportion (hash partitioning spreads nodes evenly, but a hub
 // node's edges stay together); at least shards.size() + 1, and 4097 if none up to 4096 would.
 uint32_t ShardsToFit(const std::vector<ShardFootprint>& shards,
-                     const layout::CompressedFileOptions& node_file,
+                     const layout::NodeFileOptions& node_file,
                      const layout::EdgeFileOptions& edge_file, uint64_t budget);
 
 }  // namespace zipg::graph

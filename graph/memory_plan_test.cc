@@ -190,7 +190,7 @@ TEST(PartitionerTest, RepartitionBuildsTheSameShardsAsPartitioningDirectly) {
   BuildAll(b, moved.path());
   if (HasFatalFailure()) return;
   for (uint32_t s = 0; s < 5; ++s) {
-    for (const char* file : {"nodes.zcf", "nodes.idx", "edges.zbk", "edges.meta"}) {
+    for (const char* file : {"nodes.zbk", "nodes.idx", "edges.zbk", "edges.meta"}) {
       const std::string name = ShardDirName(s) + "/" + file;
       EXPECT_EQ(ReadAll(direct.File(name)), ReadAll(moved.File(name))) << name;
     }
@@ -243,26 +243,27 @@ TEST(MemoryPlanTest, CompressedFileBuildPeakIsTextAndSuffixArray) {
 TEST(MemoryPlanTest, ParallelBuildsFollowTheBudget) {
   const layout::CompressedFileOptions o{32, 32, 64, false};
   const layout::EdgeFileOptions e{3, {}, o};
+  const layout::NodeFileOptions no{1, {}, o};
   const std::vector<ShardFootprint> shards = {Footprint(50 << 20, 100 << 20),
                                               Footprint(60 << 20, 110 << 20),
                                               Footprint(40 << 20, 90 << 20)};
   std::vector<uint64_t> peaks;
-  for (const auto& f : shards) peaks.push_back(ShardBuildPeak(f, o, e));
+  for (const auto& f : shards) peaks.push_back(ShardBuildPeak(f, no, e));
   std::sort(peaks.rbegin(), peaks.rend());
   // Room for the two largest, not three.
   const uint64_t two = kProcessBaseline + peaks[0] + peaks[1];
-  auto plan = PlanBuilds(shards, o, e, two + peaks[2] - 1, 8);
+  auto plan = PlanBuilds(shards, no, e, two + peaks[2] - 1, 8);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->parallel, 2u);
   EXPECT_EQ(plan->peak, two);
   EXPECT_EQ(plan->largest, peaks[0]);
-  plan = PlanBuilds(shards, o, e, two + peaks[2], 8);
+  plan = PlanBuilds(shards, no, e, two + peaks[2], 8);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->parallel, 3u);
-  plan = PlanBuilds(shards, o, e, uint64_t{1} << 50, 2);  // capped by the threads
+  plan = PlanBuilds(shards, no, e, uint64_t{1} << 50, 2);  // capped by the threads
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->parallel, 2u);
-  plan = PlanBuilds(shards, o, e, kProcessBaseline + peaks[0], 8);  // exactly one fits
+  plan = PlanBuilds(shards, no, e, kProcessBaseline + peaks[0], 8);  // exactly one fits
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->parallel, 1u);
 }
@@ -270,26 +271,27 @@ TEST(MemoryPlanTest, ParallelBuildsFollowTheBudget) {
 TEST(MemoryPlanTest, TooSmallABudgetNamesTheShardCountThatFits) {
   const layout::CompressedFileOptions o{32, 32, 64, false};
   const layout::EdgeFileOptions e{3, {}, o};
+  const layout::NodeFileOptions no{1, {}, o};
   const std::vector<ShardFootprint> shards(2, Footprint(200 << 20, 400 << 20));
-  const uint64_t peak = ShardBuildPeak(shards[0], o, e);
+  const uint64_t peak = ShardBuildPeak(shards[0], no, e);
   const uint64_t budget = kProcessBaseline + peak / 3;
-  auto plan = PlanBuilds(shards, o, e, budget, 2);
+  auto plan = PlanBuilds(shards, no, e, budget, 2);
   ASSERT_EQ(plan.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(plan.status().message(),
             "the largest of 2 shards needs about " + FormatBytes(peak + kProcessBaseline) +
                 " of memory to build, more than the " + FormatBytes(budget) + " budget");
-  const uint32_t fit = ShardsToFit(shards, o, e, budget);
+  const uint32_t fit = ShardsToFit(shards, no, e, budget);
   EXPECT_GE(fit, 6u);   // a third of the peak needs three times the shards
   EXPECT_LE(fit, 10u);  // and not wildly more
   // The suggested count fits once the shards shrink in proportion; one fewer does not.
   std::vector<ShardFootprint> smaller(fit, Footprint((200 << 20) * 2 / fit, (400 << 20) * 2 / fit));
-  EXPECT_TRUE(PlanBuilds(smaller, o, e, budget, 1).ok());
+  EXPECT_TRUE(PlanBuilds(smaller, no, e, budget, 1).ok());
   EXPECT_GT(
-      ShardBuildPeak(Footprint((200 << 20) * 2 / (fit - 2), (400 << 20) * 2 / (fit - 2)), o, e) +
+      ShardBuildPeak(Footprint((200 << 20) * 2 / (fit - 2), (400 << 20) * 2 / (fit - 2)), no, e) +
           kProcessBaseline,
       budget);
   // Nothing fits when the budget leaves nothing beyond the baseline.
-  EXPECT_EQ(ShardsToFit(shards, o, e, kProcessBaseline), 4097u);
+  EXPECT_EQ(ShardsToFit(shards, no, e, kProcessBaseline), 4097u);
 }
 
 }  // namespace

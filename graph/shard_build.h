@@ -15,6 +15,7 @@
 
 #include "layout/compressed_file.h"
 #include "layout/edge_file.h"
+#include "layout/node_file.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -23,7 +24,7 @@ struct ShardBuildInput {
   std::string node_spill, edge_spill;  // deleted once read
   const std::vector<std::string>* node_names = nullptr;  // sorted
   const std::vector<std::string>* edge_names = nullptr;  // sorted
-  layout::CompressedFileOptions node_file;
+  layout::NodeFileOptions node_file;
   layout::EdgeFileOptions edge_file;
 };
 
