@@ -26,9 +26,11 @@ layout::CompressedFileOptions OptionsFromJson(const json& j) {
   o.psi_block_size = j.at("psi_block_size").get<uint32_t>();
   return o;
 }
-// The EdgeFile's options: format 4's block options, and the suffix options formats 1-3 use. A
-// manifest written before format 4 has only the suffix options: its EdgeFiles are format 3.
-json EdgeOptionsToJson(const layout::EdgeFileOptions& o) {
+// A NodeFile's or EdgeFile's options: the format, the block options of the block formats and the
+// suffix options of the older ones. A manifest written before the block formats has only the
+// suffix options: its files have `old_format`.
+template <typename Options>
+json FileOptionsToJson(const Options& o) {
   json j = OptionsToJson(o.suffix);
   j["format"] = o.format;
   j["block_bytes"] = o.blocks.block_bytes;
@@ -36,28 +38,11 @@ json EdgeOptionsToJson(const layout::EdgeFileOptions& o) {
   j["dictionary_bytes"] = o.blocks.dictionary_bytes;
   return j;
 }
-layout::EdgeFileOptions EdgeOptionsFromJson(const json& j) {
-  layout::EdgeFileOptions o;
+template <typename Options>
+Options FileOptionsFromJson(const json& j, uint32_t old_format) {
+  Options o;
   o.suffix = OptionsFromJson(j);
-  o.format = j.value("format", 3u);
-  o.blocks.block_bytes = j.value("block_bytes", o.blocks.block_bytes);
-  o.blocks.level = j.value("level", o.blocks.level);
-  o.blocks.dictionary_bytes = j.value("dictionary_bytes", o.blocks.dictionary_bytes);
-  return o;
-}
-// The NodeFile's options; a manifest written before format 2 has only the suffix options.
-json NodeOptionsToJson(const layout::NodeFileOptions& o) {
-  json j = OptionsToJson(o.suffix);
-  j["format"] = o.format;
-  j["block_bytes"] = o.blocks.block_bytes;
-  j["level"] = o.blocks.level;
-  j["dictionary_bytes"] = o.blocks.dictionary_bytes;
-  return j;
-}
-layout::NodeFileOptions NodeOptionsFromJson(const json& j) {
-  layout::NodeFileOptions o;
-  o.suffix = OptionsFromJson(j);
-  o.format = j.value("format", 1u);
+  o.format = j.value("format", old_format);
   o.blocks.block_bytes = j.value("block_bytes", o.blocks.block_bytes);
   o.blocks.level = j.value("level", o.blocks.level);
   o.blocks.dictionary_bytes = j.value("dictionary_bytes", o.blocks.dictionary_bytes);
@@ -85,8 +70,8 @@ Status WriteManifest(const std::string& store_dir, const Manifest& m) {
             {"version", m.version},
             {"shards", m.shards},
             {"partition", m.partition},
-            {"node_file", NodeOptionsToJson(m.node_file)},
-            {"edge_file", EdgeOptionsToJson(m.edge_file)},
+            {"node_file", FileOptionsToJson(m.node_file)},
+            {"edge_file", FileOptionsToJson(m.edge_file)},
             {"node_properties", m.node_properties},
             {"edge_properties", m.edge_properties},
             {"nodes", m.nodes},
@@ -117,8 +102,8 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     }
     m.shards = j.at("shards").get<uint32_t>();
     m.partition = j.at("partition").get<std::string>();
-    m.node_file = NodeOptionsFromJson(j.at("node_file"));
-    m.edge_file = EdgeOptionsFromJson(j.at("edge_file"));
+    m.node_file = FileOptionsFromJson<layout::NodeFileOptions>(j.at("node_file"), 1);
+    m.edge_file = FileOptionsFromJson<layout::EdgeFileOptions>(j.at("edge_file"), 3);
     m.node_properties = j.at("node_properties").get<std::vector<std::string>>();
     m.edge_properties = j.at("edge_properties").get<std::vector<std::string>>();
     m.nodes = j.at("nodes").get<uint64_t>();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,13 @@ class RandomAccessText {
   virtual uint64_t SizeInBytes() const = 0;
   virtual std::vector<ComponentSize> Breakdown() const = 0;
 };
+
+class CompressedFile;
+
+// Opens the record text of a NodeFile or EdgeFile at `path`: a BlockFile if `blocks`, else a
+// CompressedFile, which *suffix then points to (for searches; nullptr for a BlockFile).
+StatusOr<std::unique_ptr<RandomAccessText>> OpenRecordText(const std::string& path, bool blocks,
+                                                           const OpenOptions& options,
+                                                           const CompressedFile** suffix);
 
 }  // namespace zipg::layout
