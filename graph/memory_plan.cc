@@ -95,7 +95,8 @@ uint64_t ShardBuildPeak(const ShardFootprint& f, const layout::NodeFileOptions& 
       f.node_spill + f.nodes * kNodeEntryBytes + f.node_text,  // assembling the node text
       NodeFileBuildPeak(f.node_text, node_file) + f.nodes * kNodeIndexBytes,
       f.edge_spill + f.edges * kEdgeEntryBytes + edge_text,  // assembling the edge text
-      EdgeFileBuildPeak(edge_text, edge_file),
+      // The key filter (1.25 bytes per edge) and its encoded copy stay while the text is built.
+      EdgeFileBuildPeak(edge_text, edge_file) + f.edges * 5 / 2,
   });
 }
 

@@ -115,7 +115,9 @@ Status EdgeFileOptions::Validate() const {
                                    std::to_string(kEdgeFileFormat) + "], got " +
                                    std::to_string(format));
   }
-  return format >= 4 ? blocks.Validate() : suffix.Validate();
+  // Both, whichever the format uses: an option given wrong is an error either way.
+  ZIPG_RETURN_IF_ERROR(blocks.Validate());
+  return suffix.Validate();
 }
 
 Status EdgeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
@@ -190,8 +192,9 @@ StatusOr<EdgeFile::Record> ParseRecordHead(std::string_view bytes, uint64_t mark
       !GetVarint6(bytes, &pos, &count) || !GetVarint6(bytes, &pos, &ts_min) ||
       !GetVarint6(bytes, &pos, &ts_width) || !GetVarint6(bytes, &pos, &dst_min) ||
       !GetVarint6(bytes, &pos, &dst_width) || !GetVarint6(bytes, &pos, &end_width) ||
-      (format >= 2 && !GetVarint6(bytes, &pos, &order_width)) || ts_width > 10 ||
-      dst_width > 10 || end_width > 10 || order_width > 10 || count == 0 ||
+      (format >= 2 && !GetVarint6(bytes, &pos, &order_width)) || ts_width > 10 || dst_width > 10 ||
+      end_width > 10 || order_width > 10 || count == 0 || count > text_size ||
+      (count > 1 && dst_width == 0) ||
       (order_width > 0 && (count < 2 || DigitsFor(count - 1) > order_width))) {
     return bad;
   }
@@ -296,14 +299,8 @@ StatusOr<std::unique_ptr<EdgeFile>> EdgeFile::Open(const std::string& base,
   std::unique_ptr<EdgeFile> file(new EdgeFile());
   ZIPG_ASSIGN_OR_RETURN(std::string meta, ReadSideFile(base + ".meta", kMetaMagic, 1,
                                                        kMetaVersion, &file->format_));
-  if (file->format_ >= 4) {
-    ZIPG_ASSIGN_OR_RETURN(file->text_, BlockFile::Open(TextPath(base, file->format_), options));
-  } else {
-    ZIPG_ASSIGN_OR_RETURN(std::unique_ptr<CompressedFile> suffix,
-                          CompressedFile::Open(TextPath(base, file->format_), options));
-    file->suffix_ = suffix.get();
-    file->text_ = std::move(suffix);
-  }
+  ZIPG_ASSIGN_OR_RETURN(file->text_, OpenRecordText(TextPath(base, file->format_),
+                                                    file->format_ >= 4, options, &file->suffix_));
   file->meta_bytes_ = meta.size() + 28;
   PayloadReader reader(meta);
   uint32_t num_names;
@@ -339,7 +336,7 @@ StatusOr<std::unique_ptr<EdgeFile>> EdgeFile::Open(const std::string& base,
       // range: what Lookup's walk relies on.
       if (src > static_cast<uint64_t>(INT64_MAX) || type > static_cast<uint64_t>(INT64_MAX) ||
           offset >= file->text_->size() || (i == 0 && offset != 0) ||
-          (i > 0 && (offset_delta == 0 ||
+          (i > 0 && (offset <= file->index_[i - 1].offset ||
                      std::pair(e.src, e.type) <=
                          std::pair(file->index_[i - 1].src, file->index_[i - 1].type)))) {
         return bad;
@@ -406,7 +403,10 @@ Status EdgeFile::ForEachRecord(const std::function<Status(const Record&, std::ve
       return Status::Corruption("edge text: bad end column at offset " + std::to_string(at));
     }
     const uint64_t end = r.properties() + list_end;
-    if (end > text_->size()) return Status::Corruption("edge text: record runs past the end");
+    if (end > text_->size() || end <= at) {
+      return Status::Corruption("edge text: the record at offset " + std::to_string(at) +
+                                " has a bad end");
+    }
     ZIPG_RETURN_IF_ERROR(have(r.columns, end - r.columns));
     r.head = window.substr(r.columns - base, end - r.columns);  // the whole record: no extracts
     ZIPG_ASSIGN_OR_RETURN(std::vector<Edge> edges, Edges(r, 0, r.count));
@@ -440,10 +440,16 @@ StatusOr<std::vector<EdgeFile::Record>> EdgeFile::Lookup(int64_t src,
                                 [](const std::pair<int64_t, int64_t>& key, const IndexEntry& e) {
                                   return key < std::pair(e.src, e.type);
                                 });
+  if (index_.empty()) return records;  // an empty file (Open checked: no text, no entries)
   // Below the first indexed key, the walk starts at the first record (src may still match it).
-  uint64_t at = after == index_.begin() ? 0 : std::prev(after)->offset;
+  const IndexEntry& start = after == index_.begin() ? index_.front() : *std::prev(after);
+  uint64_t at = start.offset;
   while (at < text_->size()) {
     ZIPG_ASSIGN_OR_RETURN(Record r, ReadRecord(at));
+    if (at == start.offset && (r.src != start.src || r.type != start.type)) {
+      return Status::Corruption("edge record index: the record at offset " + std::to_string(at) +
+                                " is not the one indexed");
+    }
     if (r.src > src || (type && std::pair(r.src, r.type) > first)) break;
     ZIPG_ASSIGN_OR_RETURN(const uint64_t end, RecordEnd(r, at));
     if (r.src == src && (!type || r.type == *type)) {

@@ -120,7 +120,9 @@ Status NodeFileOptions::Validate() const {
     return Status::InvalidArgument("node file format must be 1 or 2, got " +
                                    std::to_string(format));
   }
-  return format >= 2 ? blocks.Validate() : suffix.Validate();
+  // Both, whichever the format uses: an option given wrong is an error either way.
+  ZIPG_RETURN_IF_ERROR(blocks.Validate());
+  return suffix.Validate();
 }
 
 Status NodeFile::Build(const std::string& base, const std::vector<std::string>& property_names,
@@ -175,16 +177,27 @@ Status NodeFile::BuildFromRecords(const std::string& base,
       return Status::InvalidArgument("a NodeFile of format 2 holds at most 2^32 - 1 nodes");
     }
     ValueIndex::Builder values;
-    for (size_t i = 0; i < ids.size(); ++i) {
+    uint64_t keys = 0;
+    for (size_t i = 0; i + 1 < offsets.size(); ++i) {
       if (offsets[i] > offsets[i + 1]) {
         return Status::InvalidArgument("NodeFile record offsets must ascend");
       }
+      ZIPG_RETURN_IF_ERROR(ForEachValue(text.substr(offsets[i], offsets[i + 1] - offsets[i]),
+                                        [&](uint32_t, std::string_view) { ++keys; }));
+    }
+    values.Reserve(keys);
+    for (size_t i = 0; i < ids.size(); ++i) {
       ZIPG_RETURN_IF_ERROR(ForEachValue(text.substr(offsets[i], offsets[i + 1] - offsets[i]),
                                         [&](uint32_t p, std::string_view value) {
                                           values.Add(p, value, static_cast<uint32_t>(i));
                                         }));
     }
-    PutLengthPrefixed(&index, values.Finish(static_cast<uint32_t>(ids.size())));
+    const std::string encoded = values.Finish(static_cast<uint32_t>(ids.size()));
+    if (encoded.size() > UINT32_MAX) {
+      return Status::InvalidArgument("the value index of " + base + " would pass 4 GiB (" +
+                                     std::to_string(keys) + " values): use more shards");
+    }
+    PutLengthPrefixed(&index, encoded);
     ZIPG_RETURN_IF_ERROR(BlockFile::Build(text, options.blocks, TextPath(base, options.format)));
   } else {
     ZIPG_RETURN_IF_ERROR(
@@ -198,14 +211,8 @@ StatusOr<std::unique_ptr<NodeFile>> NodeFile::Open(const std::string& base,
   std::unique_ptr<NodeFile> file(new NodeFile());
   ZIPG_ASSIGN_OR_RETURN(std::string index,
                         ReadSideFile(base + ".idx", kIndexMagic, 1, kIndexVersion, &file->format_));
-  if (file->format_ >= 2) {
-    ZIPG_ASSIGN_OR_RETURN(file->text_, BlockFile::Open(TextPath(base, file->format_), options));
-  } else {
-    ZIPG_ASSIGN_OR_RETURN(std::unique_ptr<CompressedFile> suffix,
-                          CompressedFile::Open(TextPath(base, file->format_), options));
-    file->suffix_ = suffix.get();
-    file->text_ = std::move(suffix);
-  }
+  ZIPG_ASSIGN_OR_RETURN(file->text_, OpenRecordText(TextPath(base, file->format_),
+                                                    file->format_ >= 2, options, &file->suffix_));
   file->index_bytes_ = index.size() + 28;
   const Status bad = Status::Corruption(base + ".idx: malformed node index");
   PayloadReader reader(index);

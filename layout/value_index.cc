@@ -20,6 +20,7 @@
 #include <cstring>
 #include <sdsl/sd_vector.hpp>
 #include <sstream>
+#include <streambuf>
 
 namespace zipg::layout {
 
@@ -144,56 +145,106 @@ std::string ValueIndex::Builder::Finish(uint32_t num_records) {
 
 ValueIndex::~ValueIndex() = default;
 
+namespace {
+// Reads a byte range in place, for sdsl's load (which takes a std::istream).
+class ViewBuffer : public std::streambuf {
+ public:
+  explicit ViewBuffer(std::string_view bytes) {
+    char* p = const_cast<char*>(bytes.data());  // only ever read
+    setg(p, p, p + bytes.size());
+  }
+  size_t consumed() const { return static_cast<size_t>(gptr() - eback()); }
+};
+}  // namespace
+
 StatusOr<std::unique_ptr<ValueIndex>> ValueIndex::Decode(std::string bytes, uint32_t num_records,
                                                          const std::string& where) {
   std::unique_ptr<ValueIndex> index(new ValueIndex());
-  index->bytes_ = std::move(bytes);
-  const std::string_view s(index->bytes_);
+  const std::string_view s(bytes);
   const Status bad = Status::Corruption(where + ": malformed value index");
   size_t pos = 0;
   uint64_t frequent;
   if (!GetVarint(s, &pos, &frequent) || frequent > s.size()) return bad;
-  index->frequent_.reserve(frequent);
+  // Where each frequent key's value and postings lie, checked; views are made once the bytes
+  // they point into are final.
+  struct Place {
+    uint32_t property, count;
+    size_t value, value_len, postings, postings_len;
+  };
+  std::vector<Place> places;
+  places.reserve(frequent);
   for (uint64_t i = 0; i < frequent; ++i) {
     uint64_t property, len, count, postings_len;
     if (!GetVarint(s, &pos, &property) || !GetVarint(s, &pos, &len) || len > s.size() - pos) {
       return bad;
     }
-    const std::string_view value = s.substr(pos, len);
+    const size_t value = pos;
     pos += len;
     if (!GetVarint(s, &pos, &count) || !GetVarint(s, &pos, &postings_len) ||
         postings_len > s.size() - pos || count < kFrequent || count > num_records ||
         property > UINT32_MAX) {
       return bad;
     }
-    const Frequent f{static_cast<uint32_t>(property), value, s.substr(pos, postings_len),
-                     static_cast<uint32_t>(count)};
-    pos += postings_len;
-    if (!index->frequent_.empty()) {
-      const Frequent& p = index->frequent_.back();
-      if (std::pair(p.property, p.value) >= std::pair(f.property, f.value)) return bad;
+    // The postings: exactly `count` ascending record numbers below num_records.
+    const std::string_view postings = s.substr(pos, postings_len);
+    size_t at = 0;
+    uint64_t record = 0, gap;
+    for (uint64_t k = 0; k < count; ++k) {
+      if (!GetVarint(postings, &at, &gap) || gap >= num_records ||
+          (record += gap + (k == 0 ? 0 : 1)) >= num_records) {
+        return bad;
+      }
     }
-    index->frequent_.push_back(f);
+    if (at != postings.size()) return bad;
+    const Place p{static_cast<uint32_t>(property),
+                  static_cast<uint32_t>(count),
+                  value,
+                  len,
+                  pos,
+                  postings_len};
+    pos += postings_len;
+    if (!places.empty()) {
+      const Place& q = places.back();
+      if (std::pair(q.property, s.substr(q.value, q.value_len)) >=
+          std::pair(p.property, s.substr(p.value, p.value_len))) {
+        return bad;
+      }
+    }
+    places.push_back(p);
   }
+  const size_t frequent_end = pos;
   uint64_t fingerprint_bits, record_bits, entries;
   if (!GetVarint(s, &pos, &fingerprint_bits) || !GetVarint(s, &pos, &record_bits) ||
-      !GetVarint(s, &pos, &entries) || record_bits == 0 || fingerprint_bits + record_bits > 63 ||
+      !GetVarint(s, &pos, &entries) || fingerprint_bits == 0 || record_bits == 0 ||
+      record_bits > 32 || fingerprint_bits + record_bits > 63 ||
       (uint64_t{1} << record_bits) < num_records || entries > s.size()) {
     return bad;
   }
   auto rare = std::make_unique<Rare>();
   rare->fingerprint_bits = static_cast<uint32_t>(fingerprint_bits);
   rare->record_bits = static_cast<uint32_t>(record_bits);
-  std::istringstream in(std::string(s.substr(pos)));
+  ViewBuffer buffer(s.substr(pos));
+  std::istream in(&buffer);
   rare->set.load(in);
   if (!in || rare->set.size() != uint64_t{1} << (fingerprint_bits + record_bits) ||
-      static_cast<uint64_t>(in.tellg()) != s.size() - pos) {
+      buffer.consumed() != s.size() - pos) {
     return bad;
   }
   rare->rank.set_vector(&rare->set);
   rare->select.set_vector(&rare->set);
   if (rare->rank(rare->set.size()) != entries) return bad;
   index->rare_ = std::move(rare);
+  index->encoded_bytes_ = bytes.size();
+  // Keep only the frequent keys' part of the bytes: the rare set now lives in its own structure.
+  bytes.resize(frequent_end);
+  bytes.shrink_to_fit();
+  index->bytes_ = std::move(bytes);
+  const std::string_view kept(index->bytes_);
+  index->frequent_.reserve(places.size());
+  for (const Place& p : places) {
+    index->frequent_.push_back({p.property, kept.substr(p.value, p.value_len),
+                                kept.substr(p.postings, p.postings_len), p.count});
+  }
   return index;
 }
 

@@ -36,7 +36,9 @@ class ValueIndex {
     void Add(uint32_t property, std::string_view value, uint32_t record);
     // The encoded index over records [0, num_records).
     std::string Finish(uint32_t num_records);
-    // Bytes held per Add while collecting (for memory planning).
+    // Room for `keys` Adds (without it the key vector may copy itself while it grows).
+    void Reserve(size_t keys) { keys_.reserve(keys); }
+    // Bytes held per Add while collecting, reserved (for memory planning).
     static constexpr uint64_t kBytesPerKey = 32;
 
    private:
@@ -61,7 +63,8 @@ class ValueIndex {
   // The records that may hold `value` for `property`.
   Candidates Find(uint32_t property, std::string_view value) const;
 
-  uint64_t SizeInBytes() const { return bytes_.size(); }
+  // Bytes of the encoding (as stored).
+  uint64_t SizeInBytes() const { return encoded_bytes_; }
   uint64_t num_frequent() const { return frequent_.size(); }
 
  private:
@@ -73,7 +76,8 @@ class ValueIndex {
     uint32_t count;
   };
   struct Rare;
-  std::string bytes_;
+  std::string bytes_;  // the frequent keys' part of the encoding: frequent_ points into it
+  uint64_t encoded_bytes_ = 0;
   std::vector<Frequent> frequent_;  // ascending (property, value)
   std::unique_ptr<Rare> rare_;
 };
