@@ -1,9 +1,12 @@
 // Benchmark of the compressed file against sdsl-lite's csa_sada<enc_vector<>, 32, 32> on the same
 // input, in one run: build speed and peak memory, stored size, extract / count / search latency,
 // and ratios. Results of both structures are cross-checked against each other and the plain text.
+// The layout v2 store keeps record text in a BlockFile (zstd blocks, random access only): it is
+// built from the same input and its size and extract latency printed beside (v1 = ours, the
+// suffix structure; v2 = blocks).
 //
 //   file_bench [--bytes N] [--seed S] [--input FILE] [--sa-rate N] [--isa-rate N] [--psi-block N]
-//              [--queries N] [--dir DIR] [--skip-sdsl]
+//              [--block N] [--level N] [--dict N] [--queries N] [--dir DIR] [--skip-sdsl]
 //
 // Builds run in forked children so that each peak RSS (which includes the input text) is its own.
 
@@ -23,6 +26,7 @@
 #include "bench/bench_util.h"
 #include "client/cli.h"
 #include "datagen/random.h"
+#include "layout/block_file.h"
 #include "layout/compressed_file.h"
 #include "util/file.h"
 
@@ -59,7 +63,7 @@ int main(int argc, char** argv) {
   if (!args_or.ok()) Die(args_or.status().ToString());
   const auto& args = *args_or;
   if (auto s = args.CheckKnown({"bytes", "seed", "input", "sa-rate", "isa-rate", "psi-block",
-                                "queries", "dir", "skip-sdsl"});
+                                "block", "level", "dict", "queries", "dir", "skip-sdsl"});
       !s.ok()) {
     Die(s.ToString());
   }
@@ -74,6 +78,11 @@ int main(int argc, char** argv) {
   options.sa_sampling_rate = static_cast<uint32_t>(get("sa-rate", options.sa_sampling_rate));
   options.isa_sampling_rate = static_cast<uint32_t>(get("isa-rate", options.isa_sampling_rate));
   options.psi_block_size = static_cast<uint32_t>(get("psi-block", options.psi_block_size));
+  zipg::layout::BlockFileOptions block_options;
+  block_options.block_bytes = static_cast<uint32_t>(get("block", block_options.block_bytes));
+  block_options.level = static_cast<int>(get("level", static_cast<uint64_t>(block_options.level)));
+  block_options.dictionary_bytes =
+      static_cast<uint32_t>(get("dict", block_options.dictionary_bytes));
   const bool with_sdsl = !args.Has("skip-sdsl");
   std::string dir = args.Get("dir").value_or(std::filesystem::temp_directory_path().string());
 
@@ -96,6 +105,7 @@ int main(int argc, char** argv) {
 
   const std::string ours_path = dir + "/file_bench." + std::to_string(getpid()) + ".zcf";
   const std::string sdsl_path = dir + "/file_bench." + std::to_string(getpid()) + ".sdsl";
+  const std::string blocks_path = dir + "/file_bench." + std::to_string(getpid()) + ".zbk";
 
   ChildResult ours_build = RunInChild([&] {
     auto s = CompressedFile::Build(text, options, ours_path);
@@ -112,6 +122,16 @@ int main(int argc, char** argv) {
   auto verify_start = Clock::now();
   if (!ours.Verify().ok()) Die("verify failed");
   double verify_ms = std::chrono::duration<double, std::milli>(Clock::now() - verify_start).count();
+
+  ChildResult blocks_build = RunInChild([&] {
+    auto s = zipg::layout::BlockFile::Build(text, block_options, blocks_path);
+    if (!s.ok()) std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return s.ok();
+  });
+  if (!blocks_build.ok) Die("block file build failed");
+  auto blocks_or = zipg::layout::BlockFile::Open(blocks_path);
+  if (!blocks_or.ok()) Die(blocks_or.status().ToString());
+  auto& blocks = **blocks_or;
 
   SdslCsa csa;
   ChildResult sdsl_build;
@@ -132,6 +152,13 @@ int main(int argc, char** argv) {
   std::printf("%-22s %12.2f %12.0f %12llu %12.3f\n", "ours", mb / ours_build.seconds,
               ours_build.peak_mb, static_cast<unsigned long long>(ours.SizeInBytes()),
               static_cast<double>(ours.SizeInBytes()) / static_cast<double>(text.size()));
+  std::printf("%-22s %12.2f %12.0f %12llu %12.3f\n", "v2 blocks", mb / blocks_build.seconds,
+              blocks_build.peak_mb, static_cast<unsigned long long>(blocks.SizeInBytes()),
+              static_cast<double>(blocks.SizeInBytes()) / static_cast<double>(text.size()));
+  std::printf("v2 blocks: %u B blocks, zstd level %d, dictionary %u B; size v2 / ours: %.3f\n",
+              blocks.options().block_bytes, blocks.options().level,
+              blocks.options().dictionary_bytes,
+              static_cast<double>(blocks.SizeInBytes()) / static_cast<double>(ours.SizeInBytes()));
   if (with_sdsl) {
     std::printf("%-22s %12.2f %12.0f %12llu %12.3f\n", "csa_sada", mb / sdsl_build.seconds,
                 sdsl_build.peak_mb, static_cast<unsigned long long>(sdsl_bytes),
@@ -174,6 +201,14 @@ int main(int argc, char** argv) {
     }
     std::string name = "extract " + std::to_string(len) + " B";
     PrintRow(name.c_str(), o, with_sdsl ? &s : nullptr);
+    Latency b = Measure(n, [&](size_t i) {
+      out.clear();
+      if (!blocks.Extract(offs[i], len, &out).ok() || out != text.substr(offs[i], len)) {
+        ++mismatches;
+      }
+    });
+    std::printf("%-22s %10.2f %10.2f %10.2f | v2 / ours mean %.3f\n", (name + ", v2").c_str(),
+                b.mean_us, b.p50_us, b.p99_us, b.mean_us / o.mean_us);
   }
   for (uint64_t len : {8, 20}) {
     size_t n = queries / 4;
@@ -212,5 +247,6 @@ int main(int argc, char** argv) {
   std::printf("\nresult mismatches: %zu\n", mismatches);
   std::filesystem::remove(ours_path);
   std::filesystem::remove(sdsl_path);
+  std::filesystem::remove(blocks_path);
   return mismatches == 0 ? 0 : 1;
 }
