@@ -78,12 +78,14 @@ struct LayoutRun {
   double node_id_hits = 0;
 };
 
-LayoutRun RunLayout(const std::string& label, const graph::CompressOptions& options,
-                    const std::string& nodes_csv, const std::string& edges_csv,
-                    const std::string& store, bool build, const Reference& ref, uint64_t queries) {
-  LayoutRun run;
+// Compresses the CSV into `store` in a child process: its wall time and peak RSS. Runs before the
+// reference answers are loaded, so that the child's RSS holds nothing of the parent's.
+void BuildLayout(const std::string& label, const graph::CompressOptions& options,
+                 const std::string& nodes_csv, const std::string& edges_csv,
+                 const std::string& store, LayoutRun* out) {
+  LayoutRun& run = *out;
   run.label = label;
-  if (build) {
+  {
     graph::CompressReport report;
     auto child = RunInChild([&] {
       graph::CompressInputs inputs{nodes_csv, edges_csv, graph::InputFormat::kCsv};
@@ -103,6 +105,13 @@ LayoutRun RunLayout(const std::string& label, const graph::CompressOptions& opti
     run.compress_seconds = child.seconds;
     run.peak_mb = child.peak_mb;
   }
+}
+
+// Opens `store` and measures its sizes and every operation's latency, checking the answers.
+void MeasureLayout(const std::string& store, const Reference& ref, uint64_t queries,
+                   LayoutRun* out) {
+  LayoutRun& run = *out;
+  const std::string& label = run.label;
   auto g = Check(Graph::Open(store, {}), "open");
   const auto& m = g->manifest();
   for (const auto& f : m.files) {
@@ -211,7 +220,6 @@ LayoutRun RunLayout(const std::string& label, const graph::CompressOptions& opti
     if (!std::binary_search(out.begin(), out.end(), id)) ++run.mismatches;
   });
   run.node_id_hits = static_cast<double>(hits) / queries;
-  return run;
 }
 
 // One line of the side-by-side table: a value per layout and, for two, their ratio.
@@ -278,6 +286,16 @@ int main(int argc, char** argv) {
     if (Status s = datagen::WriteTaoGraph(gen, nodes_csv, edges_csv); !s.ok()) Die(s.ToString());
   }
 
+  std::vector<LayoutRun> runs(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) {
+    runs[i].label = labels[i];
+    if (args.Has("skip-build")) continue;
+    graph::CompressOptions o = options;
+    o.edge_file.format = labels[i] == "v1" ? 3 : layout::kEdgeFileFormat;
+    o.node_file.format = labels[i] == "v1" ? 1 : layout::kNodeFileFormat;
+    BuildLayout(labels[i], o, nodes_csv, edges_csv, dir + "/store-" + labels[i], &runs[i]);
+  }
+
   // Reference answers from the CSV, and the queries.
   Reference ref;
   if (Status s = graph::LoadNodesCsv(nodes_csv, &ref.input); !s.ok()) Die(s.ToString());
@@ -307,14 +325,7 @@ int main(int argc, char** argv) {
     ref.windows.push_back(ts_lo + static_cast<int64_t>(rng.Uniform(span)));
   }
 
-  std::vector<LayoutRun> runs;
-  for (const auto& label : labels) {
-    graph::CompressOptions o = options;
-    o.edge_file.format = label == "v1" ? 3 : layout::kEdgeFileFormat;
-    o.node_file.format = label == "v1" ? 1 : layout::kNodeFileFormat;
-    runs.push_back(RunLayout(label, o, nodes_csv, edges_csv, dir + "/store-" + label,
-                             !args.Has("skip-build"), ref, queries));
-  }
+  for (auto& run : runs) MeasureLayout(dir + "/store-" + run.label, ref, queries, &run);
 
   auto column = [&](const std::function<double(const LayoutRun&)>& f) {
     std::vector<double> v;
