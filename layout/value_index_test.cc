@@ -9,6 +9,8 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace zipg::layout {
 namespace {
@@ -94,6 +96,21 @@ TEST(ValueIndexTest, MalformedEncodingsAreCorruption) {
     EXPECT_NE(index.status().ToString().find("idx"), std::string::npos);
   }
   EXPECT_FALSE(ValueIndex::Decode(good + "x", 5000, "idx").ok());
+  // Fields out of range under an intact length: an index of rare keys only starts with varints
+  // 0 (frequent keys), fingerprint bits, record bits.
+  ValueIndex::Builder rare_only;
+  std::vector<std::string> values;  // Add keeps views of them until Finish
+  for (uint32_t r = 0; r < 100; ++r) values.push_back("u" + std::to_string(r));
+  for (uint32_t r = 0; r < 100; ++r) rare_only.Add(0, values[r], r);
+  const std::string rare = rare_only.Finish(100);
+  ASSERT_TRUE(ValueIndex::Decode(rare, 100, "idx").ok());
+  ASSERT_EQ(rare[0], 0);
+  std::string no_fingerprint = rare, wide_records = rare;
+  no_fingerprint[1] = 0;
+  wide_records[2] = 40;
+  EXPECT_EQ(ValueIndex::Decode(no_fingerprint, 100, "idx").status().code(),
+            StatusCode::kCorruption);
+  EXPECT_EQ(ValueIndex::Decode(wide_records, 100, "idx").status().code(), StatusCode::kCorruption);
   // More records than the record numbers can address.
   EXPECT_FALSE(ValueIndex::Decode(good, 1u << 30, "idx").ok());
 }
