@@ -68,7 +68,6 @@ struct Reference {
 // What one layout measured.
 struct LayoutRun {
   std::string label;
-  bool built = false;
   double compress_seconds = 0, peak_mb = 0;
   uint64_t raw = 0, stored = 0;
   std::map<std::string, uint64_t> groups;
@@ -83,28 +82,23 @@ struct LayoutRun {
 void BuildLayout(const std::string& label, const graph::CompressOptions& options,
                  const std::string& nodes_csv, const std::string& edges_csv,
                  const std::string& store, LayoutRun* out) {
-  LayoutRun& run = *out;
-  run.label = label;
-  {
-    graph::CompressReport report;
-    auto child = RunInChild([&] {
-      graph::CompressInputs inputs{nodes_csv, edges_csv, graph::InputFormat::kCsv};
-      Status s = graph::CompressFiles(inputs, store, options, {}, &report);
-      if (!s.ok()) std::fprintf(stderr, "compress: %s\n", s.ToString().c_str());
-      if (s.ok()) {
-        std::printf(
-            "%s compress plan: %u parallel builds, planned peak %.0f MB of a %.0f MB budget\n",
-            label.c_str(), report.parallel_builds, report.planned_peak / 1e6,
-            report.memory_budget / 1e6);
-        std::fflush(stdout);
-      }
-      return s.ok();
-    });
-    if (!child.ok) Die(label + ": compress failed");
-    run.built = true;
-    run.compress_seconds = child.seconds;
-    run.peak_mb = child.peak_mb;
-  }
+  graph::CompressReport report;
+  auto child = RunInChild([&] {
+    graph::CompressInputs inputs{nodes_csv, edges_csv, graph::InputFormat::kCsv};
+    Status s = graph::CompressFiles(inputs, store, options, {}, &report);
+    if (!s.ok()) std::fprintf(stderr, "compress: %s\n", s.ToString().c_str());
+    if (s.ok()) {
+      std::printf(
+          "%s compress plan: %u parallel builds, planned peak %.0f MB of a %.0f MB budget\n",
+          label.c_str(), report.parallel_builds, report.planned_peak / 1e6,
+          report.memory_budget / 1e6);
+      std::fflush(stdout);
+    }
+    return s.ok();
+  });
+  if (!child.ok) Die(label + ": compress failed");
+  out->compress_seconds = child.seconds;
+  out->peak_mb = child.peak_mb;
 }
 
 // Opens `store` and measures its sizes and every operation's latency, checking the answers.
