@@ -404,3 +404,22 @@ StatusOr<std::vector<Edge>> MergedShard::AssocTimeRange(int64_t id, int64_t type
 }
 
 }  // namespace zipg::engine
+
+namespace zipg::engine {
+
+StatusOr<std::vector<int64_t>> MergedShard::Sources(bool include_dsts) const {
+  // The base's, less the written nodes; then each written node as the writes left it.
+  const std::vector<int64_t> written = delta_->Nodes();
+  ZIPG_ASSIGN_OR_RETURN(std::vector<int64_t> ids, base_->SourcesExcept(include_dsts, written));
+  for (int64_t id : written) {
+    ZIPG_ASSIGN_OR_RETURN(auto props, GetNodeProperty(id, nullptr));
+    ZIPG_ASSIGN_OR_RETURN(auto neighbors, NeighborIds(id, std::nullopt));
+    if (props || !neighbors.empty()) ids.push_back(id);
+    if (include_dsts) ids.insert(ids.end(), neighbors.begin(), neighbors.end());
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+}  // namespace zipg::engine

@@ -49,6 +49,31 @@ StatusOr<std::vector<int64_t>> Shard::NeighborIds(int64_t id, std::optional<int6
   return ids;
 }
 
+StatusOr<std::vector<int64_t>> Shard::Sources(bool include_dsts) const {
+  return SourcesExcept(include_dsts, {});
+}
+
+StatusOr<std::vector<int64_t>> Shard::SourcesExcept(bool include_dsts,
+                                                    const std::vector<int64_t>& skip) const {
+  auto skipped = [&](int64_t id) { return std::binary_search(skip.begin(), skip.end(), id); };
+  std::vector<int64_t> ids;
+  for (int64_t id : nodes_->ids()) {
+    if (!skipped(id)) ids.push_back(id);
+  }
+  ZIPG_RETURN_IF_ERROR(edges_->ForEachRecord(
+      [&](const layout::EdgeFile::Record& record, std::vector<Edge> edges) -> Status {
+        if (skipped(record.src)) return Status::OK();
+        ids.push_back(record.src);
+        if (include_dsts) {
+          for (const Edge& e : edges) ids.push_back(e.dst);
+        }
+        return Status::OK();
+      }));
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 StatusOr<std::vector<Edge>> Shard::AllEdges(int64_t id, std::optional<int64_t> type) const {
   ZIPG_ASSIGN_OR_RETURN(auto records, Records(id, type));
   std::vector<Edge> out;

@@ -56,6 +56,11 @@ class ShardReader {
                                                int64_t high) const = 0;
   virtual StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low,
                                                      int64_t high, int64_t limit) const = 0;
+
+  // The ids with a node entry here or a live edge from here, and with `include_dsts` also the
+  // destinations of those edges (the sources of an rpq without sources): sorted, distinct. Reads
+  // every record: for whole-store queries only.
+  virtual StatusOr<std::vector<int64_t>> Sources(bool include_dsts) const = 0;
 };
 
 class Shard final : public ShardReader {
@@ -91,6 +96,10 @@ class Shard final : public ShardReader {
                                        int64_t low, int64_t high) const override;
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) const override;
+  StatusOr<std::vector<int64_t>> Sources(bool include_dsts) const override;
+  // Sources, leaving out the nodes in `skip` (sorted) and their edges.
+  StatusOr<std::vector<int64_t>> SourcesExcept(bool include_dsts,
+                                               const std::vector<int64_t>& skip) const;
   // AssocGet within a record already found in this shard's EdgeFile: its edges to `wanted`
   // (sorted, distinct) with low <= timestamp <= high, newest first.
   StatusOr<std::vector<Edge>> EdgesTo(const layout::EdgeFile::Record& record,

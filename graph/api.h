@@ -24,6 +24,19 @@ struct EdgeRecordInfo {
   friend bool operator==(const EdgeRecordInfo&, const EdgeRecordInfo&) = default;
 };
 
+// bfs: an id and its depth.
+struct BfsEntry {
+  int64_t id = 0;
+  int32_t depth = 0;
+  friend bool operator==(const BfsEntry&, const BfsEntry&) = default;
+};
+// rpq: the (src, dst) pairs, sorted; `truncated` if more exist.
+struct RpqResult {
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  bool truncated = false;
+  friend bool operator==(const RpqResult&, const RpqResult&) = default;
+};
+
 class GraphApi {
  public:
   virtual ~GraphApi() = default;
@@ -55,6 +68,17 @@ class GraphApi {
                                                int64_t high) = 0;
   virtual StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low,
                                                      int64_t high, int64_t limit) = 0;
+
+  // Traversals (docs/traversal.md). `types` nullopt: any type; `sources` nullopt: every id with a
+  // node entry or a live edge. These defaults run them through GetNeighborIds, one call per
+  // (node, type) (graph/traversal.h, PulledExpander), under default limits; a default Rpq cannot
+  // list every id, so without sources it is INVALID_ARGUMENT. The stores override both.
+  virtual StatusOr<std::vector<BfsEntry>> Bfs(int64_t id,
+                                              const std::optional<std::vector<int64_t>>& types,
+                                              int32_t max_depth, int64_t limit);
+  virtual StatusOr<RpqResult> Rpq(const std::string& expr,
+                                  const std::optional<std::vector<int64_t>>& sources,
+                                  int64_t limit);
 };
 
 // One write of a batch: any write operation of the contract, with its arguments (`id` is the node,

@@ -146,3 +146,111 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocTimeRange(int64_t id, int64_t type
 }
 
 }  // namespace zipg
+
+namespace zipg {
+
+// The router's traversal step: the frontier grouped by owning shard, then ExpandGroups.
+class ShardRouter::Expander final : public graph::FrontierExpander {
+ public:
+  explicit Expander(ShardRouter* router) : router_(router) {}
+  StatusOr<std::vector<graph::Visit>> Expand(const graph::PathAutomaton& automaton,
+                                             const std::vector<graph::Visit>& frontier,
+                                             const graph::TraversalBudget& budget) override {
+    std::map<uint32_t, std::vector<graph::Visit>> groups;
+    for (const graph::Visit& v : frontier) {
+      groups[ShardOf(v.node, router_->num_shards_)].push_back(v);
+    }
+    return router_->ExpandGroups(automaton, groups, budget);
+  }
+
+ private:
+  ShardRouter* router_;
+};
+
+StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandLocal(const graph::PathAutomaton& automaton,
+                                                             std::vector<graph::Visit> visits,
+                                                             int64_t deadline_ms,
+                                                             uint64_t max_visits) {
+  std::map<uint32_t, std::vector<graph::Visit>> groups;
+  for (const graph::Visit& v : visits) {
+    ZIPG_RETURN_IF_ERROR(CheckId(v.node, "node"));
+    groups[ShardOf(v.node, num_shards_)].push_back(v);
+  }
+  std::vector<graph::Visit> out;
+  for (auto& [s, group] : groups) {
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
+    ZIPG_ASSIGN_OR_RETURN(auto part, graph::ExpandOnShard(*shard, automaton, std::move(group),
+                                                          deadline_ms, max_visits - out.size()));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  if (groups.size() > 1) {
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::SourcesLocal(const std::vector<uint32_t>& shards,
+                                                         bool include_dsts) {
+  std::vector<int64_t> out;
+  for (uint32_t s : shards) {
+    if (s >= num_shards_) {
+      return Status::InvalidArgument("no shard " + std::to_string(s) + " in a store of " +
+                                     std::to_string(num_shards_));
+    }
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
+    ZIPG_ASSIGN_OR_RETURN(auto part, shard->Sources(include_dsts));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandGroups(
+    const graph::PathAutomaton& automaton,
+    const std::map<uint32_t, std::vector<graph::Visit>>& groups,
+    const graph::TraversalBudget& budget) {
+  std::vector<graph::Visit> out;
+  for (const auto& [s, group] : groups) {
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
+    ZIPG_ASSIGN_OR_RETURN(auto part,
+                          graph::ExpandOnShard(*shard, automaton, group, budget.remaining_ms(),
+                                               budget.max_step_visits() - out.size()));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::SourcesOnAllShards(bool include_dsts) {
+  std::vector<uint32_t> all(num_shards_);
+  for (uint32_t s = 0; s < num_shards_; ++s) all[s] = s;
+  return SourcesLocal(all, include_dsts);
+}
+
+StatusOr<std::vector<BfsEntry>> ShardRouter::Bfs(int64_t id,
+                                                 const std::optional<std::vector<int64_t>>& types,
+                                                 int32_t max_depth, int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(graph::CheckBfsArgs(id, types, max_depth, limit));
+  Expander expander(this);
+  return graph::RunBfs(expander, id, types, max_depth, limit, traversal_limits_);
+}
+
+StatusOr<RpqResult> ShardRouter::Rpq(const std::string& expr,
+                                     const std::optional<std::vector<int64_t>>& sources,
+                                     int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(graph::CheckRpqArgs(sources, limit));
+  ZIPG_ASSIGN_OR_RETURN(auto automaton, graph::PathAutomaton::Parse(expr));
+  std::vector<int64_t> from;
+  if (sources) {
+    from = *sources;
+  } else {
+    ZIPG_ASSIGN_OR_RETURN(from, SourcesOnAllShards(automaton.nullable()));
+  }
+  std::sort(from.begin(), from.end());
+  from.erase(std::unique(from.begin(), from.end()), from.end());
+  Expander expander(this);
+  return graph::RunRpq(expander, automaton, from, limit, traversal_limits_);
+}
+
+}  // namespace zipg

@@ -17,6 +17,7 @@
 
 #include "engine/shard.h"
 #include "graph/api.h"
+#include "graph/traversal.h"
 
 namespace zipg {
 
@@ -42,6 +43,24 @@ class ShardRouter : public GraphApi {
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) override;
 
+  StatusOr<std::vector<BfsEntry>> Bfs(int64_t id, const std::optional<std::vector<int64_t>>& types,
+                                      int32_t max_depth, int64_t limit) override;
+  StatusOr<RpqResult> Rpq(const std::string& expr,
+                          const std::optional<std::vector<int64_t>>& sources,
+                          int64_t limit) override;
+  // The bounds of each traversal (default: graph::TraversalLimits()).
+  void set_traversal_limits(const graph::TraversalLimits& limits) { traversal_limits_ = limits; }
+
+  // A traversal step on shards open here: the successors of `visits` (each node owned by one of
+  // them), sorted and distinct (graph::ExpandOnShard).
+  StatusOr<std::vector<graph::Visit>> ExpandLocal(const graph::PathAutomaton& automaton,
+                                                  std::vector<graph::Visit> visits,
+                                                  int64_t deadline_ms, uint64_t max_visits);
+  // The ids with a node entry or a live edge in the listed shards (open here), and with
+  // `include_dsts` every destination of their live edges: sorted, distinct.
+  StatusOr<std::vector<int64_t>> SourcesLocal(const std::vector<uint32_t>& shards,
+                                              bool include_dsts);
+
   // The ids (all owned by shards open here) whose node matches every pair, sorted.
   StatusOr<std::vector<int64_t>> FilterLocal(const std::vector<int64_t>& ids,
                                              const Properties& properties);
@@ -61,10 +80,20 @@ class ShardRouter : public GraphApi {
   // Default: FilterLocal on each group.
   virtual StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties);
+  // A traversal step over `groups` (shard -> visits of nodes it owns): successors, any order,
+  // duplicates allowed. Default: ExpandLocal on each group.
+  virtual StatusOr<std::vector<graph::Visit>> ExpandGroups(
+      const graph::PathAutomaton& automaton,
+      const std::map<uint32_t, std::vector<graph::Visit>>& groups,
+      const graph::TraversalBudget& budget);
+  // SourcesLocal over every shard of the store (any order, duplicates allowed). Default: local.
+  virtual StatusOr<std::vector<int64_t>> SourcesOnAllShards(bool include_dsts);
 
  private:
+  class Expander;
   StatusOr<ShardRef> Owner(int64_t id);
   uint32_t num_shards_ = 0;
+  graph::TraversalLimits traversal_limits_;
 };
 
 }  // namespace zipg
