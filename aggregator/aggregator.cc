@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "cluster/remote_traversal.h"
 #include "graph/partition.h"
 #include "rpc/convert.h"
 #include "rpc/fanout.h"
@@ -200,6 +201,60 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
+}
+
+// A traversal step: the frontier grouped by owning shard, sent to the shard servers.
+class ClusterGraph::Expander final : public graph::FrontierExpander {
+ public:
+  Expander(ClusterGraph* g, uint32_t num_shards) : g_(g), num_shards_(num_shards) {}
+  StatusOr<std::vector<graph::Visit>> Expand(const graph::PathAutomaton& automaton,
+                                             const std::vector<graph::Visit>& frontier,
+                                             const graph::TraversalBudget& budget) override {
+    std::map<uint32_t, std::vector<graph::Visit>> groups;
+    for (const graph::Visit& v : frontier) groups[ShardOf(v.node, num_shards_)].push_back(v);
+    std::vector<rpc::ListCall<graph::Visit>> calls;
+    ZIPG_RETURN_IF_ERROR(
+        cluster::AddExpandCalls(*g_->view_, g_->pools_, automaton, groups, budget, &calls));
+    return rpc::Gather<graph::Visit>(g_->fanout_, calls);
+  }
+
+ private:
+  ClusterGraph* g_;
+  uint32_t num_shards_;
+};
+
+StatusOr<std::vector<BfsEntry>> ClusterGraph::Bfs(int64_t id,
+                                                  const std::optional<std::vector<int64_t>>& types,
+                                                  int32_t max_depth, int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(graph::CheckBfsArgs(id, types, max_depth, limit));
+  auto map = view_->Current();
+  if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
+  Expander expander(this, map->num_shards);
+  return graph::RunBfs(expander, id, types, max_depth, limit, traversal_limits_);
+}
+
+StatusOr<RpqResult> ClusterGraph::Rpq(const std::string& expr,
+                                      const std::optional<std::vector<int64_t>>& sources,
+                                      int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(graph::CheckRpqArgs(sources, limit));
+  ZIPG_ASSIGN_OR_RETURN(auto automaton, graph::PathAutomaton::Parse(expr));
+  auto map = view_->Current();
+  if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
+  std::vector<int64_t> from;
+  if (sources) {
+    from = *sources;
+  } else {
+    std::vector<uint32_t> all(map->num_shards);
+    for (uint32_t s = 0; s < map->num_shards; ++s) all[s] = s;
+    std::vector<rpc::IdsCall> calls;
+    ZIPG_RETURN_IF_ERROR(
+        cluster::AddSourcesCalls(*view_, pools_, all, automaton.nullable(), &calls));
+    ZIPG_ASSIGN_OR_RETURN(from, rpc::GatherIds(fanout_, calls));
+  }
+  std::sort(from.begin(), from.end());
+  from.erase(std::unique(from.begin(), from.end()), from.end());
+  Expander expander(this, map->num_shards);
+  return graph::RunRpq(expander, automaton, from, limit, traversal_limits_);
 }
 
 nlohmann::json ClusterGraph::StatusJson(const std::string& self_name,

@@ -16,10 +16,11 @@
 #include <string>
 #include <thread>
 
+#include "aggregator/write_batcher.h"
 #include "cluster/membership.h"
 #include "graph/api.h"
+#include "graph/traversal.h"
 #include "rpc/connection_pool.h"
-#include "aggregator/write_batcher.h"
 #include "rpc/remote_graph.h"
 #include "util/thread_pool.h"
 
@@ -50,6 +51,15 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) override;
 
+  // Traversals: this aggregator coordinates; each step goes to the shard servers owning the
+  // frontier (docs/traversal.md).
+  StatusOr<std::vector<BfsEntry>> Bfs(int64_t id, const std::optional<std::vector<int64_t>>& types,
+                                      int32_t max_depth, int64_t limit) override;
+  StatusOr<RpqResult> Rpq(const std::string& expr,
+                          const std::optional<std::vector<int64_t>>& sources,
+                          int64_t limit) override;
+  void set_traversal_limits(const graph::TraversalLimits& limits) { traversal_limits_ = limits; }
+
   // Writes (and compaction) go to the LogStore.
   Status ObjAdd(int64_t id, const Properties& properties) override;
   Status ObjUpdate(int64_t id, const Properties& properties) override;
@@ -78,8 +88,11 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   // would otherwise hold its writers for the whole call timeout (docs/logstore-ha.md).
   void WatchLeader();
 
+  class Expander;
+
   const cluster::ClusterView* view_;
   rpc::PoolSet* pools_;
+  graph::TraversalLimits traversal_limits_;
   ThreadPool fanout_;
   WriteBatcher batcher_;
   std::mutex watch_mu_;

@@ -174,11 +174,11 @@ auto CallShard(const ClusterView& view, uint32_t shard, Fn&& call)
 }
 
 // The retry of a fan-out call that failed on server `failed`: its items, by shard, go to other
-// replicas (grouped per server); every call's ids are concatenated.
-template <typename T, typename Fn>
-StatusOr<std::vector<int64_t>> RetryOnOthers(const ClusterView& view, const std::string& failed,
-                                             const std::map<uint32_t, std::vector<T>>& by_shard,
-                                             Fn&& call) {
+// replicas (grouped per server); every call's results are concatenated.
+template <typename T, typename Out = int64_t, typename Fn>
+StatusOr<std::vector<Out>> RetryOnOthers(const ClusterView& view, const std::string& failed,
+                                         const std::map<uint32_t, std::vector<T>>& by_shard,
+                                         Fn&& call) {
   auto map = view.Current();
   WorkPlan<T> plan;
   for (const auto& [shard, items] : by_shard) {
@@ -187,9 +187,9 @@ StatusOr<std::vector<int64_t>> RetryOnOthers(const ClusterView& view, const std:
     work.endpoint = m->endpoint;
     work.items.insert(work.items.end(), items.begin(), items.end());
   }
-  std::vector<int64_t> out;
+  std::vector<Out> out;
   for (const auto& [name, work] : plan) {
-    ZIPG_ASSIGN_OR_RETURN(std::vector<int64_t> got, call(work));
+    ZIPG_ASSIGN_OR_RETURN(std::vector<Out> got, call(work));
     out.insert(out.end(), got.begin(), got.end());
   }
   return out;

@@ -52,6 +52,15 @@ void LogStoreHandler::local_node_ids(std::vector<int64_t>&, const std::vector<in
   rpc::ThrowIfError(Status::InvalidArgument("local_node_ids is a shard server call"));
 }
 
+void LogStoreHandler::traverse_expand(rpc::Visits&, const std::vector<rpc::Transition>&,
+                                      const rpc::Visits&, int64_t, int64_t) {
+  rpc::ThrowIfError(Status::InvalidArgument("traverse_expand is a shard server call"));
+}
+
+void LogStoreHandler::traverse_sources(std::vector<int64_t>&, const std::vector<int32_t>&, bool) {
+  rpc::ThrowIfError(Status::InvalidArgument("traverse_sources is a shard server call"));
+}
+
 void LogStoreHandler::admin_rebuild(std::string&, const std::vector<int32_t>&, const std::string&) {
   rpc::ThrowIfError(Status::InvalidArgument("admin_rebuild is a shard server call"));
 }

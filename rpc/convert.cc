@@ -154,4 +154,66 @@ StatusOr<bool> FromOutcome(const WriteOutcome& outcome) {
   return outcome.found;
 }
 
+std::vector<Transition> ToThrift(const graph::PathAutomaton& automaton) {
+  std::vector<Transition> out;
+  out.reserve(automaton.transitions.size());
+  for (const auto& t : automaton.transitions) {
+    Transition x;
+    x.from_state = static_cast<int32_t>(t.from);
+    x.type = t.type;
+    x.to_state = static_cast<int32_t>(t.to);
+    out.push_back(x);
+  }
+  return out;
+}
+
+Visits ToThrift(const std::vector<graph::Visit>& visits) {
+  Visits out;
+  out.tags.reserve(visits.size());
+  out.nodes.reserve(visits.size());
+  out.states.reserve(visits.size());
+  for (const graph::Visit& v : visits) {
+    out.tags.push_back(static_cast<int32_t>(v.tag));
+    out.nodes.push_back(v.node);
+    out.states.push_back(static_cast<int32_t>(v.state));
+  }
+  return out;
+}
+
+StatusOr<std::vector<graph::Visit>> FromThrift(const Visits& visits) {
+  const size_t n = visits.nodes.size();
+  if (visits.tags.size() != n || visits.states.size() != n) {
+    return Status::InvalidArgument("visits: lists of different lengths");
+  }
+  std::vector<graph::Visit> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (visits.tags[i] < 0 || visits.states[i] < 0 || visits.nodes[i] < 0) {
+      return Status::InvalidArgument("visits: negative tag, state or node");
+    }
+    out[i] = {static_cast<uint32_t>(visits.tags[i]), static_cast<uint32_t>(visits.states[i]),
+              visits.nodes[i]};
+  }
+  return out;
+}
+
+StatusOr<graph::PathAutomaton> FromThrift(const std::vector<Transition>& transitions,
+                                          const std::vector<graph::Visit>& visits) {
+  int64_t states = 1;
+  std::vector<graph::PathAutomaton::Transition> out;
+  out.reserve(transitions.size());
+  for (const Transition& t : transitions) {
+    if (t.from_state < 0 || t.to_state < 0) {
+      return Status::InvalidArgument("automaton: negative state");
+    }
+    states = std::max<int64_t>(states, std::max(t.from_state, t.to_state) + int64_t{1});
+    out.push_back({static_cast<uint32_t>(t.from_state), t.type, static_cast<uint32_t>(t.to_state)});
+  }
+  for (const graph::Visit& v : visits) states = std::max<int64_t>(states, v.state + int64_t{1});
+  if (states > static_cast<int64_t>(graph::PathAutomaton::kMaxAtoms + 1)) {
+    return Status::InvalidArgument("automaton: more than " +
+                                   std::to_string(graph::PathAutomaton::kMaxAtoms + 1) + " states");
+  }
+  return graph::PathAutomaton::FromTransitions(std::move(out), static_cast<uint32_t>(states));
+}
+
 }  // namespace zipg::rpc

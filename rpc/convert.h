@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/api.h"
+#include "graph/traversal.h"
 #include "model/types.h"
 #include "util/status.h"
 #include "zipg_rpc/zipg_types.h"
@@ -38,5 +39,14 @@ BatchedWrite ToThrift(const zipg::Write& write);
 StatusOr<zipg::Write> FromThrift(const BatchedWrite& write);
 WriteOutcome ToOutcome(const StatusOr<bool>& outcome);
 StatusOr<bool> FromOutcome(const WriteOutcome& outcome);
+
+// Traversal steps (docs/traversal.md). A received automaton or visit list is checked: states in
+// range, parallel lists of one length, tags and nodes >= 0 (INVALID_ARGUMENT otherwise).
+std::vector<Transition> ToThrift(const graph::PathAutomaton& automaton);
+Visits ToThrift(const std::vector<graph::Visit>& visits);
+StatusOr<std::vector<graph::Visit>> FromThrift(const Visits& visits);
+// The automaton of `transitions`, with as many states as they and `visits` name.
+StatusOr<graph::PathAutomaton> FromThrift(const std::vector<Transition>& transitions,
+                                          const std::vector<graph::Visit>& visits);
 
 }  // namespace zipg::rpc

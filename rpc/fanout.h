@@ -1,4 +1,4 @@
-// Concurrent fan-out of sub-queries that each return ids: the calls run on a ThreadPool (the
+// Concurrent fan-out of sub-queries that each return a list: the calls run on a ThreadPool (the
 // first one on the calling thread), and the results are concatenated in call order. The first
 // failure (in call order) is returned after every call has finished, so no call outlives the
 // data it refers to.
@@ -15,20 +15,28 @@
 
 namespace zipg::rpc {
 
-using IdsCall = std::function<StatusOr<std::vector<int64_t>>()>;
+template <typename T>
+using ListCall = std::function<StatusOr<std::vector<T>>()>;
+using IdsCall = ListCall<int64_t>;
 
-inline StatusOr<std::vector<int64_t>> GatherIds(ThreadPool& pool, const std::vector<IdsCall>& calls) {
-  std::vector<std::future<StatusOr<std::vector<int64_t>>>> pending;
+template <typename T>
+StatusOr<std::vector<T>> Gather(ThreadPool& pool, const std::vector<ListCall<T>>& calls) {
+  std::vector<std::future<StatusOr<std::vector<T>>>> pending;
   for (size_t i = 1; i < calls.size(); ++i) pending.push_back(pool.Submit(calls[i]));
-  std::vector<StatusOr<std::vector<int64_t>>> results;
+  std::vector<StatusOr<std::vector<T>>> results;
   if (!calls.empty()) results.push_back(calls[0]());
   for (auto& f : pending) results.push_back(f.get());
-  std::vector<int64_t> ids;
+  std::vector<T> out;
   for (auto& r : results) {
     if (!r.ok()) return r.status();
-    ids.insert(ids.end(), r->begin(), r->end());
+    out.insert(out.end(), r->begin(), r->end());
   }
-  return ids;
+  return out;
+}
+
+inline StatusOr<std::vector<int64_t>> GatherIds(ThreadPool& pool,
+                                                const std::vector<IdsCall>& calls) {
+  return Gather<int64_t>(pool, calls);
 }
 
 }  // namespace zipg::rpc

@@ -23,6 +23,31 @@ void GraphHandler::get_neighbor_ids(std::vector<int64_t>& _return, int64_t id, b
       id, any_type ? std::nullopt : std::optional<int64_t>(type), FromThrift(properties)));
 }
 
+void GraphHandler::bfs(BfsResult& _return, int64_t id, bool any_type,
+                       const std::vector<int64_t>& types, int32_t max_depth, int64_t limit) {
+  const auto entries = ValueOrThrow(graph_->Bfs(
+      id, any_type ? std::nullopt : std::optional<std::vector<int64_t>>(types), max_depth, limit));
+  _return.ids.reserve(entries.size());
+  _return.depths.reserve(entries.size());
+  for (const zipg::BfsEntry& e : entries) {
+    _return.ids.push_back(e.id);
+    _return.depths.push_back(e.depth);
+  }
+}
+
+void GraphHandler::rpq(RpqResult& _return, const std::string& expr, bool all_sources,
+                       const std::vector<int64_t>& sources, int64_t limit) {
+  const auto result = ValueOrThrow(graph_->Rpq(
+      expr, all_sources ? std::nullopt : std::optional<std::vector<int64_t>>(sources), limit));
+  _return.srcs.reserve(result.pairs.size());
+  _return.dsts.reserve(result.pairs.size());
+  for (const auto& [src, dst] : result.pairs) {
+    _return.srcs.push_back(src);
+    _return.dsts.push_back(dst);
+  }
+  _return.truncated = result.truncated;
+}
+
 void GraphHandler::get_edge_record(EdgeRecord& _return, int64_t id, int64_t type) {
   const auto rec = ValueOrThrow(graph_->GetEdgeRecord(id, type));
   _return.src = rec.src;

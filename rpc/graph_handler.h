@@ -48,6 +48,10 @@ class GraphHandler : virtual public GraphServiceIf {
                  const std::vector<int64_t>& ids, int64_t low, int64_t high) override;
   void assoc_time_range(std::vector<Edge>& _return, int64_t id, int64_t type, int64_t low,
                         int64_t high, int64_t limit) override;
+  void bfs(BfsResult& _return, int64_t id, bool any_type, const std::vector<int64_t>& types,
+           int32_t max_depth, int64_t limit) override;
+  void rpq(RpqResult& _return, const std::string& expr, bool all_sources,
+           const std::vector<int64_t>& sources, int64_t limit) override;
   void status(std::string& _return) override;
   void admin_compact(std::string& _return) override;
   void write_batch(std::vector<WriteOutcome>& _return,

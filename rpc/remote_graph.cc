@@ -53,6 +53,64 @@ StatusOr<std::vector<int64_t>> RemoteGraph::GetNeighborIds(int64_t id, std::opti
   return ids;
 }
 
+StatusOr<std::vector<zipg::BfsEntry>> RemoteGraph::Bfs(
+    int64_t id, const std::optional<std::vector<int64_t>>& types, int32_t max_depth,
+    int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(CheckRequestSize(types ? types->size() : 0, nullptr, nullptr));
+  BfsResult r;
+  static const std::vector<int64_t> kNone;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.bfs(r, id, !types.has_value(), types ? *types : kNone, max_depth, limit);
+  }));
+  if (r.ids.size() != r.depths.size()) return Status::Internal("bfs: malformed reply");
+  std::vector<zipg::BfsEntry> out(r.ids.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = {r.ids[i], r.depths[i]};
+  return out;
+}
+
+StatusOr<zipg::RpqResult> RemoteGraph::Rpq(const std::string& expr,
+                                           const std::optional<std::vector<int64_t>>& sources,
+                                           int64_t limit) {
+  ZIPG_RETURN_IF_ERROR(
+      CheckRequestSize((sources ? sources->size() : 0) + expr.size() / 8, nullptr, nullptr));
+  rpc::RpqResult r;
+  static const std::vector<int64_t> kNone;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.rpq(r, expr, !sources.has_value(), sources ? *sources : kNone, limit);
+  }));
+  if (r.srcs.size() != r.dsts.size()) return Status::Internal("rpq: malformed reply");
+  zipg::RpqResult out;
+  out.pairs.resize(r.srcs.size());
+  for (size_t i = 0; i < r.srcs.size(); ++i) out.pairs[i] = {r.srcs[i], r.dsts[i]};
+  out.truncated = r.truncated;
+  return out;
+}
+
+StatusOr<std::vector<graph::Visit>> RemoteGraph::TraverseExpand(
+    const graph::PathAutomaton& automaton, const std::vector<graph::Visit>& visits,
+    int64_t deadline_ms, uint64_t max_visits) {
+  ZIPG_RETURN_IF_ERROR(
+      CheckRequestSize(2 * visits.size() + automaton.transitions.size() * 2, nullptr, nullptr));
+  Visits r;
+  const auto transitions = ToThrift(automaton);
+  const Visits request = ToThrift(visits);
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.traverse_expand(r, transitions, request, deadline_ms, static_cast<int64_t>(max_visits));
+  }));
+  auto out = FromThrift(r);
+  if (!out.ok())
+    return Status::Internal("traverse_expand: malformed reply: " + out.status().message());
+  return out;
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::TraverseSources(const std::vector<int32_t>& shards,
+                                                            bool include_dsts) {
+  std::vector<int64_t> r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.traverse_sources(r, shards, include_dsts); }));
+  return r;
+}
+
 StatusOr<EdgeRecordInfo> RemoteGraph::GetEdgeRecord(int64_t id, int64_t type) {
   EdgeRecord r;
   ZIPG_RETURN_IF_ERROR(

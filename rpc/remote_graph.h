@@ -14,6 +14,7 @@
 
 #include "graph/api.h"
 #include "graph/edge_list.h"
+#include "graph/traversal.h"
 #include "rpc/connection_pool.h"
 #include "zipg_rpc/zipg_types.h"
 
@@ -49,6 +50,13 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
                                              int64_t high) override;
   StatusOr<std::vector<zipg::Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low,
                                                    int64_t high, int64_t limit) override;
+
+  StatusOr<std::vector<zipg::BfsEntry>> Bfs(int64_t id,
+                                            const std::optional<std::vector<int64_t>>& types,
+                                            int32_t max_depth, int64_t limit) override;
+  StatusOr<zipg::RpqResult> Rpq(const std::string& expr,
+                                const std::optional<std::vector<int64_t>>& sources,
+                                int64_t limit) override;
 
   Status ObjAdd(int64_t id, const Properties& properties) override;
   Status ObjUpdate(int64_t id, const Properties& properties) override;
@@ -88,6 +96,12 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
                                              const Properties& properties);
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
                                               const Properties& properties);
+  // One traversal step on a shard server (traverse_expand) and its sources (traverse_sources).
+  StatusOr<std::vector<graph::Visit>> TraverseExpand(const graph::PathAutomaton& automaton,
+                                                     const std::vector<graph::Visit>& visits,
+                                                     int64_t deadline_ms, uint64_t max_visits);
+  StatusOr<std::vector<int64_t>> TraverseSources(const std::vector<int32_t>& shards,
+                                                 bool include_dsts);
   // admin_rebuild: the listed shards of a shard server (all if empty), built there or adopted
   // from replica `from` (if not empty); JSON summaries.
   StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards, const std::string& from = "");

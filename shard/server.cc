@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cluster/remote_traversal.h"
 #include "graph/partition.h"
 #include "rpc/convert.h"
 #include "rpc/fanout.h"
@@ -468,6 +469,64 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
     });
   }
   return rpc::GatherIds(fanout_, calls);
+}
+
+StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
+    const graph::PathAutomaton& automaton,
+    const std::map<uint32_t, std::vector<graph::Visit>>& groups,
+    const graph::TraversalBudget& budget) {
+  std::vector<graph::Visit> local;
+  std::map<uint32_t, std::vector<graph::Visit>> remote;
+  for (const auto& [s, visits] : groups) {
+    if (s < store_.shards.size() && store_.shards[s]) {
+      local.insert(local.end(), visits.begin(), visits.end());
+    } else {
+      remote[s] = visits;
+    }
+  }
+  std::vector<rpc::ListCall<graph::Visit>> calls;
+  calls.push_back([&] {
+    return ExpandLocal(automaton, local, budget.remaining_ms(), budget.max_step_visits());
+  });
+  if (!remote.empty()) {
+    if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
+    ZIPG_RETURN_IF_ERROR(
+        cluster::AddExpandCalls(*view_, pools_, automaton, remote, budget, &calls));
+  }
+  return rpc::Gather<graph::Visit>(fanout_, calls);
+}
+
+StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(bool include_dsts) {
+  std::vector<uint32_t> local, remote;
+  for (uint32_t s = 0; s < num_shards(); ++s) (store_.shards[s] ? local : remote).push_back(s);
+  std::vector<rpc::IdsCall> calls;
+  calls.push_back([&] { return SourcesLocal(local, include_dsts); });
+  if (!remote.empty()) {
+    if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
+    ZIPG_RETURN_IF_ERROR(cluster::AddSourcesCalls(*view_, pools_, remote, include_dsts, &calls));
+  }
+  return rpc::GatherIds(fanout_, calls);
+}
+
+void ShardHandler::traverse_expand(rpc::Visits& _return,
+                                   const std::vector<rpc::Transition>& automaton,
+                                   const rpc::Visits& visits, int64_t deadline_ms,
+                                   int64_t max_visits) {
+  auto from = rpc::ValueOrThrow(rpc::FromThrift(visits));
+  const auto a = rpc::ValueOrThrow(rpc::FromThrift(automaton, from));
+  if (max_visits < 0) rpc::ThrowIfError(Status::InvalidArgument("negative max_visits"));
+  _return = rpc::ToThrift(rpc::ValueOrThrow(
+      graph_->ExpandLocal(a, std::move(from), deadline_ms, static_cast<uint64_t>(max_visits))));
+}
+
+void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
+                                    const std::vector<int32_t>& shards, bool include_dsts) {
+  std::vector<uint32_t> which;
+  for (int32_t s : shards) {
+    if (s < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
+    which.push_back(static_cast<uint32_t>(s));
+  }
+  _return = rpc::ValueOrThrow(graph_->SourcesLocal(which, include_dsts));
 }
 
 void ShardHandler::filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,

@@ -115,6 +115,11 @@ class ServerGraph final : public ShardRouter {
   StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups,
       const Properties& properties) override;
+  StatusOr<std::vector<graph::Visit>> ExpandGroups(
+      const graph::PathAutomaton& automaton,
+      const std::map<uint32_t, std::vector<graph::Visit>>& groups,
+      const graph::TraversalBudget& budget) override;
+  StatusOr<std::vector<int64_t>> SourcesOnAllShards(bool include_dsts) override;
 
  private:
   ServerGraph() : fanout_(8) {}
@@ -188,6 +193,10 @@ class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler 
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                       const std::map<std::string, std::string>& properties) override;
+  void traverse_expand(rpc::Visits& _return, const std::vector<rpc::Transition>& automaton,
+                       const rpc::Visits& visits, int64_t deadline_ms, int64_t max_visits) override;
+  void traverse_sources(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
+                        bool include_dsts) override;
   void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
                      const std::string& from_member) override;
   void rebuilt_version(std::string& _return, int32_t shard) override;

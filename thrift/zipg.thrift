@@ -87,6 +87,34 @@ struct BatchedWrite {
   6: PropertyMap properties,
 }
 
+// bfs: the reached ids, ordered by (depth, id); depths[i] is ids[i]'s.
+struct BfsResult {
+  1: list<i64> ids,
+  2: list<i32> depths,
+}
+
+// rpq: the pairs (srcs[i], dsts[i]) sorted by (src, dst); truncated: more exist.
+struct RpqResult {
+  1: list<i64> srcs,
+  2: list<i64> dsts,
+  3: bool truncated,
+}
+
+// A traversal's automaton, as a transition list (docs/traversal.md): from state `from_state`, an
+// edge of type `type` (-1: any type) leads to state `to_state`. State 0 starts.
+struct Transition {
+  1: i32 from_state,
+  2: i64 type,
+  3: i32 to_state,
+}
+
+// Visits (tag, node, state) of a traversal, as three parallel lists.
+struct Visits {
+  1: list<i32> tags,
+  2: list<i64> nodes,
+  3: list<i32> states,
+}
+
 struct WriteOutcome {
   1: optional GraphError error,  // unset: the write succeeded
   2: bool found,                 // obj_delete / assoc_delete: deleted; assoc_add: replaced
@@ -124,6 +152,13 @@ service GraphService {
   list<Edge> assoc_time_range(1: i64 id, 2: i64 type, 3: i64 low, 4: i64 high, 5: i64 limit)
       throws (1: GraphError error),
 
+  // Traversals (docs/traversal.md). bfs: any_type=true ignores `types`. rpq: all_sources=true
+  // ignores `sources` (every id with a node entry or a live edge is a source).
+  BfsResult bfs(1: i64 id, 2: bool any_type, 3: list<i64> types, 4: i32 max_depth, 5: i64 limit)
+      throws (1: GraphError error),
+  RpqResult rpq(1: string expr, 2: bool all_sources, 3: list<i64> sources, 4: i64 limit)
+      throws (1: GraphError error),
+
   // The cluster as this server sees it, as a JSON document (docs/serving.md, "Status").
   string status() throws (1: GraphError error),
   // Compresses the LogStore's current generation into a new log shard now (docs/writes.md);
@@ -139,6 +174,16 @@ service ShardService extends GraphService {
   list<i64> filter_nodes(1: list<i64> ids, 2: PropertyMap properties) throws (1: GraphError error),
   // get_node_ids over the listed shards, all hosted by this server; sorted.
   list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties)
+      throws (1: GraphError error),
+  // One traversal step (docs/traversal.md): the successors of `visits` (every node owned by a
+  // shard hosted here) under `automaton`, distinct, in any order. Fails with DEADLINE_EXCEEDED
+  // once `deadline_ms` milliseconds have passed, RESOURCE_EXHAUSTED if there would be more than
+  // `max_visits` of them.
+  Visits traverse_expand(1: list<Transition> automaton, 2: Visits visits, 3: i64 deadline_ms,
+                         4: i64 max_visits) throws (1: GraphError error),
+  // The ids with a node entry or a live outgoing edge in the listed shards (all hosted here),
+  // and with include_dsts also every destination of their live edges; sorted, distinct.
+  list<i64> traverse_sources(1: list<i32> shards, 2: bool include_dsts)
       throws (1: GraphError error),
   // Rebuilds the listed shards hosted here (every hosted shard if none) now, folding their
   // writes into new compressed files (docs/writes.md, "Rebuilding a base shard"); with

@@ -1,0 +1,70 @@
+// Traversal steps on remote shard servers (cluster/remote_traversal.h).
+
+#include "cluster/remote_traversal.h"
+
+#include <memory>
+
+#include "graph/partition.h"
+#include "rpc/remote_graph.h"
+
+namespace zipg::cluster {
+
+Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
+                      const graph::PathAutomaton& automaton,
+                      const std::map<uint32_t, std::vector<graph::Visit>>& groups,
+                      const graph::TraversalBudget& budget,
+                      std::vector<rpc::ListCall<graph::Visit>>* calls) {
+  if (groups.empty()) return Status::OK();
+  auto map = view.Current();
+  auto plan = std::make_shared<WorkPlan<graph::Visit>>();
+  for (const auto& [s, visits] : groups) ZIPG_RETURN_IF_ERROR(AddWork(*map, s, visits, plan.get()));
+  auto shared_automaton = std::make_shared<const graph::PathAutomaton>(automaton);
+  const int64_t deadline_ms = budget.remaining_ms();
+  const uint64_t max_visits = budget.max_step_visits();
+  const uint32_t num_shards = map->num_shards;
+  for (const auto& [name, work] : *plan) {
+    for (size_t first = 0; first < work.items.size(); first += kVisitsPerCall) {
+      const size_t last = std::min(work.items.size(), first + kVisitsPerCall);
+      calls->push_back([=, &view, name = name,
+                        endpoint = work.endpoint]() -> StatusOr<std::vector<graph::Visit>> {
+        const std::vector<graph::Visit> chunk(plan->at(name).items.begin() + first,
+                                              plan->at(name).items.begin() + last);
+        auto call = [&](const ServerWork<graph::Visit>& w) {
+          return rpc::RemoteGraph(pools->Get(w.endpoint))
+              .TraverseExpand(*shared_automaton, w.items, deadline_ms, max_visits);
+        };
+        auto got = call(ServerWork<graph::Visit>{endpoint, chunk});
+        if (got.ok() || !RetryElsewhere(got.status())) return got;
+        std::map<uint32_t, std::vector<graph::Visit>> by_shard;  // once more on other replicas
+        for (const graph::Visit& v : chunk) by_shard[ShardOf(v.node, num_shards)].push_back(v);
+        return RetryOnOthers<graph::Visit, graph::Visit>(view, name, by_shard, call);
+      });
+    }
+  }
+  return Status::OK();
+}
+
+Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
+                       const std::vector<uint32_t>& shards, bool include_dsts,
+                       std::vector<rpc::IdsCall>* calls) {
+  auto map = view.Current();
+  WorkPlan<int32_t> plan;
+  for (uint32_t s : shards) {
+    ZIPG_RETURN_IF_ERROR(AddWork(*map, s, {static_cast<int32_t>(s)}, &plan));
+  }
+  for (const auto& [name, work] : plan) {
+    calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
+      auto call = [&](const ServerWork<int32_t>& w) {
+        return rpc::RemoteGraph(pools->Get(w.endpoint)).TraverseSources(w.items, include_dsts);
+      };
+      auto got = call(work);
+      if (got.ok() || !RetryElsewhere(got.status())) return got;
+      std::map<uint32_t, std::vector<int32_t>> by_shard;
+      for (int32_t s : work.items) by_shard[static_cast<uint32_t>(s)].push_back(s);
+      return RetryOnOthers(view, name, by_shard, call);
+    });
+  }
+  return Status::OK();
+}
+
+}  // namespace zipg::cluster
