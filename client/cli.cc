@@ -5,6 +5,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "util/memory.h"
+
 namespace zipg::cli {
 
 StatusOr<Args> Args::Parse(int argc, char** argv, int first,
@@ -71,6 +73,24 @@ StatusOr<rpc::TlsOptions> ApplyTlsArgs(const Args& args) {
 std::vector<std::string> WithTls(std::vector<std::string> known) {
   known.insert(known.end(), kTlsFlags.begin(), kTlsFlags.end());
   return known;
+}
+
+StatusOr<graph::TraversalLimits> TraversalLimitsFromArgs(const Args& args) {
+  graph::TraversalLimits limits;
+  ZIPG_ASSIGN_OR_RETURN(uint64_t ms, args.GetUint("traversal-deadline-ms",
+                                                  static_cast<uint64_t>(limits.deadline.count())));
+  if (ms < 1 || ms > 3600000) {
+    return Status::InvalidArgument("--traversal-deadline-ms must be 1..3600000");
+  }
+  limits.deadline = std::chrono::milliseconds(ms);
+  if (auto text = args.Get("traversal-memory")) {
+    auto bytes = ParseByteSize(*text);
+    if (!bytes.ok())
+      return Status::InvalidArgument("--traversal-memory: " + bytes.status().message());
+    if (*bytes < 4096) return Status::InvalidArgument("--traversal-memory must be at least 4K");
+    limits.memory_bytes = *bytes;
+  }
+  return limits;
 }
 
 StatusOr<uint64_t> ParseUint(const std::string& text, const std::string& what) {

@@ -7,13 +7,13 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "client/client.h"
+#include "graph/traversal.h"
 #include "rpc/tls.h"
 #include "util/status.h"
 
@@ -59,6 +59,12 @@ rpc::TlsOptions TlsFromArgs(const Args& args);
 StatusOr<rpc::TlsOptions> ApplyTlsArgs(const Args& args);
 // `known` plus kTlsFlags.
 std::vector<std::string> WithTls(std::vector<std::string> known);
+
+// --traversal-deadline-ms MS and --traversal-memory SIZE: the bounds of each bfs / rpq a server
+// (or the embedded store) coordinates (docs/traversal.md).
+inline const std::vector<std::string> kTraversalFlags = {"traversal-deadline-ms",
+                                                         "traversal-memory"};
+StatusOr<graph::TraversalLimits> TraversalLimitsFromArgs(const Args& args);
 
 // A --shards list such as 0,2,5.
 StatusOr<std::vector<uint32_t>> ParseShardList(const std::string& text);

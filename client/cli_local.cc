@@ -80,6 +80,8 @@ const char kUsage[] =
     "                   shards (default 64M; 0: none)\n"
     "  --no-sync        the LogStore does not fsync its log (benchmarks only: not durable)\n"
     "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n"
+    "  --traversal-deadline-ms MS --traversal-memory SIZE  the bounds of each bfs / rpq\n"
+    "                   (default 5000 ms, 256M; docs/traversal.md)\n"
     "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
     "                   and CURVE (docs/deploy.md); etcd started here stays plain on loopback\n";
 
@@ -342,6 +344,11 @@ class Starter {
     for (const char* flag : {"tls-ca", "tls-cert", "tls-key", "tls-curve-key"}) {
       if (auto v = args_.Get(flag)) argv.insert(argv.end(), {std::string("--") + flag, *v});
     }
+    if (argv[2] != "logstore") {
+      for (const std::string& flag : kTraversalFlags) {
+        if (auto v = args_.Get(flag)) argv.insert(argv.end(), {"--" + flag, *v});
+      }
+    }
     const std::string role = argv[2];
     ZIPG_ASSIGN_OR_RETURN(pid_t pid, Spawn(argv, log));
     processes_.push_back(Process{role, name, pid, log});
@@ -499,13 +506,35 @@ int RunLocal(int argc, char** argv) {
     return Stop(*store);
   }
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
-  Status known = args->CheckKnown(
-      {"store",          "servers",       "aggregators",       "host",        "port",
-       "etcd",           "etcd-port",     "cluster",           "lease-ttl",   "wait",
-       "no-verify",      "memtable-mb",   "compaction-memory", "merge-width", "merge-ratio",
-       "max-log-shards", "rebuild-delta", "rebuild-memory",    "no-sync",     "write-batches",
-       "replicas",       "tls-ca",        "tls-cert",          "tls-key",     "tls-curve-key",
-       "logstores",      "edge-cache"});
+  Status known = args->CheckKnown({"store",
+                                   "servers",
+                                   "aggregators",
+                                   "host",
+                                   "port",
+                                   "etcd",
+                                   "etcd-port",
+                                   "cluster",
+                                   "lease-ttl",
+                                   "wait",
+                                   "no-verify",
+                                   "memtable-mb",
+                                   "compaction-memory",
+                                   "merge-width",
+                                   "merge-ratio",
+                                   "max-log-shards",
+                                   "rebuild-delta",
+                                   "rebuild-memory",
+                                   "no-sync",
+                                   "write-batches",
+                                   "replicas",
+                                   "tls-ca",
+                                   "tls-cert",
+                                   "tls-key",
+                                   "tls-curve-key",
+                                   "logstores",
+                                   "edge-cache",
+                                   "traversal-deadline-ms",
+                                   "traversal-memory"});
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

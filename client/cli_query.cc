@@ -28,6 +28,8 @@ const char kUsage[] =
     "      (each still answered on its own line; default 1: one call per line)\n"
     "  --no-verify   skip checksum verification when opening the store\n"
     "  --timeout-ms MS  per-call timeout with --connect (default 10000)\n"
+    "  --traversal-deadline-ms MS --traversal-memory SIZE  with --store: the bounds of each\n"
+    "                bfs / rpq (default 5000 ms, 256M; docs/traversal.md)\n"
     "  --tls-ca F --tls-cert F --tls-key F  with --connect: mutual TLS\n"
     "  prints {\"ok\": result} or {\"error\": ...}; exit status 1 if a single operation fails\n";
 
@@ -84,8 +86,11 @@ int RunQuery(int argc, char** argv) {
   if (store) {
     GraphOpenOptions open_options;
     open_options.verify_checksums = !args->Has("no-verify");
+    auto limits = TraversalLimitsFromArgs(*args);
+    if (!limits.ok()) return UsageError(limits.status().message(), kUsage);
     auto opened = Graph::Open(*store, open_options);
     if (!opened.ok()) return Fail(opened.status());
+    (*opened)->set_traversal_limits(*limits);
     graph = std::move(*opened);
   } else {
     auto timeout = args->GetUint("timeout-ms", 10000);

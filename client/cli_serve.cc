@@ -56,6 +56,10 @@ const char kUsage[] =
     "  --tls-ca F --tls-cert F --tls-key F  mutual TLS on every Thrift connection (served and\n"
     "                  made), https to etcd, CURVE on the update channel (docs/deploy.md)\n"
     "  --tls-curve-key F  the cluster's CURVE key pair (default: curve.key next to --tls-ca)\n"
+    "  --traversal-deadline-ms MS  aggregator, shard: each bfs / rpq it coordinates fails with\n"
+    "                  DEADLINE_EXCEEDED after MS (default 5000)\n"
+    "  --traversal-memory SIZE  ... or with RESOURCE_EXHAUSTED past SIZE of search state\n"
+    "                  (default 256M)\n"
     "  --updates-dir D shard: where its applied writes are kept (default STORE/updates); replicas\n"
     "                  sharing one store directory need one each\n"
     "  --memtable-mb N logstore: compress the log into a new shard past N MiB (default 256;\n"
@@ -139,7 +143,9 @@ int RunServe(int argc, char** argv) {
                                            "ship-timeout-ms",
                                            "logstore-dir",
                                            "elect",
-                                           "leader-ttl"}));
+                                           "leader-ttl",
+                                           "traversal-deadline-ms",
+                                           "traversal-memory"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
@@ -151,6 +157,8 @@ int RunServe(int argc, char** argv) {
   if (!timeout.ok()) return UsageError(timeout.status().message(), kUsage);
   if (*port > 65535) return UsageError("--port must be 0..65535", kUsage);
   if (*ttl < 1 || *ttl > 3600) return UsageError("--lease-ttl must be 1..3600 seconds", kUsage);
+  auto traversal = TraversalLimitsFromArgs(*args);
+  if (!traversal.ok()) return UsageError(traversal.status().message(), kUsage);
   const std::string cluster_name = args->Get("cluster").value_or("zipg");
   const std::string prefix = cluster::ClusterPrefix(cluster_name);
 
@@ -240,6 +248,7 @@ int RunServe(int argc, char** argv) {
                                       args->Get("updates-dir").value_or(""), rebuild);
     if (!g.ok()) return Fail(g.status());
     shard_graph = std::move(*g);
+    shard_graph->set_traversal_limits(*traversal);
     // Not serving until caught up (below, after registering); a refused push then wakes it.
     shard_graph->StopServing();
     shard_graph->OnBehind([&catch_up] {
@@ -319,6 +328,7 @@ int RunServe(int argc, char** argv) {
                               "servers first"));
     }
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools);
+    cluster_graph->set_traversal_limits(*traversal);
     sender = std::make_unique<shard::UpdateSender>(
         map->num_shards,
         [v = view->get()](uint32_t s) {
@@ -506,6 +516,7 @@ int RunServe(int argc, char** argv) {
       return UsageError("--write-batches must be 1..1024", kUsage);
     }
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools, *in_flight);
+    cluster_graph->set_traversal_limits(*traversal);
     auto handler = std::make_shared<rpc::GraphHandler>(
         cluster_graph.get(),
         [&]() -> StatusOr<std::string> {

@@ -2,10 +2,13 @@
 
 #include "client/query_json.h"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
 #include <set>
+
+#include "graph/traversal.h"
 
 namespace zipg::cli {
 
@@ -62,6 +65,19 @@ class Request {
       out.push_back(*i);
     }
     return out;
+  }
+  StatusOr<std::optional<std::vector<int64_t>>> OptionalIntList(const char* name) {
+    used_.insert(name);
+    if (!Has(name)) return std::optional<std::vector<int64_t>>();
+    ZIPG_ASSIGN_OR_RETURN(auto v, IntList(name));
+    return std::optional<std::vector<int64_t>>(std::move(v));
+  }
+  StatusOr<std::string> String(const char* name) {
+    used_.insert(name);
+    if (!Has(name)) return Missing(name);
+    const json& v = j_.at(name);
+    if (!v.is_string()) return Bad(name, "a string");
+    return v.get<std::string>();
   }
   // An object of string values, as sorted Properties; absent -> empty unless required.
   StatusOr<Properties> Props(const char* name, bool required) {
@@ -236,6 +252,32 @@ const std::map<std::string, Handler>& Handlers() {
          ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
          ARG(edges, g.AssocTimeRange(id, type, low, high, limit));
          return EdgesJson(edges);
+       }},
+      {"bfs",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(id, r.Int("id"));
+         ARG(types, r.OptionalIntList("types"));
+         ARG(max_depth, r.Int("max_depth"));
+         ARG(limit, r.OptionalInt("limit"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         // Out of int32 range is out of 0..kMaxBfsDepth too: Bfs reports it.
+         const auto depth = static_cast<int32_t>(std::clamp<int64_t>(
+             max_depth, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+         ARG(entries, g.Bfs(id, types, depth, limit.value_or(graph::kDefaultBfsLimit)));
+         json out = json::array();
+         for (const BfsEntry& e : entries) out.push_back({{"id", e.id}, {"depth", e.depth}});
+         return out;
+       }},
+      {"rpq",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(expr, r.String("expr"));
+         ARG(sources, r.OptionalIntList("sources"));
+         ARG(limit, r.OptionalInt("limit"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(result, g.Rpq(expr, sources, limit.value_or(graph::kDefaultRpqLimit)));
+         json pairs = json::array();
+         for (const auto& [src, dst] : result.pairs) pairs.push_back(json::array({src, dst}));
+         return json{{"pairs", std::move(pairs)}, {"truncated", result.truncated}};
        }},
   };
   return handlers;
