@@ -21,6 +21,7 @@
 #include "logstore/ha.h"
 #include "logstore/logstore.h"
 #include "logstore/server.h"
+#include "rpc/framed_transport.h"
 #include "rpc/server.h"
 #include "rpc/tls.h"
 #include "shard/catch_up.h"
@@ -209,6 +210,8 @@ int RunServe(int argc, char** argv) {
   server_options.port = static_cast<int>(*port);
   auto calls = std::make_shared<std::atomic<uint64_t>>(0);
   server_options.calls = calls;
+  auto traffic = std::make_shared<rpc::Traffic>();
+  server_options.traffic = traffic;
   cluster::MemberInfo info;
   info.role = role;
   info.pid = getpid();
@@ -287,6 +290,8 @@ int RunServe(int argc, char** argv) {
         std::make_shared<shard::ShardHandler>(shard_graph.get(), [&]() -> StatusOr<std::string> {
           nlohmann::json j = info.ToJson();
           j["calls"] = calls->load();
+          j["bytes_in"] = traffic->bytes_in.load();
+          j["bytes_out"] = traffic->bytes_out.load();
           j["touched_nodes"] = shard_graph->UpdateStats();
           j["memory"] = nlohmann::json::parse(MemoryJson(shard_graph->AccountedBytes()));
           j["update_batches"] = update_receiver->batches();
@@ -501,6 +506,8 @@ int RunServe(int argc, char** argv) {
             j = info.ToJson();
           }
           j["calls"] = calls->load();
+          j["bytes_in"] = traffic->bytes_in.load();
+          j["bytes_out"] = traffic->bytes_out.load();
           j["logstore"] = log_store->StatusJson();
           j["memory"] = nlohmann::json::parse(MemoryJson(log_store->AccountedBytes()));
           return j.dump();
@@ -522,6 +529,8 @@ int RunServe(int argc, char** argv) {
         [&]() -> StatusOr<std::string> {
           nlohmann::json j = cluster_graph->StatusJson(info.name, cluster_name);
           j["calls"] = calls->load();
+          j["bytes_in"] = traffic->bytes_in.load();
+          j["bytes_out"] = traffic->bytes_out.load();
           j["memory"] = nlohmann::json::parse(MemoryJson(0));
           return j.dump();
         },

@@ -14,18 +14,40 @@
 
 #include <thrift/transport/TBufferTransports.h>
 
+#include <atomic>
 #include <memory>
 
 namespace zipg::rpc {
 
+// Bytes of frames (with their 4-byte length) a server read and wrote, for status documents and
+// benchmarks that count what moves between processes.
+struct Traffic {
+  std::atomic<uint64_t> bytes_in{0};
+  std::atomic<uint64_t> bytes_out{0};
+};
+
 class FramedTransport final : public apache::thrift::transport::TFramedTransport {
  public:
   using TFramedTransport::TFramedTransport;
+  // Counts into *traffic (which must outlive this) from now on.
+  void CountInto(std::shared_ptr<Traffic> traffic) { traffic_ = std::move(traffic); }
+
   uint32_t readEnd() override {
     const uint32_t bytes = TFramedTransport::readEnd();
     resetConsumedMessageSize();
+    if (traffic_) traffic_->bytes_in.fetch_add(bytes, std::memory_order_relaxed);
     return bytes;
   }
+  void flush() override {
+    if (traffic_ && wBase_ - wBuf_.get() > static_cast<std::ptrdiff_t>(sizeof(uint32_t))) {
+      traffic_->bytes_out.fetch_add(static_cast<uint64_t>(wBase_ - wBuf_.get()),
+                                    std::memory_order_relaxed);
+    }
+    TFramedTransport::flush();
+  }
+
+ private:
+  std::shared_ptr<Traffic> traffic_;
 };
 
 }  // namespace zipg::rpc

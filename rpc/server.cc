@@ -32,14 +32,18 @@ namespace {
 // Framed transports with our frame limit (the stock factory takes no configuration).
 class FramedFactory : public TTransportFactory {
  public:
-  explicit FramedFactory(int max_bytes)
-      : config_(std::make_shared<TConfiguration>(max_bytes, max_bytes)) {}
+  FramedFactory(int max_bytes, std::shared_ptr<Traffic> traffic)
+      : config_(std::make_shared<TConfiguration>(max_bytes, max_bytes)),
+        traffic_(std::move(traffic)) {}
   std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> trans) override {
-    return std::make_shared<FramedTransport>(trans, config_);
+    auto t = std::make_shared<FramedTransport>(trans, config_);
+    if (traffic_) t->CountInto(traffic_);
+    return t;
   }
 
  private:
   std::shared_ptr<TConfiguration> config_;
+  std::shared_ptr<Traffic> traffic_;
 };
 
 // Length fields inside a message are checked against these limits before anything is allocated:
@@ -109,7 +113,7 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->server_ = std::make_shared<TThreadedServer>(
       std::make_shared<GuardedProcessor>(std::move(processor), options.calls), socket,
-      std::make_shared<FramedFactory>(options.max_request_bytes),
+      std::make_shared<FramedFactory>(options.max_request_bytes, options.traffic),
       LimitedProtocol(options.max_request_bytes));
   s->server_->setConcurrentClientLimit(options.max_connections);
   auto signal = std::make_shared<ListenSignal>();

@@ -28,6 +28,8 @@ class TSSLSocketFactory;
 
 namespace zipg::rpc {
 
+struct Traffic;  // rpc/framed_transport.h
+
 struct ServerOptions {
   // Set: the server speaks only TLS, and only to clients with a certificate from the cluster's CA
   // (rpc/tls.h); null: plaintext.
@@ -41,6 +43,8 @@ struct ServerOptions {
   std::function<void(const std::string&)> on_failure;
   // If set, counts the calls served (for status documents and tests that count RPCs).
   std::shared_ptr<std::atomic<uint64_t>> calls;
+  // If set, counts the bytes of the frames served (rpc/framed_transport.h).
+  std::shared_ptr<Traffic> traffic;
 };
 
 class RpcServer {
