@@ -87,6 +87,7 @@ StatusOr<nlohmann::json> CompactAndWait(rpc::RemoteGraph& client, const ClientOp
 // `zipg bench --mix hot` and `--mix load` (client/cli_bench_hot.cc).
 int RunHotBench(const std::vector<std::string>& endpoints, const Args& args);
 int RunLoadBench(const std::vector<std::string>& endpoints, const Args& args);
+int RunTraversalBench(const Args& args);
 
 int RunFile(int argc, char** argv);      // zipg file ...
 int RunGen(int argc, char** argv);       // zipg gen ...

@@ -63,7 +63,16 @@ const char kUsage[] =
     "      compaction and after writes to the compacted edges: p50 / p99 per operation and phase\n"
     "  zipg bench (--connect ... | --store DIR) --mix load [--links 1000000] [--write-batch 100]\n"
     "             [--connections 1]\n"
-    "      a LinkBench-style bulk load through write batches: links/s, batch latency, CPU per link\n";
+    "      a LinkBench-style bulk load through write batches: links/s, batch latency, CPU per "
+    "link\n"
+    "  zipg bench (--connect ... | --store DIR [--embedded]) --mix traversal [--depths 2,3,5]\n"
+    "             [--starts 100] [--pulled-starts 10]\n"
+    "  zipg bench (--connect ... | --store DIR [--embedded]) --mix rpq --queries FILE\n"
+    "             [--starts 100] [--pulled-starts 10]\n"
+    "      bfs from random starts at each depth, or each path expression of FILE (one per line)\n"
+    "      from random sources: latency, answer size, calls and bytes between processes and\n"
+    "      CPU per query, shipped (the operation) vs pulled (get_neighbor_ids per node and\n"
+    "      type); --embedded runs in-process on the store (docs/traversal.md)\n";
 
 struct Op {
   const char* name;
@@ -353,9 +362,12 @@ size_t ShardServers(const json& status) {
 }  // namespace
 
 int RunBench(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"json", "no-compact"});
+  auto args = Args::Parse(argc, argv, 2, {"json", "no-compact", "embedded"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (auto tls = ApplyTlsArgs(*args); !tls.ok()) return UsageError(tls.status().message(), kUsage);
+  if (auto mix = args->Get("mix"); mix && (*mix == "traversal" || *mix == "rpq")) {
+    return RunTraversalBench(*args);
+  }
   Settings s;
   if (auto connect = args->Get("connect")) {
     std::string list = *connect;
