@@ -538,6 +538,8 @@ def main():
     def degraded_wants(req, want):
         """What may answer req while the dead server's shards are down."""
         op = req["op"]
+        if op in ("bfs", "rpq"):
+            return model.degraded_wants(req, want, dead)
         if "error" in want and (op == "get_node_ids" or req.get("id", 0) < 0):
             return [want]  # argument errors are found before routing
         if op == "get_node_ids":

@@ -180,6 +180,14 @@ class WriteModel(Model):
             out.update(self.edges.get((i, typ), {}))
         return sorted(out)
 
+    def live_ids(self):
+        out = set(self.nodes)
+        for (s, _), m in self.edges.items():
+            if m:
+                out.add(s)
+                out.update(m)
+        return sorted(out)
+
     def edge(self, s, t, d):
         return self.edges.get((s, t), {}).get(d)
 
@@ -331,9 +339,15 @@ def random_write(model, w, hot, universe):
     return {"op": "obj_add", "id": w.choice(universe), "properties": node_props(w)}
 
 
-def node_reads(model, ids):
+# node_reads' rpq: a type, `_` and a star.
+TRAVERSAL_EXPR = "(0|1)/_*"
+
+
+def node_reads(model, ids, traversals=False):
     """Every read that shows a node's state in `model`: its properties, its neighbors, and each of
-    its edge lists whole with its count."""
+    its edge lists whole with its count; with `traversals`, also a bfs (depth 3, any type) and an
+    rpq from it (TRAVERSAL_EXPR), which read other nodes' edges too (so not for a server asked
+    directly about its own shards, nor while some shard is down)."""
     reqs = []
     for i in ids:
         reqs.append({"op": "obj_get", "id": i})
@@ -341,6 +355,9 @@ def node_reads(model, ids):
         for t in sorted(model.types.get(i, ())):
             reqs.append({"op": "assoc_range", "id": i, "type": t, "pos": 0, "limit": INT64_MAX})
             reqs.append({"op": "assoc_count", "id": i, "type": t})
+        if traversals:
+            reqs.append({"op": "bfs", "id": i, "max_depth": 3})
+            reqs.append({"op": "rpq", "expr": TRAVERSAL_EXPR, "sources": [i]})
     return reqs
 
 
@@ -409,7 +426,7 @@ class ClusterCheck:
         return sorted(self.model.ids_ever | {3, 999_999})
 
     def full_comparison(self, label):
-        reqs = node_reads(self.model, self.ids())
+        reqs = node_reads(self.model, self.ids(), traversals=True)
         n = len(self.sessions)
         bad = sum(self.compare(s, reqs[k::n], label) for k, s in enumerate(self.sessions))
         self.check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
