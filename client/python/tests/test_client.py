@@ -276,7 +276,7 @@ class ClientTest(unittest.TestCase):
         touched = set(cls.nodes) | {d for lst in cls.edges.values() for _, d in lst}
         touched |= {src for src, _ in cls.edges}
         touched |= {r[k] for r in cls.requests for k in ("id", "src", "dst") if k in r}
-        touched |= {i for r in cls.requests for i in r.get("ids", [])}
+        touched |= {i for r in cls.requests for i in r.get("ids", []) + r.get("sources", [])}
         assert not touched & set(FRESH_IDS), "FRESH_IDS must be outside the test data"
         cls._next_fresh = iter(FRESH_IDS)
         batch = "".join(json.dumps(r) + "\n" for r in cls.requests).encode("utf-8")
@@ -374,6 +374,45 @@ class ClientTest(unittest.TestCase):
             reqs.append({"op": "assoc_count", "id": 1, "type": typ})
         reqs.append({"op": "get_neighbor_ids", "id": 1, "type": -1})
         reqs += cls._node_id_requests(rng)
+        reqs += cls._traversal_requests(rng, ids)
+        return reqs
+
+    @staticmethod
+    def _traversal_requests(rng, ids):
+        """bfs and rpq (the generated graph has types 0..5; 9 is a type no edge has): depths,
+        type lists, limits, sources with missing ids and duplicates, every source with small
+        limits (truncated), argument errors and malformed expressions."""
+        reqs = []
+        for node in ids[:12] + [1000, 1002, 123456789, INT64_MAX]:
+            reqs.append({"op": "bfs", "id": node, "max_depth": rng.choice([0, 1, 2, 3])})
+        hub = ids[4]  # the node with the most edges
+        reqs += [{"op": "bfs", "id": hub, "max_depth": 10},
+                 {"op": "bfs", "id": hub, "max_depth": 10, "limit": 7},
+                 {"op": "bfs", "id": hub, "max_depth": 3, "types": [0, 2]},
+                 {"op": "bfs", "id": hub, "max_depth": 3, "types": []},
+                 {"op": "bfs", "id": 1000, "max_depth": 2, "types": [2, 2, 9]},
+                 {"op": "bfs", "id": hub, "max_depth": 2, "limit": 1000000}]
+        for expr, sources, limit in [
+                ("2", [1000], None), ("2/0", [1000, 1001], None), ("2/0*", [1000], None),
+                ("(0|1)/_*", ids[:5], None), ("_+", [hub, 300, 999, hub], 20),
+                ("0*", [300, 123456789, INT64_MAX], None), ("9?", ids[:3], None),
+                ("_/_ | 3+", ids[5:9], 2), ("(1 /2)?/_", [hub], None), ("_*", [], None),
+                ("_", None, 5), ("_*", None, 50), ("3/4?", None, None), ("0/1*", None, 1)]:
+            q = {"op": "rpq", "expr": expr}
+            if sources is not None:
+                q["sources"] = sources
+            if limit is not None:
+                q["limit"] = limit
+            reqs.append(q)
+        for bad in [{"max_depth": -1}, {"max_depth": 11}, {"max_depth": 2, "limit": 0},
+                    {"max_depth": 2, "limit": 1000001}, {"max_depth": 2, "types": [0, -1]}]:
+            reqs.append(dict({"op": "bfs", "id": hub}, **bad))
+        reqs.append({"op": "bfs", "id": -1, "max_depth": 1})
+        for expr in ["1/", "", "()", "1||2", "a", "99999999999999999999"]:
+            reqs.append({"op": "rpq", "expr": expr, "sources": [hub]})
+        reqs += [{"op": "rpq", "expr": "_", "sources": [hub], "limit": 0},
+                 {"op": "rpq", "expr": "_", "limit": 1000001},
+                 {"op": "rpq", "expr": "_", "sources": [hub, -1]}]
         return reqs
 
     @staticmethod
@@ -506,7 +545,8 @@ class ClientTest(unittest.TestCase):
         ops = {r["op"] for r in self.requests}
         self.assertEqual(ops, {"get_node_property", "get_node_ids", "get_neighbor_ids",
                                "get_edge_record", "get_edge_range", "get_edge_data", "obj_get",
-                               "assoc_range", "assoc_count", "assoc_get", "assoc_time_range"})
+                               "assoc_range", "assoc_count", "assoc_get", "assoc_time_range",
+                               "bfs", "rpq"})
         # The reference itself must not be trivial: real answers, real nulls, real errors.
         oks = [e["ok"] for e in self.expected if "ok" in e]
         self.assertTrue(any(isinstance(x, list) and x and isinstance(x[0], dict) for x in oks))
@@ -571,6 +611,27 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(g.assoc_get(node, 0, {e["dst"]}, INT64_MIN, INT64_MAX)[0]["dst"],
                          e["dst"])
         self.assertEqual(g.get_neighbor_ids(node, None, None), g.get_neighbor_ids(node))
+        # Traversals: lists of plain dicts / lists; positional arguments; None is the default.
+        reached = g.bfs(node, 1)
+        self.assertEqual(reached[0], {"id": node, "depth": 0})
+        self.assertEqual([x["id"] for x in reached[1:]],
+                         [d for d in g.get_neighbor_ids(node) if d != node])
+        self.assertEqual({x["depth"] for x in reached[1:]}, {1})
+        self.assertEqual(g.bfs(node, 1, None, None), g.bfs(id=node, max_depth=1))
+        self.assertEqual(g.bfs(node, 2, [0]), g.bfs(id=node, max_depth=2, types=[0]))
+        self.assertEqual(g.bfs(node, 3, []), [{"id": node, "depth": 0}])
+        self.assertEqual(g.bfs(123456789, 0), [{"id": 123456789, "depth": 0}])
+        self.assertEqual(g.bfs(node, 3, limit=1), [{"id": node, "depth": 0}])
+        r = g.rpq("0", [node])
+        self.assertEqual(r, {"pairs": [[node, d] for d in g.get_neighbor_ids(node, 0)],
+                             "truncated": False})
+        self.assertEqual(g.rpq(expr="0", sources={node}), r)
+        self.assertEqual(g.rpq("0", (node, node), None), r)
+        self.assertEqual(g.rpq("0", [node], limit=1),
+                         {"pairs": r["pairs"][:1], "truncated": len(r["pairs"]) > 1})
+        self.assertEqual(g.rpq("9*", [123456789]), {"pairs": [[123456789, 123456789]],
+                                                    "truncated": False})
+        self.assertEqual(g.rpq("_", []), {"pairs": [], "truncated": False})
 
     def test_status(self):
         st = self.g.status()
@@ -593,6 +654,13 @@ class ClientTest(unittest.TestCase):
         self._assert_error("INVALID_ARGUMENT", g.get_node_ids, properties={})
         self._assert_error("INVALID_ARGUMENT", g.assoc_range, id=1, type=-1, pos=0, limit=1)
         self._assert_error("INVALID_ARGUMENT", g.assoc_range, id=1, type=0, pos=-1, limit=1)
+        self._assert_error("INVALID_ARGUMENT", g.bfs, id=1, max_depth=11)
+        self._assert_error("INVALID_ARGUMENT", g.bfs, id=1, max_depth=2, limit=0)
+        self._assert_error("INVALID_ARGUMENT", g.bfs, id=1, max_depth=2, types=[-1])
+        self._assert_error("INVALID_ARGUMENT", g.rpq, expr="_", limit=1000001)
+        self._assert_error("INVALID_ARGUMENT", g.rpq, expr="_", sources=[-1])
+        e = self._assert_error("INVALID_ARGUMENT", g.rpq, expr="1/(2|", sources=[1])
+        self.assertIn("position", e.message)
         self.assertIsNotNone(g.obj_get(id=1))  # a declared error leaves the connection usable
 
     # ---- writes: each acknowledged write is read back through the other aggregator -------------
@@ -749,6 +817,11 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r.get_neighbor_ids(src, properties={"wtok": token}), [f1])
         self.assertEqual(r.get_neighbor_ids(src, 1, {k0: v0}),
                          [d for d in (0, 1) if self.nodes[d].get(k0) == v0])
+        # Traversals see the writes.
+        self.assertEqual(r.bfs(src, 1), [{"id": src, "depth": 0}] +
+                         [{"id": d, "depth": 1} for d in sorted([0, 1, f1, INT64_MAX])])
+        self.assertEqual(r.rpq("3", [src]), {"pairs": [[src, f1]], "truncated": False})
+        self.assertEqual(r.rpq("1/_*", [src], 4)["pairs"][:2], [[src, 0], [src, 1]])
 
         # assoc_add of an existing key replaces it (upsert): still 4 edges, new place in the order.
         self.assertEqual(r.assoc_add(src, 1, 0, 7, {"v": "2"}), {"replaced": True})
@@ -779,6 +852,8 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(r.assoc_count(src, typ), 0)
             self.assertEqual(r.assoc_range(src, typ, 0, 10), [])
         self.assertEqual(r.get_neighbor_ids(src), [])
+        self.assertEqual(r.bfs(src, 2), [{"id": src, "depth": 0}])
+        self.assertEqual(w.rpq("_*", [src]), {"pairs": [[src, src]], "truncated": False})
         self.assertEqual(r.obj_get(f1), {"id": f1, "properties": {"wtok": token}})
         self.assertEqual(r.obj_get(0), {"id": 0, "properties": self.nodes[0]})
         # The key can be written again after the delete.
@@ -1067,7 +1142,25 @@ class ClientTest(unittest.TestCase):
                     ("obj_delete", ("1",), {}),
                     ("assoc_add", (1, 0, 2, False, {}), {}),
                     ("assoc_update", (1, 0, 2, 3, {"a": None}), {}),
-                    ("assoc_delete", (1, 0, [2]), {})]:
+                    ("assoc_delete", (1, 0, [2]), {}),
+                    ("bfs", (1,), {"max_depth": "2"}),
+                    ("bfs", ("1", 2), {}),
+                    ("bfs", (1, 2.0), {}),
+                    ("bfs", (1, 1 << 40), {}),
+                    ("bfs", (1, 2), {"types": "0"}),
+                    ("bfs", (1, 2), {"types": 0}),
+                    ("bfs", (1, 2), {"types": [0, "1"]}),
+                    ("bfs", (1, 2), {"types": [True]}),
+                    ("bfs", (1, 2), {"limit": 1.0}),
+                    ("rpq", (5,), {}),
+                    ("rpq", (b"1",), {}),
+                    ("rpq", (None,), {}),
+                    ("rpq", ("\ud800",), {}),
+                    ("rpq", ("1",), {"sources": 1}),
+                    ("rpq", ("1",), {"sources": "1"}),
+                    ("rpq", ("1",), {"sources": [1, "2"]}),
+                    ("rpq", ("1",), {"limit": "5"}),
+                    ("rpq", ("1",), {"limit": 1 << 63})]:
                 with self.subTest(endpoint=g.endpoint, op=name, args=args, kwargs=kwargs):
                     self._assert_error("INVALID_ARGUMENT", getattr(g, name), *args, **kwargs)
         dead.close()

@@ -45,6 +45,10 @@ MAX_REQUEST_BYTES = 16 << 20
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
+# The traversals' default limits (interface.md, "Traversals").
+_BFS_LIMIT = 10000
+_RPQ_LIMIT = 100000
+
 
 class Error(Exception):
     """A failed operation: `code` is one of CODES, `message` says what happened."""
@@ -129,6 +133,15 @@ def _ids(op, name, value):
             raise _bad(op, name, "a list of ints (an element is not an int)", v)
         out.append(_int(op, name, v))
     return out
+
+
+def _int32(op, name, value):
+    """An int that must fit Thrift's i32 (its range is the server's to check)."""
+    value = _int(op, name, value)
+    if not -(1 << 31) <= value < (1 << 31):
+        raise Error("INVALID_ARGUMENT", "%s: argument '%s' (%d) is out of range"
+                    % (op, name, value))
+    return value
 
 
 def _request_bytes(ids=0, props=None, names=None):
@@ -550,6 +563,47 @@ class Graph:
                 outcomes[i] = {"replaced": bool(r.found)}
             else:
                 outcomes[i] = None
+
+    # ---- traversals (ZipG appendix B) -----------------------------------------------------------
+
+    def bfs(self, id, max_depth, types=None, limit=None):
+        """[{"id", "depth"}, ...]: every id reachable from `id` over live outgoing edges (of the
+        listed `types`, or of any type if None; [] allows none) in at most `max_depth` (0..10)
+        hops, each once at its smallest depth, `id` itself at depth 0; ordered by (depth, id), at
+        most `limit` (1..1000000, default 10000) entries, the first of that order."""
+        op = "bfs"
+        id = _int(op, "id", id)
+        max_depth = _int32(op, "max_depth", max_depth)
+        type_list = None if types is None else _ids(op, "types", types)
+        limit = _BFS_LIMIT if limit is None else _int(op, "limit", limit)
+        _check_size(op, _request_bytes(ids=len(type_list or ())))
+        r = self._call(op, id, type_list is None, type_list or [], max_depth, limit)
+        ids, depths = r.ids or [], r.depths or []
+        if len(ids) != len(depths):
+            raise Error("INTERNAL", "bfs: the server answered %d ids and %d depths"
+                        % (len(ids), len(depths)))
+        return [{"id": i, "depth": d} for i, d in zip(ids, depths)]
+
+    def rpq(self, expr, sources=None, limit=None):
+        """{"pairs": [[src, dst], ...], "truncated": bool}: the distinct pairs such that some path
+        from src to dst over live outgoing edges spells a word of the regular path expression
+        `expr` over edge types (`1`, `_` any type, `a/b`, `a|b`, `a*`, `a+`, `a?`, parentheses;
+        spaces ignored). Sources: the listed ids, or (None) every id with a node entry or a live
+        edge. Sorted by (src, dst); at most `limit` (1..1000000, default 100000) pairs, the first
+        of that order; `truncated` says whether more exist. A malformed expression is
+        INVALID_ARGUMENT naming the position; a query over the server's time or memory budget is
+        DEADLINE_EXCEEDED or RESOURCE_EXHAUSTED, never a partial answer."""
+        op = "rpq"
+        expr = _str(op, "expr", expr, "a str")
+        source_list = None if sources is None else _ids(op, "sources", sources)
+        limit = _RPQ_LIMIT if limit is None else _int(op, "limit", limit)
+        _check_size(op, _request_bytes(ids=len(source_list or ()), names=[expr]))
+        r = self._call(op, expr, source_list is None, source_list or [], limit)
+        srcs, dsts = r.srcs or [], r.dsts or []
+        if len(srcs) != len(dsts):
+            raise Error("INTERNAL", "rpq: the server answered %d sources and %d destinations"
+                        % (len(srcs), len(dsts)))
+        return {"pairs": [[s, d] for s, d in zip(srcs, dsts)], "truncated": bool(r.truncated)}
 
     # ---- the cluster ----------------------------------------------------------------------------
 
