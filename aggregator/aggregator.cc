@@ -240,21 +240,20 @@ StatusOr<RpqResult> ClusterGraph::Rpq(const std::string& expr,
   ZIPG_ASSIGN_OR_RETURN(auto automaton, graph::PathAutomaton::Parse(expr));
   auto map = view_->Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
-  std::vector<int64_t> from;
-  if (sources) {
-    from = *sources;
-  } else {
-    std::vector<uint32_t> all(map->num_shards);
-    for (uint32_t s = 0; s < map->num_shards; ++s) all[s] = s;
-    std::vector<rpc::IdsCall> calls;
-    ZIPG_RETURN_IF_ERROR(
-        cluster::AddSourcesCalls(*view_, pools_, all, automaton.nullable(), &calls));
-    ZIPG_ASSIGN_OR_RETURN(from, rpc::GatherIds(fanout_, calls));
-  }
-  std::sort(from.begin(), from.end());
-  from.erase(std::unique(from.begin(), from.end()), from.end());
-  Expander expander(this, map->num_shards);
-  return graph::RunRpq(expander, automaton, from, limit, traversal_limits_);
+  const uint32_t num_shards = map->num_shards;
+  Expander expander(this, num_shards);
+  return graph::RunRpq(
+      expander, automaton, sources,
+      [&](bool include_dsts,
+          const graph::TraversalBudget& budget) -> StatusOr<std::vector<int64_t>> {
+        std::vector<uint32_t> all(num_shards);
+        for (uint32_t s = 0; s < num_shards; ++s) all[s] = s;
+        std::vector<rpc::IdsCall> calls;
+        ZIPG_RETURN_IF_ERROR(
+            cluster::AddSourcesCalls(*view_, pools_, all, include_dsts, budget, &calls));
+        return rpc::GatherIds(fanout_, calls);
+      },
+      limit, traversal_limits_);
 }
 
 nlohmann::json ClusterGraph::StatusJson(const std::string& self_name,

@@ -90,6 +90,7 @@ StatusOr<graph::TraversalLimits> TraversalLimitsFromArgs(const Args& args) {
     if (*bytes < 4096) return Status::InvalidArgument("--traversal-memory must be at least 4K");
     limits.memory_bytes = *bytes;
   }
+  ZIPG_RETURN_IF_ERROR(limits.Validate());
   return limits;
 }
 

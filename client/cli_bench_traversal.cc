@@ -295,8 +295,9 @@ int RunTraversalBench(const Args& args) {
            },
            [&g, a = *automaton, pulled_limits](int64_t s) -> StatusOr<size_t> {
              graph::PulledExpander pulled(&g);
-             ZIPG_ASSIGN_OR_RETURN(
-                 auto r, graph::RunRpq(pulled, a, {s}, graph::kMaxTraversalLimit, pulled_limits));
+             ZIPG_ASSIGN_OR_RETURN(auto r,
+                                   graph::RunRpq(pulled, a, std::vector<int64_t>{s}, nullptr,
+                                                 graph::kMaxTraversalLimit, pulled_limits));
              return r.pairs.size();
            }});
     }

@@ -160,6 +160,12 @@ int RunServe(int argc, char** argv) {
   if (*ttl < 1 || *ttl > 3600) return UsageError("--lease-ttl must be 1..3600 seconds", kUsage);
   auto traversal = TraversalLimitsFromArgs(*args);
   if (!traversal.ok()) return UsageError(traversal.status().message(), kUsage);
+  // A step must end (or fail) before the caller's call to it times out and is retried.
+  if (static_cast<uint64_t>(traversal->deadline.count()) >= *timeout) {
+    return UsageError("--traversal-deadline-ms must be below --call-timeout-ms (" +
+                          std::to_string(*timeout) + ")",
+                      kUsage);
+  }
   const std::string cluster_name = args->Get("cluster").value_or("zipg");
   const std::string prefix = cluster::ClusterPrefix(cluster_name);
 

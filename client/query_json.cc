@@ -260,9 +260,12 @@ const std::map<std::string, Handler>& Handlers() {
          ARG(max_depth, r.Int("max_depth"));
          ARG(limit, r.OptionalInt("limit"));
          ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
-         // Out of int32 range is out of 0..kMaxBfsDepth too: Bfs reports it.
-         const auto depth = static_cast<int32_t>(std::clamp<int64_t>(
-             max_depth, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+         if (max_depth < 0 || max_depth > graph::kMaxBfsDepth) {
+           return Status::InvalidArgument("bfs: max_depth must be 0.." +
+                                          std::to_string(graph::kMaxBfsDepth) + ", not " +
+                                          std::to_string(max_depth));
+         }
+         const auto depth = static_cast<int32_t>(max_depth);
          ARG(entries, g.Bfs(id, types, depth, limit.value_or(graph::kDefaultBfsLimit)));
          json out = json::array();
          for (const BfsEntry& e : entries) out.push_back({{"id", e.id}, {"depth", e.depth}});

@@ -19,7 +19,7 @@ Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
   auto plan = std::make_shared<WorkPlan<graph::Visit>>();
   for (const auto& [s, visits] : groups) ZIPG_RETURN_IF_ERROR(AddWork(*map, s, visits, plan.get()));
   auto shared_automaton = std::make_shared<const graph::PathAutomaton>(automaton);
-  const int64_t deadline_ms = budget.remaining_ms();
+  const auto deadline = budget.deadline();
   const uint64_t max_visits = budget.max_step_visits();
   const uint32_t num_shards = map->num_shards;
   for (const auto& [name, work] : *plan) {
@@ -29,12 +29,17 @@ Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
                         endpoint = work.endpoint]() -> StatusOr<std::vector<graph::Visit>> {
         const std::vector<graph::Visit> chunk(plan->at(name).items.begin() + first,
                                               plan->at(name).items.begin() + last);
+        // The time left when the call is made (calls may wait for a fan-out thread).
         auto call = [&](const ServerWork<graph::Visit>& w) {
           return rpc::RemoteGraph(pools->Get(w.endpoint))
-              .TraverseExpand(*shared_automaton, w.items, deadline_ms, max_visits);
+              .TraverseExpand(*shared_automaton, w.items,
+                              graph::TraversalBudget::RemainingMs(deadline), max_visits);
         };
         auto got = call(ServerWork<graph::Visit>{endpoint, chunk});
-        if (got.ok() || !RetryElsewhere(got.status())) return got;
+        if (got.ok() || !RetryElsewhere(got.status()) ||
+            graph::TraversalBudget::RemainingMs(deadline) == 0) {
+          return got;
+        }
         std::map<uint32_t, std::vector<graph::Visit>> by_shard;  // once more on other replicas
         for (const graph::Visit& v : chunk) by_shard[ShardOf(v.node, num_shards)].push_back(v);
         return RetryOnOthers<graph::Visit, graph::Visit>(view, name, by_shard, call);
@@ -46,7 +51,9 @@ Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
 
 Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
                        const std::vector<uint32_t>& shards, bool include_dsts,
-                       std::vector<rpc::IdsCall>* calls) {
+                       const graph::TraversalBudget& budget, std::vector<rpc::IdsCall>* calls) {
+  const auto deadline = budget.deadline();
+  const uint64_t max_ids = budget.memory_bytes() / sizeof(int64_t);
   auto map = view.Current();
   WorkPlan<int32_t> plan;
   for (uint32_t s : shards) {
@@ -55,10 +62,15 @@ Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
   for (const auto& [name, work] : plan) {
     calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
       auto call = [&](const ServerWork<int32_t>& w) {
-        return rpc::RemoteGraph(pools->Get(w.endpoint)).TraverseSources(w.items, include_dsts);
+        return rpc::RemoteGraph(pools->Get(w.endpoint))
+            .TraverseSources(w.items, include_dsts, graph::TraversalBudget::RemainingMs(deadline),
+                             max_ids);
       };
       auto got = call(work);
-      if (got.ok() || !RetryElsewhere(got.status())) return got;
+      if (got.ok() || !RetryElsewhere(got.status()) ||
+          graph::TraversalBudget::RemainingMs(deadline) == 0) {
+        return got;
+      }
       std::map<uint32_t, std::vector<int32_t>> by_shard;
       for (int32_t s : work.items) by_shard[static_cast<uint32_t>(s)].push_back(s);
       return RetryOnOthers(view, name, by_shard, call);

@@ -1,8 +1,10 @@
 // The cluster side of a traversal step (docs/traversal.md): the frontier's visits, grouped by the
 // shard owning their node, go to one server per shard group as traverse_expand calls (at most
 // kVisitsPerCall visits each), and the sources of an rpq without sources come from
-// traverse_sources calls. A call that fails with a retryable error (cluster::RetryElsewhere) is
-// made once more on other replicas. Used by aggregators (the coordinator of a client's traversal)
+// traverse_sources calls. Each call gets the time the query has left when it is made, and a
+// cap of what the query's memory budget has left. A call that fails with a retryable error
+// (cluster::RetryElsewhere) is made once more on other replicas, unless the query's deadline
+// has passed. Used by aggregators (the coordinator of a client's traversal)
 // and by shard servers (for the groups they do not host).
 //
 // Thread-safety: the returned calls may run concurrently; they keep what they need alive.
@@ -28,9 +30,9 @@ Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
                       const graph::TraversalBudget& budget,
                       std::vector<rpc::ListCall<graph::Visit>>* calls);
 
-// Appends to *calls the traverse_sources calls for `shards`.
+// Appends to *calls the traverse_sources calls for `shards`, within `budget`.
 Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
                        const std::vector<uint32_t>& shards, bool include_dsts,
-                       std::vector<rpc::IdsCall>* calls);
+                       const graph::TraversalBudget& budget, std::vector<rpc::IdsCall>* calls);
 
 }  // namespace zipg::cluster

@@ -407,11 +407,16 @@ StatusOr<std::vector<Edge>> MergedShard::AssocTimeRange(int64_t id, int64_t type
 
 namespace zipg::engine {
 
-StatusOr<std::vector<int64_t>> MergedShard::Sources(bool include_dsts) const {
+StatusOr<std::vector<int64_t>> MergedShard::Sources(bool include_dsts,
+                                                    const ListBounds& bounds) const {
   // The base's, less the written nodes; then each written node as the writes left it.
   const std::vector<int64_t> written = delta_->Nodes();
-  ZIPG_ASSIGN_OR_RETURN(std::vector<int64_t> ids, base_->SourcesExcept(include_dsts, written));
+  ZIPG_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                        base_->SourcesExcept(include_dsts, written, bounds));
   for (int64_t id : written) {
+    if (std::chrono::steady_clock::now() > bounds.deadline) {
+      return Status::DeadlineExceeded("listing the sources ran out of the query's deadline");
+    }
     ZIPG_ASSIGN_OR_RETURN(auto props, GetNodeProperty(id, nullptr));
     ZIPG_ASSIGN_OR_RETURN(auto neighbors, NeighborIds(id, std::nullopt));
     if (props || !neighbors.empty()) ids.push_back(id);
@@ -419,6 +424,10 @@ StatusOr<std::vector<int64_t>> MergedShard::Sources(bool include_dsts) const {
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.size() > bounds.max_ids) {
+    return Status::ResourceExhausted("more than " + std::to_string(bounds.max_ids) +
+                                     " sources (the query's memory budget)");
+  }
   return ids;
 }
 

@@ -76,7 +76,8 @@ class MergedShard final : public ShardReader {
                                        int64_t low, int64_t high) const override;
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) const override;
-  StatusOr<std::vector<int64_t>> Sources(bool include_dsts) const override;
+  StatusOr<std::vector<int64_t>> Sources(bool include_dsts,
+                                         const ListBounds& bounds) const override;
 
  private:
   class TypeView;

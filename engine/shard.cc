@@ -49,28 +49,44 @@ StatusOr<std::vector<int64_t>> Shard::NeighborIds(int64_t id, std::optional<int6
   return ids;
 }
 
-StatusOr<std::vector<int64_t>> Shard::Sources(bool include_dsts) const {
-  return SourcesExcept(include_dsts, {});
+StatusOr<std::vector<int64_t>> Shard::Sources(bool include_dsts, const ListBounds& bounds) const {
+  return SourcesExcept(include_dsts, {}, bounds);
 }
 
 StatusOr<std::vector<int64_t>> Shard::SourcesExcept(bool include_dsts,
-                                                    const std::vector<int64_t>& skip) const {
+                                                    const std::vector<int64_t>& skip,
+                                                    const ListBounds& bounds) const {
   auto skipped = [&](int64_t id) { return std::binary_search(skip.begin(), skip.end(), id); };
   std::vector<int64_t> ids;
+  // Distinct ids within bounds.max_ids (duplicates removed before giving up).
+  auto bounded = [&]() -> Status {
+    if (ids.size() <= bounds.max_ids) return Status::OK();
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (ids.size() <= bounds.max_ids) return Status::OK();
+    return Status::ResourceExhausted("more than " + std::to_string(bounds.max_ids) +
+                                     " sources (the query's memory budget)");
+  };
   for (int64_t id : nodes_->ids()) {
     if (!skipped(id)) ids.push_back(id);
   }
+  ZIPG_RETURN_IF_ERROR(bounded());
+  uint64_t records = 0;
   ZIPG_RETURN_IF_ERROR(edges_->ForEachRecord(
       [&](const layout::EdgeFile::Record& record, std::vector<Edge> edges) -> Status {
+        if (++records % 256 == 0 && std::chrono::steady_clock::now() > bounds.deadline) {
+          return Status::DeadlineExceeded("listing the sources ran out of the query's deadline");
+        }
         if (skipped(record.src)) return Status::OK();
         ids.push_back(record.src);
         if (include_dsts) {
           for (const Edge& e : edges) ids.push_back(e.dst);
         }
-        return Status::OK();
+        return ids.size() / 2 > bounds.max_ids ? bounded() : Status::OK();
       }));
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  ZIPG_RETURN_IF_ERROR(bounded());
   return ids;
 }
 

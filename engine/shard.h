@@ -8,6 +8,7 @@
 // Thread-safety: immutable once opened; all const methods may be called concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -59,8 +60,14 @@ class ShardReader {
 
   // The ids with a node entry here or a live edge from here, and with `include_dsts` also the
   // destinations of those edges (the sources of an rpq without sources): sorted, distinct. Reads
-  // every record: for whole-store queries only.
-  virtual StatusOr<std::vector<int64_t>> Sources(bool include_dsts) const = 0;
+  // every record: for whole-store queries only. DEADLINE_EXCEEDED past bounds.deadline,
+  // RESOURCE_EXHAUSTED past bounds.max_ids distinct ids.
+  struct ListBounds {
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    uint64_t max_ids = UINT64_MAX;
+  };
+  virtual StatusOr<std::vector<int64_t>> Sources(bool include_dsts,
+                                                 const ListBounds& bounds) const = 0;
 };
 
 class Shard final : public ShardReader {
@@ -96,10 +103,11 @@ class Shard final : public ShardReader {
                                        int64_t low, int64_t high) const override;
   StatusOr<std::vector<Edge>> AssocTimeRange(int64_t id, int64_t type, int64_t low, int64_t high,
                                              int64_t limit) const override;
-  StatusOr<std::vector<int64_t>> Sources(bool include_dsts) const override;
+  StatusOr<std::vector<int64_t>> Sources(bool include_dsts,
+                                         const ListBounds& bounds) const override;
   // Sources, leaving out the nodes in `skip` (sorted) and their edges.
-  StatusOr<std::vector<int64_t>> SourcesExcept(bool include_dsts,
-                                               const std::vector<int64_t>& skip) const;
+  StatusOr<std::vector<int64_t>> SourcesExcept(bool include_dsts, const std::vector<int64_t>& skip,
+                                               const ListBounds& bounds) const;
   // AssocGet within a record already found in this shard's EdgeFile: its edges to `wanted`
   // (sorted, distinct) with low <= timestamp <= high, newest first.
   StatusOr<std::vector<Edge>> EdgesTo(const layout::EdgeFile::Record& record,

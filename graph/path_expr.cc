@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -94,23 +95,28 @@ class Parser {
     }
     return left;
   }
+  // Consecutive postfix operators become one node (x** = x*, x++ = x+, x?? = x?, any other mix
+  // = x*), so a run of them cannot make the automaton's construction quadratic in its length.
   StatusOr<int> Post(int depth) {
     ZIPG_ASSIGN_OR_RETURN(int n, Atom(depth));
+    std::optional<Node::Kind> kind;
     for (;;) {
-      Node::Kind kind;
+      Node::Kind k;
       if (Peek('*')) {
-        kind = Node::kStar;
+        k = Node::kStar;
       } else if (Peek('+')) {
-        kind = Node::kPlus;
+        k = Node::kPlus;
       } else if (Peek('?')) {
-        kind = Node::kOpt;
+        k = Node::kOpt;
       } else {
-        return n;
+        break;
       }
       ++at_;
       SkipSpaces();
-      n = Add({kind, n, -1, 0});
+      kind = !kind || *kind == k ? k : Node::kStar;
     }
+    if (kind) n = Add({*kind, n, -1, 0});
+    return n;
   }
   StatusOr<int> Atom(int depth) {
     if (at_ >= text_.size()) return Error("expected a type, '_' or '('");

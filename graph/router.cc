@@ -149,6 +149,10 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocTimeRange(int64_t id, int64_t type
 
 namespace zipg {
 
+engine::ShardReader::ListBounds ListBoundsOf(const graph::TraversalBudget& budget) {
+  return {budget.deadline(), budget.memory_bytes() / sizeof(int64_t)};
+}
+
 // The router's traversal step: the frontier grouped by owning shard, then ExpandGroups.
 class ShardRouter::Expander final : public graph::FrontierExpander {
  public:
@@ -190,8 +194,9 @@ StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandLocal(const graph::PathAu
   return out;
 }
 
-StatusOr<std::vector<int64_t>> ShardRouter::SourcesLocal(const std::vector<uint32_t>& shards,
-                                                         bool include_dsts) {
+StatusOr<std::vector<int64_t>> ShardRouter::SourcesLocal(
+    const std::vector<uint32_t>& shards, bool include_dsts,
+    const engine::ShardReader::ListBounds& bounds) {
   std::vector<int64_t> out;
   for (uint32_t s : shards) {
     if (s >= num_shards_) {
@@ -199,7 +204,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::SourcesLocal(const std::vector<uint3
                                      std::to_string(num_shards_));
     }
     ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
-    ZIPG_ASSIGN_OR_RETURN(auto part, shard->Sources(include_dsts));
+    ZIPG_ASSIGN_OR_RETURN(auto part, shard->Sources(include_dsts, bounds));
     out.insert(out.end(), part.begin(), part.end());
   }
   std::sort(out.begin(), out.end());
@@ -211,21 +216,16 @@ StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandGroups(
     const graph::PathAutomaton& automaton,
     const std::map<uint32_t, std::vector<graph::Visit>>& groups,
     const graph::TraversalBudget& budget) {
-  std::vector<graph::Visit> out;
-  for (const auto& [s, group] : groups) {
-    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
-    ZIPG_ASSIGN_OR_RETURN(auto part,
-                          graph::ExpandOnShard(*shard, automaton, group, budget.remaining_ms(),
-                                               budget.max_step_visits() - out.size()));
-    out.insert(out.end(), part.begin(), part.end());
-  }
-  return out;
+  std::vector<graph::Visit> visits;
+  for (const auto& [s, group] : groups) visits.insert(visits.end(), group.begin(), group.end());
+  return ExpandLocal(automaton, std::move(visits), budget.remaining_ms(), budget.max_step_visits());
 }
 
-StatusOr<std::vector<int64_t>> ShardRouter::SourcesOnAllShards(bool include_dsts) {
+StatusOr<std::vector<int64_t>> ShardRouter::SourcesOnAllShards(
+    bool include_dsts, const graph::TraversalBudget& budget) {
   std::vector<uint32_t> all(num_shards_);
   for (uint32_t s = 0; s < num_shards_; ++s) all[s] = s;
-  return SourcesLocal(all, include_dsts);
+  return SourcesLocal(all, include_dsts, ListBoundsOf(budget));
 }
 
 StatusOr<std::vector<BfsEntry>> ShardRouter::Bfs(int64_t id,
@@ -241,16 +241,13 @@ StatusOr<RpqResult> ShardRouter::Rpq(const std::string& expr,
                                      int64_t limit) {
   ZIPG_RETURN_IF_ERROR(graph::CheckRpqArgs(sources, limit));
   ZIPG_ASSIGN_OR_RETURN(auto automaton, graph::PathAutomaton::Parse(expr));
-  std::vector<int64_t> from;
-  if (sources) {
-    from = *sources;
-  } else {
-    ZIPG_ASSIGN_OR_RETURN(from, SourcesOnAllShards(automaton.nullable()));
-  }
-  std::sort(from.begin(), from.end());
-  from.erase(std::unique(from.begin(), from.end()), from.end());
   Expander expander(this);
-  return graph::RunRpq(expander, automaton, from, limit, traversal_limits_);
+  return graph::RunRpq(
+      expander, automaton, sources,
+      [this](bool include_dsts, const graph::TraversalBudget& budget) {
+        return SourcesOnAllShards(include_dsts, budget);
+      },
+      limit, traversal_limits_);
 }
 
 }  // namespace zipg

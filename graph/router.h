@@ -21,6 +21,9 @@
 
 namespace zipg {
 
+// The bounds of listing an rpq's sources within `budget` (8 bytes per id).
+engine::ShardReader::ListBounds ListBoundsOf(const graph::TraversalBudget& budget);
+
 class ShardRouter : public GraphApi {
  public:
   uint32_t num_shards() const { return num_shards_; }
@@ -59,7 +62,9 @@ class ShardRouter : public GraphApi {
   // The ids with a node entry or a live edge in the listed shards (open here), and with
   // `include_dsts` every destination of their live edges: sorted, distinct.
   StatusOr<std::vector<int64_t>> SourcesLocal(const std::vector<uint32_t>& shards,
-                                              bool include_dsts);
+                                              bool include_dsts,
+                                              const engine::ShardReader::ListBounds& bounds);
+  const graph::TraversalLimits& traversal_limits() const { return traversal_limits_; }
 
   // The ids (all owned by shards open here) whose node matches every pair, sorted.
   StatusOr<std::vector<int64_t>> FilterLocal(const std::vector<int64_t>& ids,
@@ -81,13 +86,15 @@ class ShardRouter : public GraphApi {
   virtual StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties);
   // A traversal step over `groups` (shard -> visits of nodes it owns): successors, any order,
-  // duplicates allowed. Default: ExpandLocal on each group.
+  // duplicates allowed. Default: ExpandLocal.
   virtual StatusOr<std::vector<graph::Visit>> ExpandGroups(
       const graph::PathAutomaton& automaton,
       const std::map<uint32_t, std::vector<graph::Visit>>& groups,
       const graph::TraversalBudget& budget);
-  // SourcesLocal over every shard of the store (any order, duplicates allowed). Default: local.
-  virtual StatusOr<std::vector<int64_t>> SourcesOnAllShards(bool include_dsts);
+  // SourcesLocal over every shard of the store (any order, duplicates allowed), within the
+  // budget. Default: local.
+  virtual StatusOr<std::vector<int64_t>> SourcesOnAllShards(bool include_dsts,
+                                                            const graph::TraversalBudget& budget);
 
  private:
   class Expander;

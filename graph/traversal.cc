@@ -29,6 +29,11 @@ std::optional<int64_t> TypeArg(int64_t label) {
   return label == PathAutomaton::kAnyType ? std::nullopt : std::optional<int64_t>(label);
 }
 
+void SortUnique(std::vector<Visit>* v) {
+  std::sort(v->begin(), v->end());
+  v->erase(std::unique(v->begin(), v->end()), v->end());
+}
+
 // Expands the visits of one node: `neighbors(type)` gives its neighbors over a label.
 template <typename Neighbors>
 Status ExpandNode(const PathAutomaton& a, const Visit* begin, const Visit* end,
@@ -43,9 +48,12 @@ Status ExpandNode(const PathAutomaton& a, const Visit* begin, const Visit* end,
         it = by_label.emplace(t->type, std::move(ids)).first;
       }
       if (out->size() + it->second.size() > max_visits) {
-        return Status::ResourceExhausted("a traversal step reached more than " +
-                                         std::to_string(max_visits) +
-                                         " successors (the query's memory budget)");
+        SortUnique(out);  // count distinct successors only
+        if (out->size() + it->second.size() > max_visits) {
+          return Status::ResourceExhausted("a traversal step reached more than " +
+                                           std::to_string(max_visits) +
+                                           " successors (the query's memory budget)");
+        }
       }
       for (int64_t d : it->second) out->push_back({v->tag, t->to, d});
     }
@@ -65,11 +73,6 @@ Status ForEachNode(const std::vector<Visit>& sorted, F&& f) {
   return Status::OK();
 }
 
-void SortUnique(std::vector<Visit>* v) {
-  std::sort(v->begin(), v->end());
-  v->erase(std::unique(v->begin(), v->end()), v->end());
-}
-
 struct VisitHash {
   size_t operator()(const Visit& v) const {
     uint64_t h = static_cast<uint64_t>(v.node) * 0x9E3779B97F4A7C15ull;
@@ -82,8 +85,18 @@ struct VisitHash {
 
 namespace graph {
 
+Status TraversalLimits::Validate() const {
+  if (deadline.count() < 1 || deadline.count() > 3600000) {
+    return Status::InvalidArgument("a traversal deadline must be 1..3600000 ms");
+  }
+  if (memory_bytes < 4096) {
+    return Status::InvalidArgument("a traversal memory budget must be at least 4096 bytes");
+  }
+  return Status::OK();
+}
+
 Status TraversalBudget::CheckTime(const char* where) const {
-  if (std::chrono::steady_clock::now() - start_ <= limits_.deadline) return Status::OK();
+  if (Clock::now() <= deadline_) return Status::OK();
   return Status::DeadlineExceeded(std::string(op_) + " exceeded its deadline of " +
                                   std::to_string(limits_.deadline.count()) + " ms " + where);
 }
@@ -94,11 +107,25 @@ Status TraversalBudget::CheckMemory(uint64_t bytes, const char* what) const {
                                    std::to_string(limits_.memory_bytes) + " bytes (" + what + ")");
 }
 
-int64_t TraversalBudget::remaining_ms() const {
-  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - start_);
-  const int64_t left = (limits_.deadline - spent).count();
-  return left < 0 ? 0 : std::max<int64_t>(left, 1);
+Status TraversalBudget::Explain(const Status& s) const {
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    return Status::DeadlineExceeded(std::string(op_) + " exceeded its deadline of " +
+                                    std::to_string(limits_.deadline.count()) + " ms (" +
+                                    s.message() + ")");
+  }
+  if (s.code() == StatusCode::kResourceExhausted) {
+    return Status::ResourceExhausted(std::string(op_) + " needs more than its memory budget of " +
+                                     std::to_string(limits_.memory_bytes) + " bytes (" +
+                                     s.message() + ")");
+  }
+  return s;
+}
+
+int64_t TraversalBudget::RemainingMs(Clock::time_point deadline) {
+  const auto now = Clock::now();
+  if (now > deadline) return 0;
+  return std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count());
 }
 
 StatusOr<std::vector<Visit>> ExpandOnShard(const engine::ShardReader& shard,
@@ -146,6 +173,10 @@ Status CheckBfsArgs(int64_t id, const std::optional<std::vector<int64_t>>& types
                     int64_t limit) {
   if (id < 0) return Status::InvalidArgument("bfs: negative id " + std::to_string(id));
   if (types) {
+    if (types->size() > PathAutomaton::kMaxAtoms) {
+      return Status::InvalidArgument("bfs: more than " + std::to_string(PathAutomaton::kMaxAtoms) +
+                                     " types");
+    }
     for (int64_t t : *types) {
       if (t < 0) return Status::InvalidArgument("bfs: negative type " + std::to_string(t));
     }
@@ -174,6 +205,61 @@ Status CheckRpqArgs(const std::optional<std::vector<int64_t>>& sources, int64_t 
   return Status::OK();
 }
 
+namespace {
+
+// INTERNAL unless every successor names a tag below `tags` and a state of `automaton`.
+Status CheckReply(const std::vector<Visit>& next, size_t tags, const PathAutomaton& automaton) {
+  for (const Visit& v : next) {
+    if (v.tag >= tags || v.state >= automaton.num_states() || v.node < 0) {
+      return Status::Internal("a traversal step answered a malformed visit");
+    }
+  }
+  return Status::OK();
+}
+
+// The pairs of one batch of sources (`sources[first .. first+n)`), sorted and distinct.
+StatusOr<std::vector<std::pair<int64_t, int64_t>>> RpqBatch(
+    FrontierExpander& expander, const PathAutomaton& automaton, const std::vector<int64_t>& sources,
+    size_t first, size_t n, uint64_t held_bytes, TraversalBudget& budget, TraversalStats* stats,
+    size_t* visits) {
+  std::unordered_set<Visit, VisitHash> seen;
+  std::vector<Visit> frontier;
+  for (size_t k = 0; k < n; ++k) {
+    frontier.push_back({static_cast<uint32_t>(k), 0, sources[first + k]});
+    seen.insert(frontier.back());
+  }
+  auto used = [&] { return held_bytes + (seen.size() + frontier.size()) * kVisitBytes; };
+  while (!frontier.empty()) {
+    ZIPG_RETURN_IF_ERROR(budget.CheckTime("before a round"));
+    budget.set_used(used());
+    auto step = expander.Expand(automaton, frontier, budget);
+    if (!step.ok()) return budget.Explain(step.status());
+    std::vector<Visit> next = std::move(step).value();
+    if (stats) ++stats->rounds;
+    ZIPG_RETURN_IF_ERROR(CheckReply(next, n, automaton));
+    frontier.clear();
+    for (size_t i = 0; i < next.size(); ++i) {
+      if (seen.insert(next[i]).second) frontier.push_back(next[i]);
+      if (i % 4096 == 0) {
+        ZIPG_RETURN_IF_ERROR(budget.CheckMemory(used() + next.size() * sizeof(Visit),
+                                                "visited (source, node, state)"));
+      }
+    }
+    ZIPG_RETURN_IF_ERROR(budget.CheckMemory(used(), "visited (source, node, state)"));
+  }
+  *visits = seen.size();
+  if (stats) stats->visits += seen.size();
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (const Visit& v : seen) {
+    if (automaton.accepting[v.state]) pairs.emplace_back(sources[first + v.tag], v.node);
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  return pairs;
+}
+
+}  // namespace
+
 StatusOr<std::vector<BfsEntry>> RunBfs(FrontierExpander& expander, int64_t id,
                                        const std::optional<std::vector<int64_t>>& types,
                                        int32_t max_depth, int64_t limit,
@@ -184,17 +270,26 @@ StatusOr<std::vector<BfsEntry>> RunBfs(FrontierExpander& expander, int64_t id,
   std::unordered_set<int64_t> seen = {id};
   std::vector<BfsEntry> out = {{id, 0}};
   std::vector<Visit> frontier = {{0, 0, id}};
+  auto used = [&] { return (seen.size() + frontier.size()) * kVisitBytes; };
   for (int32_t depth = 1;
        depth <= max_depth && !frontier.empty() && out.size() < static_cast<uint64_t>(limit);
        ++depth) {
     ZIPG_RETURN_IF_ERROR(budget.CheckTime("before a round"));
-    ZIPG_ASSIGN_OR_RETURN(std::vector<Visit> next, expander.Expand(loop, frontier, budget));
+    budget.set_used(used());
+    auto step = expander.Expand(loop, frontier, budget);
+    if (!step.ok()) return budget.Explain(step.status());
+    std::vector<Visit> next = std::move(step).value();
     if (stats) ++stats->rounds;
+    ZIPG_RETURN_IF_ERROR(CheckReply(next, 1, loop));
     frontier.clear();
-    for (const Visit& v : next) {
-      if (seen.insert(v.node).second) frontier.push_back({0, 0, v.node});
+    for (size_t i = 0; i < next.size(); ++i) {
+      if (seen.insert(next[i].node).second) frontier.push_back({0, 0, next[i].node});
+      if (i % 4096 == 0) {
+        ZIPG_RETURN_IF_ERROR(
+            budget.CheckMemory(used() + next.size() * sizeof(Visit), "reached ids"));
+      }
     }
-    ZIPG_RETURN_IF_ERROR(budget.CheckMemory(seen.size() * kVisitBytes, "reached ids"));
+    ZIPG_RETURN_IF_ERROR(budget.CheckMemory(used(), "reached ids"));
     std::sort(frontier.begin(), frontier.end());
     for (const Visit& v : frontier) out.push_back({v.node, depth});
   }
@@ -205,39 +300,41 @@ StatusOr<std::vector<BfsEntry>> RunBfs(FrontierExpander& expander, int64_t id,
 }
 
 StatusOr<RpqResult> RunRpq(FrontierExpander& expander, const PathAutomaton& automaton,
-                           const std::vector<int64_t>& sources, int64_t limit,
-                           const TraversalLimits& limits, TraversalStats* stats) {
+                           const std::optional<std::vector<int64_t>>& given,
+                           const SourceLister& lister, int64_t limit, const TraversalLimits& limits,
+                           TraversalStats* stats) {
   TraversalBudget budget("rpq", limits);
+  std::vector<int64_t> sources;
+  if (given) {
+    sources = *given;
+  } else {
+    auto listed = lister(automaton.nullable(), budget);
+    if (!listed.ok()) return budget.Explain(listed.status());
+    sources = std::move(listed).value();
+  }
+  ZIPG_RETURN_IF_ERROR(budget.CheckTime("after listing the sources"));
+  ZIPG_RETURN_IF_ERROR(budget.CheckMemory(sources.size() * sizeof(int64_t), "sources"));
+  std::sort(sources.begin(), sources.end());
+  sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
+
   RpqResult out;
   const uint64_t max_visits = limits.memory_bytes / kVisitBytes;
   size_t batch = 1;
   for (size_t first = 0; first < sources.size();) {
+    // Exactly `limit` pairs so far: one more source says whether more exist.
+    if (out.pairs.size() == static_cast<uint64_t>(limit)) batch = 1;
     const size_t n = std::min(batch, sources.size() - first);
-    std::unordered_set<Visit, VisitHash> seen;
-    std::vector<Visit> frontier;
-    for (size_t k = 0; k < n; ++k) {
-      frontier.push_back({static_cast<uint32_t>(k), 0, sources[first + k]});
-      seen.insert(frontier.back());
-    }
-    while (!frontier.empty()) {
-      ZIPG_RETURN_IF_ERROR(budget.CheckTime("before a round"));
-      ZIPG_ASSIGN_OR_RETURN(std::vector<Visit> next, expander.Expand(automaton, frontier, budget));
-      if (stats) ++stats->rounds;
-      frontier.clear();
-      for (const Visit& v : next) {
-        if (seen.insert(v).second) frontier.push_back(v);
+    size_t visits = 0;
+    const uint64_t held = sources.size() * sizeof(int64_t) + out.pairs.size() * 16;
+    auto pairs = RpqBatch(expander, automaton, sources, first, n, held, budget, stats, &visits);
+    if (!pairs.ok()) {
+      if (pairs.status().code() == StatusCode::kResourceExhausted && n > 1) {
+        batch = n / 2;  // too many sources at once: try half of them
+        continue;
       }
-      ZIPG_RETURN_IF_ERROR(budget.CheckMemory((seen.size() + out.pairs.size() / 3) * kVisitBytes,
-                                              "visited (source, node, state)"));
+      return pairs.status();
     }
-    if (stats) stats->visits += seen.size();
-    std::vector<std::pair<int64_t, int64_t>> pairs;
-    for (const Visit& v : seen) {
-      if (automaton.accepting[v.state]) pairs.emplace_back(sources[first + v.tag], v.node);
-    }
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-    out.pairs.insert(out.pairs.end(), pairs.begin(), pairs.end());
+    out.pairs.insert(out.pairs.end(), pairs->begin(), pairs->end());
     if (out.pairs.size() > static_cast<uint64_t>(limit)) {
       out.pairs.resize(static_cast<size_t>(limit));
       out.truncated = true;
@@ -245,9 +342,9 @@ StatusOr<RpqResult> RunRpq(FrontierExpander& expander, const PathAutomaton& auto
     }
     first += n;
     // Grow the batch while its search stays well inside the budget; shrink it otherwise.
-    if (seen.size() * 8 < max_visits && batch < kMaxSourcesPerBatch) {
+    if (visits * 8 < max_visits && batch < kMaxSourcesPerBatch) {
       batch *= 2;
-    } else if (seen.size() * 2 > max_visits && batch > 1) {
+    } else if (visits * 2 > max_visits && batch > 1) {
       batch /= 2;
     }
   }
@@ -270,12 +367,13 @@ StatusOr<RpqResult> GraphApi::Rpq(const std::string& expr,
                                   int64_t limit) {
   ZIPG_RETURN_IF_ERROR(graph::CheckRpqArgs(sources, limit));
   ZIPG_ASSIGN_OR_RETURN(auto automaton, graph::PathAutomaton::Parse(expr));
-  if (!sources) return Status::InvalidArgument("rpq: this graph cannot list every source");
-  std::vector<int64_t> sorted(*sources);
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   graph::PulledExpander pulled(this);
-  return graph::RunRpq(pulled, automaton, sorted, limit, graph::TraversalLimits());
+  return graph::RunRpq(
+      pulled, automaton, sources,
+      [](bool, const graph::TraversalBudget&) -> StatusOr<std::vector<int64_t>> {
+        return Status::InvalidArgument("rpq: this graph cannot list every source");
+      },
+      limit, graph::TraversalLimits());
 }
 
 }  // namespace zipg

@@ -35,30 +35,43 @@ struct Visit {
 // The bounds of one traversal query, enforced by its coordinator (and passed on to every step).
 struct TraversalLimits {
   std::chrono::milliseconds deadline{5000};
-  uint64_t memory_bytes = uint64_t{256} << 20;  // visited set, frontier and answer
+  uint64_t memory_bytes = uint64_t{256} << 20;  // visited set, frontier, sources and answer
+  // INVALID_ARGUMENT unless 1 ms <= deadline <= 1 hour and memory_bytes >= 4 KiB.
+  Status Validate() const;
 };
 // What one visit costs a coordinator (its visited-set entry and frontier slots).
 inline constexpr uint64_t kVisitBytes = 48;
 
-// A query's clock and memory budget.
+// A query's clock and memory budget. The coordinator reports what it holds (set_used); a step
+// may return as many successors as the rest of the budget holds at sizeof(Visit) each.
 class TraversalBudget {
  public:
+  using Clock = std::chrono::steady_clock;
   TraversalBudget(const char* op, const TraversalLimits& limits)
-      : op_(op), limits_(limits), start_(std::chrono::steady_clock::now()) {}
+      : op_(op), limits_(limits), deadline_(Clock::now() + limits.deadline) {}
   // DEADLINE_EXCEEDED once the deadline passed, saying where.
   Status CheckTime(const char* where) const;
   // RESOURCE_EXHAUSTED if `bytes` exceed the memory budget.
   Status CheckMemory(uint64_t bytes, const char* what) const;
+  // A step's or a listing's DEADLINE_EXCEEDED / RESOURCE_EXHAUSTED, reworded to name this
+  // query's budget; other statuses as they are.
+  Status Explain(const Status& s) const;
+  Clock::time_point deadline() const { return deadline_; }
   // Milliseconds left (at least 1 while not exceeded; 0 after).
-  int64_t remaining_ms() const;
+  int64_t remaining_ms() const { return RemainingMs(deadline_); }
+  static int64_t RemainingMs(Clock::time_point deadline);
   uint64_t memory_bytes() const { return limits_.memory_bytes; }
-  // The most successors one step may return.
-  uint64_t max_step_visits() const { return limits_.memory_bytes / sizeof(Visit); }
+  void set_used(uint64_t bytes) { used_ = bytes; }
+  // The most successors one step call may return (what the budget has left).
+  uint64_t max_step_visits() const {
+    return used_ >= limits_.memory_bytes ? 0 : (limits_.memory_bytes - used_) / sizeof(Visit);
+  }
 
  private:
   const char* op_;
   TraversalLimits limits_;
-  std::chrono::steady_clock::time_point start_;
+  Clock::time_point deadline_;
+  uint64_t used_ = 0;
 };
 
 // Where a traversal step runs.
@@ -74,7 +87,8 @@ class FrontierExpander {
 // The successors of `visits`, whose nodes `shard` owns: for each visit, each transition out of its
 // state, each live neighbor of its node over the transition's type. Sorted, distinct. Each
 // (node, type) is read once however many visits ask for it. DEADLINE_EXCEEDED after
-// `deadline_ms`, RESOURCE_EXHAUSTED past `max_visits` successors.
+// `deadline_ms` (checked at each node; clamped to 0..1 hour), RESOURCE_EXHAUSTED past
+// `max_visits` distinct successors.
 StatusOr<std::vector<Visit>> ExpandOnShard(const engine::ShardReader& shard,
                                            const PathAutomaton& automaton,
                                            std::vector<Visit> visits, int64_t deadline_ms,
@@ -117,11 +131,18 @@ StatusOr<std::vector<BfsEntry>> RunBfs(FrontierExpander& expander, int64_t id,
                                        const TraversalLimits& limits,
                                        TraversalStats* stats = nullptr);
 
-// rpq of `automaton` from `sources` (sorted, distinct, >= 0), at most `limit` pairs. Sources go
-// in batches (of 1 at first, doubling while a batch's visits stay small) so that the first
-// `limit` pairs are found without searching from every source at once.
+// Lists every source of an rpq without sources (with the destinations of live edges if
+// `include_dsts`), any order, duplicates allowed, within the budget's deadline and memory.
+using SourceLister =
+    std::function<StatusOr<std::vector<int64_t>>(bool include_dsts, const TraversalBudget&)>;
+
+// rpq of `automaton` from `sources` (>= 0; any order, duplicates allowed), or from what `lister`
+// lists if nullopt; at most `limit` pairs. Sources go in batches (of 1 at first, doubling while a
+// batch's visits stay small, halving when a batch exceeds the budget) so that the first `limit`
+// pairs are found without searching from every source at once.
 StatusOr<RpqResult> RunRpq(FrontierExpander& expander, const PathAutomaton& automaton,
-                           const std::vector<int64_t>& sources, int64_t limit,
-                           const TraversalLimits& limits, TraversalStats* stats = nullptr);
+                           const std::optional<std::vector<int64_t>>& sources,
+                           const SourceLister& lister, int64_t limit, const TraversalLimits& limits,
+                           TraversalStats* stats = nullptr);
 
 }  // namespace zipg::graph

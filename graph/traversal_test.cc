@@ -360,6 +360,8 @@ TEST(TraversalTest, ArgumentErrors) {
   EXPECT_FALSE(none->truncated);
 }
 
+using Ids = std::vector<int64_t>;
+
 // Wraps an expander, sleeping before each step.
 class SlowExpander final : public FrontierExpander {
  public:
@@ -391,12 +393,12 @@ TEST(TraversalTest, BudgetsFailWholeQueries) {
   EXPECT_NE(bfs.status().message().find("memory budget of 4096 bytes"), std::string::npos);
   auto automaton = PathAutomaton::Parse("_*");
   ASSERT_TRUE(automaton.ok());
-  auto rpq = RunRpq(pulled, *automaton, {1, 2, 3}, 100000, tiny);
+  auto rpq = RunRpq(pulled, *automaton, Ids{1, 2, 3}, nullptr, 100000, tiny);
   ASSERT_FALSE(rpq.ok());
   EXPECT_EQ(rpq.status().code(), StatusCode::kResourceExhausted);
   // With the limit it fits: the first sources' pairs, truncated.
   TraversalLimits normal;
-  auto first = RunRpq(pulled, *automaton, {1, 2, 3}, 5, normal);
+  auto first = RunRpq(pulled, *automaton, Ids{1, 2, 3}, nullptr, 5, normal);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(*first, RefRpq(ref, *automaton, {1, 2, 3}, 5));
   EXPECT_TRUE(first->truncated);
@@ -408,7 +410,7 @@ TEST(TraversalTest, BudgetsFailWholeQueries) {
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded) << late.status().ToString();
   EXPECT_NE(late.status().message().find("deadline of 50 ms"), std::string::npos);
-  auto late_rpq = RunRpq(slow, *automaton, {1}, 100000, short_deadline);
+  auto late_rpq = RunRpq(slow, *automaton, Ids{1}, nullptr, 100000, short_deadline);
   ASSERT_FALSE(late_rpq.ok());
   EXPECT_EQ(late_rpq.status().code(), StatusCode::kDeadlineExceeded);
   // The shard-local step stops at its own deadline too (checked every 64 nodes), and at its
@@ -424,6 +426,94 @@ TEST(TraversalTest, BudgetsFailWholeQueries) {
   auto fine = (*g)->ExpandLocal(*automaton, all, 10000, 1000000);
   ASSERT_TRUE(fine.ok()) << fine.status().ToString();
   EXPECT_GT(fine->size(), 100u);
+}
+
+// Steps over a RefGraph in memory.
+class RefExpander final : public FrontierExpander {
+ public:
+  explicit RefExpander(const RefGraph* g) : g_(g) {}
+  StatusOr<std::vector<Visit>> Expand(const PathAutomaton& a, const std::vector<Visit>& frontier,
+                                      const TraversalBudget&) override {
+    std::vector<Visit> out;
+    for (const Visit& v : frontier) {
+      for (const auto& t : a.transitions) {
+        if (t.from != v.state) continue;
+        for (int64_t d : g_->Neighbors(v.node, t.type)) out.push_back({v.tag, t.to, d});
+      }
+    }
+    return out;
+  }
+  const RefGraph* g_;
+};
+
+TEST(TraversalTest, SourceBatchesShrinkToFitTheBudget) {
+  // Sources 0..99 reach nothing, so batches grow; each of 100..199 walks a 300-node cycle to
+  // one answer, so a grown batch does not fit in the budget and must be split.
+  RefGraph g;
+  for (int64_t s = 100; s < 200; ++s) g.out[s][0].insert(1000);
+  for (int64_t a = 1000; a < 1300; ++a) g.out[a][0].insert(a == 1299 ? 1000 : a + 1);
+  g.out[1299][1].insert(5000);
+  std::set<int64_t> sources;
+  for (int64_t s = 0; s < 200; ++s) sources.insert(s);
+  auto automaton = PathAutomaton::Parse("0*/1");
+  ASSERT_TRUE(automaton.ok());
+  RefExpander expander(&g);
+  TraversalLimits limits;
+  limits.memory_bytes = 64 << 10;  // about 1365 visits: 4 of the big sources at once
+  TraversalStats stats;
+  auto got = RunRpq(expander, *automaton, Ids(sources.begin(), sources.end()), nullptr, 1000000,
+                    limits, &stats);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, RefRpq(g, *automaton, sources, 1000000));
+  EXPECT_EQ(got->pairs.size(), 100u);
+  // One big source alone does not fit: the query fails whole.
+  limits.memory_bytes = 8 << 10;
+  auto too_big = RunRpq(expander, *automaton, Ids{150}, nullptr, 1000000, limits);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kResourceExhausted);
+}
+
+// An expander answering a visit the coordinator never asked about.
+class BadExpander final : public FrontierExpander {
+ public:
+  StatusOr<std::vector<Visit>> Expand(const PathAutomaton&, const std::vector<Visit>& frontier,
+                                      const TraversalBudget&) override {
+    return std::vector<Visit>{{frontier[0].tag + 7, 0, 5}};
+  }
+};
+
+TEST(TraversalTest, MalformedStepRepliesAreInternal) {
+  BadExpander bad;
+  auto automaton = PathAutomaton::Parse("_");
+  ASSERT_TRUE(automaton.ok());
+  auto r = RunRpq(bad, *automaton, Ids{1}, nullptr, 10, TraversalLimits());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  auto b = RunBfs(bad, 1, std::nullopt, 2, 10, TraversalLimits());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInternal);
+}
+
+TEST(PathExprTest, LongPostfixRuns) {
+  std::string alt = "(";
+  for (int t = 0; t < 500; ++t) alt += (t ? "|" : "") + std::to_string(t % 10);
+  alt += ")";
+  auto a = PathAutomaton::Parse(alt + std::string(PathAutomaton::kMaxExprBytes - alt.size(), '*'));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->nullable());
+  EXPECT_EQ(a->num_states(), 501u);
+  // One star's worth of transitions: 500 from the start, 500 x 500 between positions.
+  EXPECT_EQ(a->transitions.size(), 500u + 500u * 500u);
+}
+
+TEST(TraversalTest, LimitsValidate) {
+  TraversalLimits l;
+  EXPECT_TRUE(l.Validate().ok());
+  l.deadline = std::chrono::milliseconds(0);
+  EXPECT_FALSE(l.Validate().ok());
+  l = TraversalLimits();
+  l.memory_bytes = 100;
+  EXPECT_FALSE(l.Validate().ok());
 }
 
 }  // namespace

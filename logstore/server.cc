@@ -57,7 +57,8 @@ void LogStoreHandler::traverse_expand(rpc::Visits&, const std::vector<rpc::Trans
   rpc::ThrowIfError(Status::InvalidArgument("traverse_expand is a shard server call"));
 }
 
-void LogStoreHandler::traverse_sources(std::vector<int64_t>&, const std::vector<int32_t>&, bool) {
+void LogStoreHandler::traverse_sources(std::vector<int64_t>&, const std::vector<int32_t>&, bool,
+                                       int64_t, int64_t) {
   rpc::ThrowIfError(Status::InvalidArgument("traverse_sources is a shard server call"));
 }
 

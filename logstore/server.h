@@ -38,7 +38,7 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
   void traverse_expand(rpc::Visits& _return, const std::vector<rpc::Transition>& automaton,
                        const rpc::Visits& visits, int64_t deadline_ms, int64_t max_visits) override;
   void traverse_sources(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                        bool include_dsts) override;
+                        bool include_dsts, int64_t deadline_ms, int64_t max_ids) override;
   void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
                      const std::string& from_member) override;
   void rebuilt_version(std::string& _return, int32_t shard) override;

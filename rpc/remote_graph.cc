@@ -90,7 +90,7 @@ StatusOr<std::vector<graph::Visit>> RemoteGraph::TraverseExpand(
     const graph::PathAutomaton& automaton, const std::vector<graph::Visit>& visits,
     int64_t deadline_ms, uint64_t max_visits) {
   ZIPG_RETURN_IF_ERROR(
-      CheckRequestSize(2 * visits.size() + automaton.transitions.size() * 2, nullptr, nullptr));
+      CheckRequestSize(2 * visits.size() + 4 * automaton.transitions.size(), nullptr, nullptr));
   Visits r;
   const auto transitions = ToThrift(automaton);
   const Visits request = ToThrift(visits);
@@ -98,16 +98,19 @@ StatusOr<std::vector<graph::Visit>> RemoteGraph::TraverseExpand(
     c.traverse_expand(r, transitions, request, deadline_ms, static_cast<int64_t>(max_visits));
   }));
   auto out = FromThrift(r);
-  if (!out.ok())
+  if (!out.ok()) {
     return Status::Internal("traverse_expand: malformed reply: " + out.status().message());
+  }
   return out;
 }
 
 StatusOr<std::vector<int64_t>> RemoteGraph::TraverseSources(const std::vector<int32_t>& shards,
-                                                            bool include_dsts) {
+                                                            bool include_dsts, int64_t deadline_ms,
+                                                            uint64_t max_ids) {
   std::vector<int64_t> r;
-  ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](LogStoreServiceClient& c) { c.traverse_sources(r, shards, include_dsts); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.traverse_sources(r, shards, include_dsts, deadline_ms, static_cast<int64_t>(max_ids));
+  }));
   return r;
 }
 

@@ -101,7 +101,8 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
                                                      const std::vector<graph::Visit>& visits,
                                                      int64_t deadline_ms, uint64_t max_visits);
   StatusOr<std::vector<int64_t>> TraverseSources(const std::vector<int32_t>& shards,
-                                                 bool include_dsts);
+                                                 bool include_dsts, int64_t deadline_ms,
+                                                 uint64_t max_ids);
   // admin_rebuild: the listed shards of a shard server (all if empty), built there or adopted
   // from replica `from` (if not empty); JSON summaries.
   StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards, const std::string& from = "");

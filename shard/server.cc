@@ -496,37 +496,50 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
   return rpc::Gather<graph::Visit>(fanout_, calls);
 }
 
-StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(bool include_dsts) {
+StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
+    bool include_dsts, const graph::TraversalBudget& budget) {
   std::vector<uint32_t> local, remote;
   for (uint32_t s = 0; s < num_shards(); ++s) (store_.shards[s] ? local : remote).push_back(s);
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] { return SourcesLocal(local, include_dsts); });
+  calls.push_back([&] { return SourcesLocal(local, include_dsts, ListBoundsOf(budget)); });
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
-    ZIPG_RETURN_IF_ERROR(cluster::AddSourcesCalls(*view_, pools_, remote, include_dsts, &calls));
+    ZIPG_RETURN_IF_ERROR(
+        cluster::AddSourcesCalls(*view_, pools_, remote, include_dsts, budget, &calls));
   }
   return rpc::GatherIds(fanout_, calls);
 }
 
+// Steps and listings from other processes are bounded by this server's own limits too.
 void ShardHandler::traverse_expand(rpc::Visits& _return,
                                    const std::vector<rpc::Transition>& automaton,
                                    const rpc::Visits& visits, int64_t deadline_ms,
                                    int64_t max_visits) {
   auto from = rpc::ValueOrThrow(rpc::FromThrift(visits));
   const auto a = rpc::ValueOrThrow(rpc::FromThrift(automaton, from));
-  if (max_visits < 0) rpc::ThrowIfError(Status::InvalidArgument("negative max_visits"));
-  _return = rpc::ToThrift(rpc::ValueOrThrow(
-      graph_->ExpandLocal(a, std::move(from), deadline_ms, static_cast<uint64_t>(max_visits))));
+  const graph::TraversalLimits& own = graph_->traversal_limits();
+  const int64_t ms = std::clamp<int64_t>(deadline_ms, 0, own.deadline.count());
+  const uint64_t cap = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(max_visits, 0)),
+                                          own.memory_bytes / sizeof(graph::Visit));
+  _return = rpc::ToThrift(rpc::ValueOrThrow(graph_->ExpandLocal(a, std::move(from), ms, cap)));
 }
 
 void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
-                                    const std::vector<int32_t>& shards, bool include_dsts) {
+                                    const std::vector<int32_t>& shards, bool include_dsts,
+                                    int64_t deadline_ms, int64_t max_ids) {
   std::vector<uint32_t> which;
   for (int32_t s : shards) {
     if (s < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
     which.push_back(static_cast<uint32_t>(s));
   }
-  _return = rpc::ValueOrThrow(graph_->SourcesLocal(which, include_dsts));
+  const graph::TraversalLimits& own = graph_->traversal_limits();
+  engine::ShardReader::ListBounds bounds;
+  bounds.deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(std::clamp<int64_t>(deadline_ms, 0, own.deadline.count()));
+  bounds.max_ids = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(max_ids, 0)),
+                                      own.memory_bytes / sizeof(int64_t));
+  _return = rpc::ValueOrThrow(graph_->SourcesLocal(which, include_dsts, bounds));
 }
 
 void ShardHandler::filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,

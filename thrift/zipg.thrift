@@ -183,8 +183,9 @@ service ShardService extends GraphService {
                          4: i64 max_visits) throws (1: GraphError error),
   // The ids with a node entry or a live outgoing edge in the listed shards (all hosted here),
   // and with include_dsts also every destination of their live edges; sorted, distinct.
-  list<i64> traverse_sources(1: list<i32> shards, 2: bool include_dsts)
-      throws (1: GraphError error),
+  // DEADLINE_EXCEEDED after deadline_ms, RESOURCE_EXHAUSTED past max_ids of them.
+  list<i64> traverse_sources(1: list<i32> shards, 2: bool include_dsts, 3: i64 deadline_ms,
+                             4: i64 max_ids) throws (1: GraphError error),
   // Rebuilds the listed shards hosted here (every hosted shard if none) now, folding their
   // writes into new compressed files (docs/writes.md, "Rebuilding a base shard"); with
   // from_member, adopts that replica's current version of each instead of building one. Returns
