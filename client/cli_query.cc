@@ -2,6 +2,7 @@
 // (--connect HOST:PORT): one operation from the command line, or JSON lines with --batch. The
 // output is the same either way (client/query_json.h).
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -120,7 +121,13 @@ int RunQuery(int argc, char** argv) {
   nlohmann::json request = {{"op", args->positional()[0]}};
   for (const auto& [name, value] : args->options()) {
     if (name == "store" || name == "connect" || name == "no-verify" || name == "timeout-ms" ||
-        name == "write-batch") {
+        name == "write-batch" ||
+        std::find(kTlsFlags.begin(), kTlsFlags.end(), name) != kTlsFlags.end() ||
+        std::find(kTraversalFlags.begin(), kTraversalFlags.end(), name) != kTraversalFlags.end()) {
+      continue;
+    }
+    if (name == "expr") {  // always text: "--expr 1" is the expression 1, not a number
+      request[name] = value;
       continue;
     }
     nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);

@@ -42,6 +42,10 @@ q get_neighbor_ids --id 0 --properties "{\"p00\": \"$city\"}"
 q get_edge_range --id 0 --type 1 --t_lo 1483228800 --t_hi 1485000000
 q get_edge_data --id 0 --type 1 --time_order 0 | cut -c1-300
 q assoc_time_range --id 0 --type 1 --low 1483228800 --high 1490000000 --limit 2 | cut -c1-300
+echo "== traversals: shipped to the shard servers that hold each frontier (docs/traversal.md)"
+q bfs --id 0 --max_depth 2 --limit 5
+q rpq --expr '0/1*' --sources '[0, 42]' --limit 5
+q rpq --expr '(0|1)/_' --limit 3
 echo "== a JSON-lines batch through the other aggregator $agg2 (one malformed line in the middle)"
 printf '%s\n' '{"op": "assoc_count", "id": 0, "type": 2}' 'not json' \
   '{"op": "get_edge_record", "id": 0, "type": 2}' | $zipg query --connect "$agg2" --batch -
@@ -76,6 +80,8 @@ city = node["properties"].get("p00", "")
 print("get_node_ids(p00=%r): %d nodes" % (city, len(g.get_node_ids(properties={"p00": city}))))
 print("assoc_range(0, 1, 0, 2):", [(e["dst"], e["timestamp"]) for e in g.assoc_range(id=0, type=1, pos=0, limit=2)])
 print("get_neighbor_ids(0, p00=%r):" % city, g.get_neighbor_ids(id=0, properties={"p00": city}))
+print("bfs(0, max_depth=2): %d ids" % len(g.bfs(id=0, max_depth=2)))
+print("rpq('_/_', sources=[0], limit=3):", g.rpq("_/_", sources=[0], limit=3))
 try:
     g.obj_get(id=-1)
 except zipg.Error as e:

@@ -16,7 +16,7 @@ C. Function shipping: one bfs of depth 3 costs each shard server at most 3 trave
 D. Budgets: an aggregator started with --traversal-memory 4K answers a whole-graph rpq with
    RESOURCE_EXHAUSTED and one with --traversal-deadline-ms 1 with DEADLINE_EXCEEDED (naming the
    budget), and both still answer small traversals; `zipg query --store` with the same flags
-   does the same.
+   does the same; a single `zipg query ... rpq --expr 0` takes its expression as text.
 E. `zipg local stop` leaves no process.
 
 Usage: traversal_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
@@ -165,6 +165,13 @@ def main():
             check("ok" in got and got == want, f"D: embedded {flag} {value}: a small bfs still "
                                                f"answers: {short(got)} vs {short(want)}")
         note(f"D: {flag} {value}: {code} through an aggregator and embedded")
+    # One operation from the command line: --expr is always text ("0" is the type 0).
+    one = subprocess.run([ZIPG, "query", "--store", STORE, "rpq", "--expr", "0", "--sources",
+                          json.dumps([start]), "--traversal-memory", "64M"], capture_output=True,
+                         timeout=60)
+    want = embedded([{"op": "rpq", "expr": "0", "sources": [start]}])[0]
+    check(one.returncode == 0 and json.loads(one.stdout) == want,
+          f"D: zipg query rpq --expr 0: {one.stdout[-300:]!r} {one.stderr[-300:]!r} vs {want}")
     bad = subprocess.run([ZIPG, "query", "--store", STORE, "--traversal-deadline-ms", "0",
                           "--batch", "-"], input=b"", capture_output=True, timeout=60)
     check(bad.returncode != 0 and b"--traversal-deadline-ms" in bad.stderr,
