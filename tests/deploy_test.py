@@ -518,7 +518,9 @@ def main():
     leader_host = ids_of.get(leader)
     check(leader_host is not None, f"D: the etcd leader is known ({leader}, {ids_of})")
     etcd_name = f"etcd-{leader_host}"
-    load = Load(4, reads, frozen, writes=True)
+    # Whole-graph rpqs (no sources) see the load's new edges; the others cannot reach them.
+    load = Load(4, [q for q in reads if q["op"] != "rpq" or q.get("sources") is not None], frozen,
+                writes=True)
     time.sleep(1.0)
     before = load.calls
     kill9(node_processes()[etcd_name]["pid"])
