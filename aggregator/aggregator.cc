@@ -210,11 +210,10 @@ class ClusterGraph::Expander final : public graph::FrontierExpander {
   StatusOr<std::vector<graph::Visit>> Expand(const graph::PathAutomaton& automaton,
                                              const std::vector<graph::Visit>& frontier,
                                              const graph::TraversalBudget& budget) override {
-    std::map<uint32_t, std::vector<graph::Visit>> groups;
-    for (const graph::Visit& v : frontier) groups[ShardOf(v.node, num_shards_)].push_back(v);
     std::vector<rpc::ListCall<graph::Visit>> calls;
-    ZIPG_RETURN_IF_ERROR(
-        cluster::AddExpandCalls(*g_->view_, g_->pools_, automaton, groups, budget, &calls));
+    ZIPG_RETURN_IF_ERROR(cluster::AddExpandCalls(*g_->view_, g_->pools_, automaton,
+                                                 graph::GroupByShard(frontier, num_shards_), budget,
+                                                 &calls));
     return rpc::Gather<graph::Visit>(g_->fanout_, calls);
   }
 

@@ -5,19 +5,26 @@
 // Thread-safety: pure functions and plain values.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace zipg::cli {
 
 // The q-quantile of `v` (reorders it); 0 for an empty vector.
+// Milliseconds in `d`, fractional.
+inline double Ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
 inline double Percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));

@@ -71,7 +71,12 @@ StatusOr<rpc::TlsOptions> ApplyTlsArgs(const Args& args) {
 }
 
 std::vector<std::string> WithTls(std::vector<std::string> known) {
-  known.insert(known.end(), kTlsFlags.begin(), kTlsFlags.end());
+  return WithFlags(std::move(known), kTlsFlags);
+}
+
+std::vector<std::string> WithFlags(std::vector<std::string> known,
+                                   const std::vector<std::string>& more) {
+  known.insert(known.end(), more.begin(), more.end());
   return known;
 }
 
@@ -79,18 +84,18 @@ StatusOr<graph::TraversalLimits> TraversalLimitsFromArgs(const Args& args) {
   graph::TraversalLimits limits;
   ZIPG_ASSIGN_OR_RETURN(uint64_t ms, args.GetUint("traversal-deadline-ms",
                                                   static_cast<uint64_t>(limits.deadline.count())));
-  if (ms < 1 || ms > 3600000) {
-    return Status::InvalidArgument("--traversal-deadline-ms must be 1..3600000");
-  }
-  limits.deadline = std::chrono::milliseconds(ms);
+  limits.deadline = std::chrono::milliseconds(std::min<uint64_t>(ms, uint64_t{1} << 40));
   if (auto text = args.Get("traversal-memory")) {
     auto bytes = ParseByteSize(*text);
-    if (!bytes.ok())
+    if (!bytes.ok()) {
       return Status::InvalidArgument("--traversal-memory: " + bytes.status().message());
-    if (*bytes < 4096) return Status::InvalidArgument("--traversal-memory must be at least 4K");
+    }
     limits.memory_bytes = *bytes;
   }
-  ZIPG_RETURN_IF_ERROR(limits.Validate());
+  if (Status valid = limits.Validate(); !valid.ok()) {
+    return Status::InvalidArgument("--traversal-deadline-ms / --traversal-memory: " +
+                                   valid.message());
+  }
   return limits;
 }
 

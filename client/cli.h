@@ -59,6 +59,9 @@ rpc::TlsOptions TlsFromArgs(const Args& args);
 StatusOr<rpc::TlsOptions> ApplyTlsArgs(const Args& args);
 // `known` plus kTlsFlags.
 std::vector<std::string> WithTls(std::vector<std::string> known);
+// `known` plus `more`.
+std::vector<std::string> WithFlags(std::vector<std::string> known,
+                                   const std::vector<std::string>& more);
 
 // --traversal-deadline-ms MS and --traversal-memory SIZE: the bounds of each bfs / rpq a server
 // (or the embedded store) coordinates (docs/traversal.md).

@@ -31,8 +31,6 @@ using datagen::Rng;
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
 StatusOr<json> Status_(Client& c) {
   ZIPG_ASSIGN_OR_RETURN(std::string text, c.ServerStatus());
   json status = json::parse(text, nullptr, false);

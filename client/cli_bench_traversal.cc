@@ -41,8 +41,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
 double SelfCpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -181,9 +179,10 @@ StatusOr<std::vector<std::string>> ReadQueries(const std::string& path) {
 }  // namespace
 
 int RunTraversalBench(const Args& args) {
-  Status known = args.CheckKnown(
-      WithTls({"connect", "store", "mix", "embedded", "starts", "pulled-starts", "depths",
-               "queries", "seed", "json", "traversal-deadline-ms", "traversal-memory"}));
+  Status known =
+      args.CheckKnown(WithFlags(WithTls({"connect", "store", "mix", "embedded", "starts",
+                                         "pulled-starts", "depths", "queries", "seed", "json"}),
+                                kTraversalFlags));
   if (!known.ok()) return Fail(known);
   const std::string mix = args.Get("mix").value_or("traversal");
   auto starts_n = args.GetUint("starts", 100);

@@ -344,12 +344,12 @@ class Starter {
     for (const char* flag : {"tls-ca", "tls-cert", "tls-key", "tls-curve-key"}) {
       if (auto v = args_.Get(flag)) argv.insert(argv.end(), {std::string("--") + flag, *v});
     }
-    if (argv[2] != "logstore") {
+    const std::string role = argv[2];
+    if (role != "logstore") {
       for (const std::string& flag : kTraversalFlags) {
         if (auto v = args_.Get(flag)) argv.insert(argv.end(), {"--" + flag, *v});
       }
     }
-    const std::string role = argv[2];
     ZIPG_ASSIGN_OR_RETURN(pid_t pid, Spawn(argv, log));
     processes_.push_back(Process{role, name, pid, log});
     return Status::OK();
@@ -506,35 +506,14 @@ int RunLocal(int argc, char** argv) {
     return Stop(*store);
   }
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
-  Status known = args->CheckKnown({"store",
-                                   "servers",
-                                   "aggregators",
-                                   "host",
-                                   "port",
-                                   "etcd",
-                                   "etcd-port",
-                                   "cluster",
-                                   "lease-ttl",
-                                   "wait",
-                                   "no-verify",
-                                   "memtable-mb",
-                                   "compaction-memory",
-                                   "merge-width",
-                                   "merge-ratio",
-                                   "max-log-shards",
-                                   "rebuild-delta",
-                                   "rebuild-memory",
-                                   "no-sync",
-                                   "write-batches",
-                                   "replicas",
-                                   "tls-ca",
-                                   "tls-cert",
-                                   "tls-key",
-                                   "tls-curve-key",
-                                   "logstores",
-                                   "edge-cache",
-                                   "traversal-deadline-ms",
-                                   "traversal-memory"});
+  Status known = args->CheckKnown(WithFlags(
+      {"store",          "servers",       "aggregators",       "host",        "port",
+       "etcd",           "etcd-port",     "cluster",           "lease-ttl",   "wait",
+       "no-verify",      "memtable-mb",   "compaction-memory", "merge-width", "merge-ratio",
+       "max-log-shards", "rebuild-delta", "rebuild-memory",    "no-sync",     "write-batches",
+       "replicas",       "tls-ca",        "tls-cert",          "tls-key",     "tls-curve-key",
+       "logstores",      "edge-cache"},
+      kTraversalFlags));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

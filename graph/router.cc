@@ -160,11 +160,8 @@ class ShardRouter::Expander final : public graph::FrontierExpander {
   StatusOr<std::vector<graph::Visit>> Expand(const graph::PathAutomaton& automaton,
                                              const std::vector<graph::Visit>& frontier,
                                              const graph::TraversalBudget& budget) override {
-    std::map<uint32_t, std::vector<graph::Visit>> groups;
-    for (const graph::Visit& v : frontier) {
-      groups[ShardOf(v.node, router_->num_shards_)].push_back(v);
-    }
-    return router_->ExpandGroups(automaton, groups, budget);
+    return router_->ExpandGroups(automaton, graph::GroupByShard(frontier, router_->num_shards_),
+                                 budget);
   }
 
  private:
@@ -175,11 +172,13 @@ StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandLocal(const graph::PathAu
                                                              std::vector<graph::Visit> visits,
                                                              int64_t deadline_ms,
                                                              uint64_t max_visits) {
-  std::map<uint32_t, std::vector<graph::Visit>> groups;
-  for (const graph::Visit& v : visits) {
-    ZIPG_RETURN_IF_ERROR(CheckId(v.node, "node"));
-    groups[ShardOf(v.node, num_shards_)].push_back(v);
-  }
+  for (const graph::Visit& v : visits) ZIPG_RETURN_IF_ERROR(CheckId(v.node, "node"));
+  return ExpandShards(automaton, graph::GroupByShard(visits, num_shards_), deadline_ms, max_visits);
+}
+
+StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandShards(
+    const graph::PathAutomaton& automaton, std::map<uint32_t, std::vector<graph::Visit>> groups,
+    int64_t deadline_ms, uint64_t max_visits) {
   std::vector<graph::Visit> out;
   for (auto& [s, group] : groups) {
     ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
@@ -216,9 +215,7 @@ StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandGroups(
     const graph::PathAutomaton& automaton,
     const std::map<uint32_t, std::vector<graph::Visit>>& groups,
     const graph::TraversalBudget& budget) {
-  std::vector<graph::Visit> visits;
-  for (const auto& [s, group] : groups) visits.insert(visits.end(), group.begin(), group.end());
-  return ExpandLocal(automaton, std::move(visits), budget.remaining_ms(), budget.max_step_visits());
+  return ExpandShards(automaton, groups, budget.remaining_ms(), budget.max_step_visits());
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::SourcesOnAllShards(

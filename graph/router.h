@@ -85,8 +85,12 @@ class ShardRouter : public GraphApi {
   // Default: FilterLocal on each group.
   virtual StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties);
+  // ExpandLocal of visits already grouped by owning shard (all open here).
+  StatusOr<std::vector<graph::Visit>> ExpandShards(
+      const graph::PathAutomaton& automaton, std::map<uint32_t, std::vector<graph::Visit>> groups,
+      int64_t deadline_ms, uint64_t max_visits);
   // A traversal step over `groups` (shard -> visits of nodes it owns): successors, any order,
-  // duplicates allowed. Default: ExpandLocal.
+  // duplicates allowed. Default: ExpandShards.
   virtual StatusOr<std::vector<graph::Visit>> ExpandGroups(
       const graph::PathAutomaton& automaton,
       const std::map<uint32_t, std::vector<graph::Visit>>& groups,

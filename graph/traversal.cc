@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph/partition.h"
+
 namespace zipg {
 
 namespace {
@@ -126,6 +128,13 @@ int64_t TraversalBudget::RemainingMs(Clock::time_point deadline) {
   if (now > deadline) return 0;
   return std::max<int64_t>(
       1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count());
+}
+
+std::map<uint32_t, std::vector<Visit>> GroupByShard(const std::vector<Visit>& visits,
+                                                    uint32_t num_shards) {
+  std::map<uint32_t, std::vector<Visit>> groups;
+  for (const Visit& v : visits) groups[ShardOf(v.node, num_shards)].push_back(v);
+  return groups;
 }
 
 StatusOr<std::vector<Visit>> ExpandOnShard(const engine::ShardReader& shard,

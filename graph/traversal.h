@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -73,6 +74,10 @@ class TraversalBudget {
   Clock::time_point deadline_;
   uint64_t used_ = 0;
 };
+
+// The visits grouped by the shard owning their node (graph/partition.h).
+std::map<uint32_t, std::vector<Visit>> GroupByShard(const std::vector<Visit>& visits,
+                                                    uint32_t num_shards);
 
 // Where a traversal step runs.
 class FrontierExpander {

@@ -475,18 +475,13 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
     const graph::PathAutomaton& automaton,
     const std::map<uint32_t, std::vector<graph::Visit>>& groups,
     const graph::TraversalBudget& budget) {
-  std::vector<graph::Visit> local;
-  std::map<uint32_t, std::vector<graph::Visit>> remote;
+  std::map<uint32_t, std::vector<graph::Visit>> local, remote;
   for (const auto& [s, visits] : groups) {
-    if (s < store_.shards.size() && store_.shards[s]) {
-      local.insert(local.end(), visits.begin(), visits.end());
-    } else {
-      remote[s] = visits;
-    }
+    (s < store_.shards.size() && store_.shards[s] ? local : remote)[s] = visits;
   }
   std::vector<rpc::ListCall<graph::Visit>> calls;
   calls.push_back([&] {
-    return ExpandLocal(automaton, local, budget.remaining_ms(), budget.max_step_visits());
+    return ExpandShards(automaton, local, budget.remaining_ms(), budget.max_step_visits());
   });
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,15 @@ class Report:
         print(f"{name}: {'OK' if self.failures == 0 else f'{self.failures} failure(s)'} "
               f"in {time.monotonic() - self.t0:.1f} s")
         return 1 if self.failures else 0
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def private_binary(binary, prefix):

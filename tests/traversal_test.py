@@ -23,7 +23,6 @@ Usage: traversal_test.py PATH/TO/zipg        (exit status 0 if everything passed
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -40,12 +39,6 @@ T = cluster_procs.TestSetup("traversal_test", __doc__)
 check, section, note = T.check, T.section, T.note
 TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
 SHARDS = 4
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def embedded(reqs, *flags):
@@ -142,7 +135,7 @@ def main():
                                       "memory budget of 4096 bytes"),
                                      ("--traversal-deadline-ms", "1", "DEADLINE_EXCEEDED",
                                       "deadline of 1 ms")):
-        port = free_port()
+        port = cluster_procs.free_port()
         endpoint = f"127.0.0.1:{port}"
         procs.start_server([ZIPG, "serve", "aggregator", "--etcd", state["etcd"], "--cluster",
                             state["cluster"], "--port", str(port), "--name", f"tight{port}",
