@@ -179,7 +179,9 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
     ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, {static_cast<int32_t>(s)}, &plan));
   }
   std::vector<rpc::IdsCall> calls;
-  for (const auto& [name, work] : plan) {
+  for (const auto& entry : plan) {  // not a structured binding: clang 14 cannot capture one
+    const auto& name = entry.first;
+    const auto& work = entry.second;
     calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
       auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
       if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;

@@ -733,7 +733,8 @@ void CheckEveryOperation(GraphApi* store, Model* model, const TestGraph& t,
   keys.push_back({0, -1});
   keys.push_back({kMin, kMin});
   static const std::vector<Edge> kNoEdges;
-  for (const auto& [src, type] : keys) {
+  for (const auto& key : keys) {  // not a structured binding: clang 14 cannot capture one
+    const int64_t src = key.first, type = key.second;
     auto rec = model->records().find({src, type});
     const std::vector<Edge>& edges = rec == model->records().end() ? kNoEdges : rec->second;
     const int64_t count = static_cast<int64_t>(edges.size());

@@ -1118,8 +1118,10 @@ Status LogStore::BuildFrozen(json* summary) {
         if (entry.edges_dead) moved.push_back({UpdateOp::kDeleteNode, node, 0, 0, 0});
         if (entry.props_dead) moved.push_back({UpdateOp::kPutNode, node, 0, 0, 0});
         for (const auto& [type, dsts] : entry.dead_edges) {
+          // Copies: clang 14 cannot capture structured bindings.
+          const int64_t src = node, t = type;
           dsts.Visit(0, dsts.size(), [&](int64_t dst, const engine::Unit&) {
-            moved.push_back({UpdateOp::kDeleteEdge, node, type, dst, 0});
+            moved.push_back({UpdateOp::kDeleteEdge, src, t, dst, 0});
             return true;
           });
         }

@@ -2,9 +2,11 @@
 # Installs every build and test dependency from Debian 12 packages, then configures and builds.
 # Idempotent: packages already present are not reinstalled, and apt is quiet when nothing is missing.
 #
-# Usage: scripts/setup.sh [--no-build] [--asan]
-#   --no-build  install packages only
-#   --asan      configure build-asan/ with -DZIPG_SANITIZE=ON instead of build/
+# Usage: scripts/setup.sh [--no-build] [--asan | --tsan]
+#   --no-build  install packages only (with --asan or --tsan: clang too)
+#   --asan      build-asan/ instead of build/: clang 14, ASan + UBSan, the libFuzzer targets
+#   --tsan      build-tsan/: clang 14, ThreadSanitizer, only the tests labelled "tsan"
+#               (docs/testing.md)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -24,13 +26,20 @@ packages=(
 build=1
 build_dir=build
 cmake_args=()
+targets=()
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
-    --asan) build_dir=build-asan; cmake_args+=(-DZIPG_SANITIZE=ON) ;;
+    --asan) build_dir=build-asan; cmake_args+=(-DZIPG_SANITIZE=ON -DZIPG_FUZZ=ON) ;;
+    --tsan) build_dir=build-tsan; cmake_args+=(-DZIPG_TSAN=ON); targets=(tsan_tests) ;;
     *) echo "setup.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
+if [ "$build_dir" != build ]; then
+  # The sanitizer builds use clang 14: libFuzzer needs it, and one compiler serves both.
+  packages+=(clang-14 libclang-rt-14-dev)
+  export CXX=clang++-14
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -50,5 +59,5 @@ fi
 
 if [ "$build" -eq 1 ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cmake_args[@]}" >/dev/null
-  cmake --build "$build_dir" -j2
+  cmake --build "$build_dir" -j2 ${targets[@]:+--target "${targets[@]}"}
 fi

@@ -417,7 +417,9 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
   }
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return LocalNodeIds(local, properties); });
-  for (const auto& [name, work] : remote) {
+  for (const auto& entry : remote) {  // not a structured binding: clang 14 cannot capture one
+    const auto& name = entry.first;
+    const auto& work = entry.second;
     calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
       auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
       if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
@@ -456,7 +458,9 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
   }
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return FilterLocal(local, properties); });
-  for (const auto& [name, work] : remote) {
+  for (const auto& entry : remote) {  // not a structured binding: clang 14 cannot capture one
+    const auto& name = entry.first;
+    const auto& work = entry.second;
     calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
       auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).FilterNodes(work.items, properties);
       if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
