@@ -1,10 +1,10 @@
 #include "rpc/connection_pool.h"
 
 #include <sys/socket.h>
-
 #include <thrift/TApplicationException.h>
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/protocol/TProtocolDecorator.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSSLSocket.h>
 #include <thrift/transport/TSocket.h>
@@ -20,6 +20,7 @@ using apache::thrift::TApplicationException;
 using apache::thrift::TConfiguration;
 using apache::thrift::TException;
 using apache::thrift::protocol::TBinaryProtocol;
+using apache::thrift::protocol::TProtocol;
 using apache::thrift::transport::TSocket;
 using apache::thrift::transport::TTransport;
 using apache::thrift::transport::TTransportException;
@@ -39,6 +40,45 @@ StatusOr<Endpoint> Endpoint::Parse(const std::string& text) {
   e.port = std::stoi(port);
   return e;
 }
+
+namespace {
+
+// Numbers each call on a connection and checks that the reply read is that call's: same method,
+// same sequence id. The generated clients send sequence id 0 and skip a reply whose method does
+// not match, reading the next frame as the answer; so a frame repeated or left over on a pooled
+// connection (a duplicating network, a call given up half-way) would answer the next call with
+// another call's result (found by tests/netfault_test.py). A reply out of step is CORRUPTED_DATA:
+// the connection is dropped and the call fails UNAVAILABLE.
+class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorator {
+ public:
+  explicit CheckedProtocol(std::shared_ptr<TProtocol> inner)
+      : TProtocolDecorator(std::move(inner)) {}
+
+  uint32_t writeMessageBegin_virt(const std::string& name,
+                                  const apache::thrift::protocol::TMessageType type,
+                                  const int32_t) override {
+    if (++seqid_ <= 0) seqid_ = 1;  // 0 means "unnumbered" to the servers
+    name_ = name;
+    return TProtocolDecorator::writeMessageBegin_virt(name, type, seqid_);
+  }
+
+  uint32_t readMessageBegin_virt(std::string& name, apache::thrift::protocol::TMessageType& type,
+                                 int32_t& seqid) override {
+    const uint32_t n = TProtocolDecorator::readMessageBegin_virt(name, type, seqid);
+    if (seqid != seqid_ || name != name_) {
+      throw TTransportException(TTransportException::CORRUPTED_DATA,
+                                "reply out of step: got " + name + " #" + std::to_string(seqid) +
+                                    ", expected " + name_ + " #" + std::to_string(seqid_));
+    }
+    return n;
+  }
+
+ private:
+  int32_t seqid_ = 0;
+  std::string name_;
+};
+
+}  // namespace
 
 struct ConnectionPool::Connection {
   std::shared_ptr<TSocket> socket;
@@ -72,7 +112,8 @@ StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() 
   } catch (const TException& e) {
     return Status::Unavailable("cannot connect to " + endpoint_.ToString() + ": " + e.what());
   }
-  conn->client = std::make_unique<LogStoreServiceClient>(std::make_shared<TBinaryProtocol>(conn->transport));
+  conn->client = std::make_unique<LogStoreServiceClient>(
+      std::make_shared<CheckedProtocol>(std::make_shared<TBinaryProtocol>(conn->transport)));
   return conn;
 }
 
@@ -144,6 +185,9 @@ Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& c
       return Status::Unavailable("server " + endpoint_.ToString() + " failed: " + e.what());
     } catch (const TApplicationException& e) {
       return Status::Internal("server " + endpoint_.ToString() + " rejected the call: " + e.what());
+    } catch (const apache::thrift::protocol::TProtocolException& e) {
+      // A reply that does not parse: the stream was damaged on the way. The connection is dropped.
+      return Status::Unavailable("unreadable reply from " + endpoint_.ToString() + ": " + e.what());
     } catch (const TException& e) {
       return Status::Internal("call to " + endpoint_.ToString() + " failed: " + e.what());
     }

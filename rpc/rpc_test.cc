@@ -9,7 +9,14 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSSLSocket.h>
+#include <thrift/transport/TSocket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -596,6 +603,149 @@ TEST_F(RpcTest, ManyThreadsShareOnePool) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(bad, 0);
+}
+
+// A TCP forwarder to `port` that sends every reply frame of the server twice, as a duplicating
+// network would. One connection at a time; stops when destroyed.
+class DuplicatingProxy {
+ public:
+  explicit DuplicatingProxy(int port) : target_(port) {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(::bind(listen_, reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(::listen(listen_, 8), 0);
+    ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~DuplicatingProxy() {
+    ::shutdown(listen_, SHUT_RDWR);
+    ::close(listen_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+ private:
+  static bool ReadAll(int fd, char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t r = ::read(fd, p, n);
+      if (r <= 0) return false;
+      p += r, n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+  static bool WriteAll(int fd, const std::string& s) {
+    return ::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  }
+  // Forwards frames from `from` to `to`, each `copies` times, until either side closes.
+  static void Pump(int from, int to, int copies) {
+    for (;;) {
+      char header[4];
+      if (!ReadAll(from, header, 4)) break;
+      const uint32_t n = ntohl(*reinterpret_cast<uint32_t*>(header));
+      std::string frame(header, 4);
+      frame.resize(4 + n);
+      if (!ReadAll(from, frame.data() + 4, n)) break;
+      for (int i = 0; i < copies; ++i) {
+        if (!WriteAll(to, frame)) return;
+      }
+    }
+    ::shutdown(to, SHUT_RDWR);
+  }
+  void Run() {
+    for (;;) {
+      const int client = ::accept(listen_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(target_));
+      if (::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+        std::thread up([&] { Pump(client, server, 1); });
+        Pump(server, client, 2);
+        ::shutdown(client, SHUT_RDWR);
+        up.join();
+      }
+      ::close(server);
+      ::close(client);
+    }
+  }
+
+  int target_;
+  int listen_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A reply left over on a pooled connection (here: every reply arrives twice) must never answer
+// the next call: the client numbers its calls and drops a connection whose reply is out of step
+// (found by tests/netfault_test.py: a duplicating network made reads return other calls' data).
+TEST_F(RpcTest, ARepeatedReplyNeverAnswersAnotherCall) {
+  StartServer();
+  DuplicatingProxy proxy(server_->port());
+  ConnectionOptions options;
+  options.call_timeout_ms = 5000;
+  RemoteGraph c(std::make_shared<ConnectionPool>(Endpoint{"127.0.0.1", proxy.port()}, options));
+  int answered = 0;
+  for (int64_t i = 0; i < 20; ++i) {
+    // Consecutive calls of one method: a generated client skips a reply of another method, so
+    // only a stale reply of the same method would be taken.
+    auto count = c.AssocCount(i, 3);
+    if (count.ok()) {
+      EXPECT_EQ(*count, i * 10 + 3) << "call " << i << " got another call's answer";
+      ++answered;
+    } else {
+      EXPECT_EQ(count.status().code(), StatusCode::kUnavailable) << count.status().ToString();
+    }
+    if (i % 5 == 4) {
+      auto node = c.ObjGet(7);
+      ASSERT_TRUE(node.ok()) << node.status().ToString();
+      EXPECT_TRUE(node->has_value());
+    }
+  }
+  // Reads are retried once on a fresh connection, whose first reply is in step.
+  EXPECT_EQ(answered, 20);
+}
+
+// A request frame that arrives twice runs once: the server refuses a numbered request whose
+// sequence id is not above the connection's last one, by closing the connection.
+TEST_F(RpcTest, ARepeatedRequestIsRefused) {
+  StartServer();
+  using apache::thrift::protocol::T_CALL;
+  auto socket = std::make_shared<apache::thrift::transport::TSocket>("127.0.0.1", server_->port());
+  auto transport = std::make_shared<apache::thrift::transport::TFramedTransport>(socket);
+  apache::thrift::protocol::TBinaryProtocol proto(transport);
+  transport->open();
+  // status() takes no arguments: an empty struct.
+  const auto send = [&](int32_t seqid) {
+    proto.writeMessageBegin("status", T_CALL, seqid);
+    proto.writeStructBegin("status_args");
+    proto.writeFieldStop();
+    proto.writeStructEnd();
+    proto.writeMessageEnd();
+    transport->flush();
+  };
+  const auto reply_seqid = [&] {
+    std::string name;
+    apache::thrift::protocol::TMessageType type;
+    int32_t seqid = -1;
+    proto.readMessageBegin(name, type, seqid);
+    proto.skip(apache::thrift::protocol::T_STRUCT);
+    proto.readMessageEnd();
+    transport->readEnd();
+    return seqid;
+  };
+  send(0), send(0), send(5), send(6);  // unnumbered calls are not checked
+  EXPECT_EQ(reply_seqid(), 0);
+  EXPECT_EQ(reply_seqid(), 0);
+  EXPECT_EQ(reply_seqid(), 5);
+  EXPECT_EQ(reply_seqid(), 6);
+  send(6);  // again
+  EXPECT_THROW(reply_seqid(), apache::thrift::transport::TTransportException);
 }
 
 TEST(EndpointTest, Parse) {

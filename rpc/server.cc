@@ -3,10 +3,12 @@
 #include <thrift/TConfiguration.h>
 #include <thrift/TProcessor.h>
 #include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/protocol/TProtocolDecorator.h>
 #include <thrift/server/TThreadedServer.h>
 #include <thrift/transport/TBufferTransports.h>
 #include <thrift/transport/TSSLServerSocket.h>
 #include <thrift/transport/TServerSocket.h>
+#include <thrift/transport/TTransportException.h>
 
 #include <atomic>
 #include <future>
@@ -17,14 +19,15 @@
 namespace zipg::rpc {
 
 using apache::thrift::TConfiguration;
-using apache::thrift::TProcessor;
 using apache::thrift::TException;
+using apache::thrift::TProcessor;
 using apache::thrift::protocol::TBinaryProtocolFactory;
 using apache::thrift::server::TServerEventHandler;
 using apache::thrift::server::TThreadedServer;
 using apache::thrift::transport::TServerSocket;
 using apache::thrift::transport::TSSLServerSocket;
 using apache::thrift::transport::TTransport;
+using apache::thrift::transport::TTransportException;
 using apache::thrift::transport::TTransportFactory;
 
 namespace {
@@ -67,26 +70,69 @@ class CallCounter : public apache::thrift::TProcessorEventHandler {
   std::shared_ptr<std::atomic<uint64_t>> calls_;
 };
 
-// Runs the generated processor and turns any exception that escapes it (e.g. bad_alloc while
-// reading arguments) into closing that one connection; Thrift would otherwise terminate the
-// process.
+// Refuses a request whose sequence id is not above the connection's last one (0: unnumbered, as
+// Python and plain Thrift clients send): a request frame repeated on the way would otherwise run
+// twice, a write too. Our C++ clients number their calls (rpc/connection_pool.cc). The connection
+// is closed.
+class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator {
+ public:
+  explicit SequencedInput(std::shared_ptr<apache::thrift::protocol::TProtocol> inner)
+      : TProtocolDecorator(std::move(inner)) {}
+  uint32_t readMessageBegin_virt(std::string& name, apache::thrift::protocol::TMessageType& type,
+                                 int32_t& seqid) override {
+    const uint32_t n = TProtocolDecorator::readMessageBegin_virt(name, type, seqid);
+    if (seqid != 0) {
+      if (seqid <= last_) {
+        throw TTransportException(TTransportException::CORRUPTED_DATA,
+                                  "request #" + std::to_string(seqid) + " after #" +
+                                      std::to_string(last_) + ": a repeated frame");
+      }
+      last_ = seqid;
+    }
+    return n;
+  }
+
+ private:
+  int32_t last_ = 0;
+};
+
+// One per connection: runs the generated processor over SequencedInput and turns any exception
+// that escapes it (e.g. bad_alloc while reading arguments) into closing that connection; Thrift
+// would otherwise terminate the process.
 class GuardedProcessor : public TProcessor {
  public:
-  GuardedProcessor(std::shared_ptr<TProcessor> inner, std::shared_ptr<std::atomic<uint64_t>> calls)
-      : inner_(std::move(inner)) {
-    if (calls) inner_->setEventHandler(std::make_shared<CallCounter>(std::move(calls)));
-  }
+  explicit GuardedProcessor(std::shared_ptr<TProcessor> inner) : inner_(std::move(inner)) {}
   bool process(std::shared_ptr<apache::thrift::protocol::TProtocol> in,
                std::shared_ptr<apache::thrift::protocol::TProtocol> out,
                void* connection_context) override {
+    if (in != raw_in_) {  // the same protocol for every request of a connection
+      raw_in_ = in;
+      in_ = std::make_shared<SequencedInput>(in);
+    }
     try {
-      return inner_->process(in, out, connection_context);
+      return inner_->process(in_, out, connection_context);
     } catch (const apache::thrift::TException&) {
       throw;  // the server closes the connection and keeps running
     } catch (const std::exception& e) {
       std::cerr << "rpc: closing a connection after an unexpected error: " << e.what() << "\n";
       return false;
     }
+  }
+
+ private:
+  std::shared_ptr<TProcessor> inner_;
+  std::shared_ptr<apache::thrift::protocol::TProtocol> raw_in_, in_;
+};
+
+// A GuardedProcessor per connection, over one shared generated processor.
+class GuardedFactory : public apache::thrift::TProcessorFactory {
+ public:
+  GuardedFactory(std::shared_ptr<TProcessor> inner, std::shared_ptr<std::atomic<uint64_t>> calls)
+      : inner_(std::move(inner)) {
+    if (calls) inner_->setEventHandler(std::make_shared<CallCounter>(std::move(calls)));
+  }
+  std::shared_ptr<TProcessor> getProcessor(const apache::thrift::TConnectionInfo&) override {
+    return std::make_shared<GuardedProcessor>(inner_);
   }
 
  private:
@@ -112,7 +158,7 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
                   : std::make_shared<TServerSocket>(options.host, options.port);
   std::unique_ptr<RpcServer> s(new RpcServer());
   s->server_ = std::make_shared<TThreadedServer>(
-      std::make_shared<GuardedProcessor>(std::move(processor), options.calls), socket,
+      std::make_shared<GuardedFactory>(std::move(processor), options.calls), socket,
       std::make_shared<FramedFactory>(options.max_request_bytes, options.traffic),
       LimitedProtocol(options.max_request_bytes));
   s->server_->setConcurrentClientLimit(options.max_connections);
@@ -159,5 +205,25 @@ void RpcServer::Stop() {
 }
 
 RpcServer::~RpcServer() { Stop(); }
+
+std::string ServeBytes(std::shared_ptr<TProcessor> processor, const uint8_t* data, size_t size,
+                       int max_request_bytes) {
+  using apache::thrift::transport::TMemoryBuffer;
+  auto in_buf = std::make_shared<TMemoryBuffer>(
+      const_cast<uint8_t*>(data), static_cast<uint32_t>(size), TMemoryBuffer::OBSERVE);
+  auto out_buf = std::make_shared<TMemoryBuffer>();
+  FramedFactory framed(max_request_bytes, nullptr);
+  auto in = framed.getTransport(in_buf), out = framed.getTransport(out_buf);
+  auto protocols = LimitedProtocol(max_request_bytes);
+  auto in_proto = protocols->getProtocol(in), out_proto = protocols->getProtocol(out);
+  GuardedProcessor guarded(std::move(processor));
+  // As Thrift's TConnectedClient::run: stop at the end of the input or at any exception.
+  try {
+    while (guarded.process(in_proto, out_proto, nullptr) && in->peek()) {
+    }
+  } catch (const TException&) {
+  }
+  return out_buf->getBufferAsString();
+}
 
 }  // namespace zipg::rpc

@@ -68,4 +68,11 @@ class RpcServer {
   int port_ = 0;
 };
 
+// Serves the requests in `data` as one connection of an RpcServer with `max_request_bytes` would
+// (frames, size limits, the guard against unexpected exceptions), until the input ends or the
+// server would close the connection; returns the bytes of the replies. For the fuzz targets of the
+// processors (fuzz/thrift_fuzz.cc), which need no sockets.
+std::string ServeBytes(std::shared_ptr<apache::thrift::TProcessor> processor, const uint8_t* data,
+                       size_t size, int max_request_bytes);
+
 }  // namespace zipg::rpc
