@@ -101,6 +101,8 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
   } catch (const json::parse_error& e) {
     return Status::InvalidArgument("cluster spec " + file + ": " + LineColumn(text, e.byte) +
                                    ": not valid JSON (" + e.what() + ")");
+  } catch (const json::exception& e) {  // e.g. a number too large for a double (found by fuzzing)
+    return Status::InvalidArgument("cluster spec " + file + ": not valid JSON (" + e.what() + ")");
   }
   ClusterSpec spec;
   Fields top(j, "", file);

@@ -100,6 +100,12 @@ TEST(ClusterSpecTest, MistakesAreNamed) {
     change(j);
     return j;
   };
+  // A number no double holds is a JSON error, not an uncaught exception (found by fuzzing).
+  auto huge = ClusterSpec::Parse(R"({"shards": 1e999})", "x.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("x.json: not valid JSON"), std::string::npos)
+      << huge.status().ToString();
   ExpectError(with([](auto& j) { j.erase("store"); }), "store: is required");
   ExpectError(with([](auto& j) { j["replicas"] = 0; }), "replicas: must be an integer 1..16");
   ExpectError(with([](auto& j) { j["colour"] = "red"; }), "colour: unknown field");
