@@ -6,12 +6,11 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <set>
 #include <string>
 
 #include "client/query_json.h"
-#include "graph/compress.h"
+#include "fuzz/fuzz_common.h"
 #include "graph/graph.h"
 
 namespace {
@@ -19,29 +18,8 @@ namespace {
 zipg::Graph* graph = nullptr;
 
 zipg::Graph* OpenGraph() {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("zipg-query-json-fuzz-" + std::to_string(getpid())))
-                              .string();
-  std::filesystem::remove_all(dir);
-  zipg::graph::InputGraph input;
-  input.node_property_names = {"name", "city"};
-  input.edge_property_names = {"w"};
-  for (int64_t i = 0; i < 40; ++i) {
-    if (i % 5 == 4) continue;  // ids without a node entry
-    input.nodes.push_back({i, {{0, "n" + std::to_string(i)}, {1, i % 3 ? "red" : "blue"}}});
-  }
-  std::set<std::tuple<int64_t, int64_t, int64_t>> keys;
-  for (int64_t i = 0; i < 200; ++i) {
-    const int64_t src = (i * 7) % 43, dst = i % 9 == 0 ? src : (i * 13 + 5) % 47, type = i % 3;
-    if (!keys.insert({src, type, dst}).second) continue;
-    input.edges.push_back({src, dst, type, 1000 + i % 17, {{0, std::to_string(i)}}});
-  }
-  for (int64_t d = 100; d < 400; ++d) input.edges.push_back({0, d, 5, d, {}});  // a hub
-  zipg::graph::CompressOptions options;
-  options.shards = 3;
-  options.threads = 1;
-  zipg::graph::CompressReport report;
-  if (!zipg::graph::CompressGraph(std::move(input), dir, options, nullptr, &report).ok()) abort();
+  const std::string dir = zipg::fuzz::TempDir("query-json");
+  zipg::fuzz::CompressSmallGraph(dir, 3);
   auto g = zipg::Graph::Open(dir);
   if (!g.ok()) abort();
   zipg::graph::TraversalLimits limits;
@@ -54,6 +32,28 @@ zipg::Graph* OpenGraph() {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  zipg::fuzz::MaybeWriteSeeds([] {
+    // One request per operation of the contract, over the ids and types of SmallGraph().
+    return std::vector<std::string>{
+        R"({"op": "obj_get", "id": 3})",
+        R"({"op": "get_node_property", "id": 2, "properties": ["name"]})",
+        R"({"op": "get_node_ids", "properties": {"city": "red"}})",
+        R"({"op": "get_neighbor_ids", "id": 0, "type": 5, "properties": {"city": "blue"}})",
+        R"({"op": "get_edge_record", "id": 7, "type": 1})",
+        R"({"op": "get_edge_range", "id": 7, "type": 1, "t_lo": 1000, "t_hi": 1010})",
+        R"({"op": "get_edge_data", "id": 7, "type": 1, "time_order": 0})",
+        R"({"op": "assoc_range", "id": 0, "type": 5, "pos": 3, "limit": 10})",
+        R"({"op": "assoc_count", "id": 0, "type": 5})",
+        R"({"op": "assoc_get", "id": 0, "type": 5, "ids": [100, 101, 5], "low": 0, "high": 1000})",
+        R"({"op": "assoc_time_range", "id": 0, "type": 5, "low": 100, "high": 300, "limit": 5})",
+        R"({"op": "bfs", "id": 7, "max_depth": 3, "types": [0, 1], "limit": 20})",
+        R"({"op": "rpq", "expr": "0/(1|2)*", "sources": [7, 14]})",
+        R"({"op": "rpq", "expr": "_+", "limit": 10})",
+        R"({"op": "obj_add", "id": 1, "properties": {}})",
+        R"({"op": "assoc_add", "src": 1, "type": 2, "dst": 3, "timestamp": 4})",
+        R"({"op": "obj_delete", "id": 2})",
+    };
+  });
   graph = OpenGraph();
   return 0;
 }

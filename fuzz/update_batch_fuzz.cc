@@ -8,6 +8,22 @@
 #include <vector>
 
 #include "engine/updates.h"
+#include "fuzz/fuzz_common.h"
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  zipg::fuzz::MaybeWriteSeeds([] {
+    using zipg::engine::UpdateOp;
+    const std::vector<zipg::engine::Update> batch = {{UpdateOp::kPutNode, 1, 0, 0, 5, 0, 11},
+                                                     {UpdateOp::kPutEdge, 1, 2, 3, 5, -7, 12},
+                                                     {UpdateOp::kDeleteEdge, 1, 2, 3, 0, 0, 13},
+                                                     {UpdateOp::kDeleteNode, 4, 0, 0, 0, 0, 14}};
+    const std::vector<uint8_t> flags = {1, 0, 1, 0};
+    return std::vector<std::string>{zipg::engine::EncodeUpdates(batch, nullptr),
+                                    zipg::engine::EncodeUpdates(batch, &flags, true),
+                                    zipg::engine::EncodeUpdates({}, nullptr, true)};
+  });
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<zipg::engine::Update> updates;

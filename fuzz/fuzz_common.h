@@ -1,0 +1,95 @@
+// Shared pieces of the libFuzzer targets (docs/testing.md, "Fuzz targets"): a scratch directory
+// per process, the small fixed graph the store-backed targets serve, a checked failure that
+// names the property it broke, and seed writing.
+//
+// Seeds: every target is built with a seed generator. Run with ZIPG_FUZZ_WRITE_SEEDS=DIR, a target
+// writes its seeds, made from valid inputs by the real encoders, into DIR and exits
+// (scripts/fuzz_corpus.sh regenerates fuzz/seeds/ that way).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "graph/compress.h"
+#include "graph/input.h"
+
+namespace zipg::fuzz {
+
+// Aborts (a libFuzzer crash, with the input kept) when a property does not hold.
+inline void Check(bool ok, const char* property) {
+  if (ok) return;
+  std::fprintf(stderr, "fuzz property failed: %s\n", property);
+  std::abort();
+}
+
+// A fresh directory /tmp/zipg-<name>-fuzz-<pid>.
+inline std::string TempDir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("zipg-" + name + "-fuzz-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+inline void WriteFile(const std::string& path, std::string_view bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
+}
+
+// In LLVMFuzzerInitialize: with ZIPG_FUZZ_WRITE_SEEDS=DIR set, writes the seeds `make` returns
+// into DIR as seed-000, seed-001, ... and exits.
+inline void MaybeWriteSeeds(const std::function<std::vector<std::string>()>& make) {
+  const char* dir = std::getenv("ZIPG_FUZZ_WRITE_SEEDS");
+  if (dir == nullptr) return;
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> seeds = make();
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/seed-%03zu", i);
+    WriteFile(dir + std::string(name), seeds[i]);
+  }
+  std::fprintf(stderr, "wrote %zu seeds to %s\n", seeds.size(), dir);
+  std::exit(0);
+}
+
+// A small graph with the shapes reads care about: cycles, self-loops, a hub of 300 edges, ids
+// without node entries, three property names.
+inline graph::InputGraph SmallGraph() {
+  graph::InputGraph input;
+  input.node_property_names = {"name", "city"};
+  input.edge_property_names = {"w"};
+  for (int64_t i = 0; i < 40; ++i) {
+    if (i % 5 == 4) continue;  // ids without a node entry
+    input.nodes.push_back({i, {{0, "n" + std::to_string(i)}, {1, i % 3 ? "red" : "blue"}}});
+  }
+  std::set<std::tuple<int64_t, int64_t, int64_t>> keys;
+  for (int64_t i = 0; i < 200; ++i) {
+    const int64_t src = (i * 7) % 43, dst = i % 9 == 0 ? src : (i * 13 + 5) % 47, type = i % 3;
+    if (!keys.insert({src, type, dst}).second) continue;
+    input.edges.push_back({src, dst, type, 1000 + i % 17, {{0, std::to_string(i)}}});
+  }
+  for (int64_t d = 100; d < 400; ++d) input.edges.push_back({0, d, 5, d, {}});  // a hub
+  return input;
+}
+
+// Compresses SmallGraph() into `dir` as `shards` shards; aborts on failure.
+inline void CompressSmallGraph(const std::string& dir, uint32_t shards) {
+  graph::CompressOptions options;
+  options.shards = shards;
+  options.threads = 1;
+  graph::CompressReport report;
+  Check(graph::CompressGraph(SmallGraph(), dir, options, nullptr, &report).ok(),
+        "the small graph compresses");
+}
+
+}  // namespace zipg::fuzz
