@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -44,12 +45,17 @@ const char kUsage[] =
     "options:\n"
     "  --host H        address to bind (default 127.0.0.1)\n"
     "  --port P        port to bind (default 0: any free port, printed at start)\n"
+    "  --advertise HOST:PORT  the Thrift endpoint registered in etcd, where the other servers\n"
+    "                  and clients reach this one (default: the bound host and port), e.g. a\n"
+    "                  proxy or a NAT address in front of it\n"
     "  --cluster NAME  etcd key prefix /zipg/NAME/ (default zipg)\n"
     "  --name NAME     member name (default <role>-<host>-<port>)\n"
     "  --lease-ttl S   seconds before a silent server leaves the shard map (default 5)\n"
     "  --call-timeout-ms MS  timeout of calls to other servers (default 10000)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
     "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
+    "  --advertise-update HOST:PORT  shard: the update endpoint registered in etcd, where the\n"
+    "                  LogStore sends updates (default: the bound host and --update-port)\n"
     "  --rebuild-delta SIZE  shard: rebuild a shard (fold its writes into new compressed\n"
     "                  files) when its delta holds SIZE in memory (default 64M; 0: only on zipg\n"
     "                  admin rebuild)\n"
@@ -120,6 +126,8 @@ int RunServe(int argc, char** argv) {
                                                      "etcd",
                                                      "host",
                                                      "port",
+                                                     "advertise",
+                                                     "advertise-update",
                                                      "cluster",
                                                      "name",
                                                      "lease-ttl",
@@ -157,6 +165,24 @@ int RunServe(int argc, char** argv) {
   if (!timeout.ok()) return UsageError(timeout.status().message(), kUsage);
   if (*port > 65535) return UsageError("--port must be 0..65535", kUsage);
   if (*ttl < 1 || *ttl > 3600) return UsageError("--lease-ttl must be 1..3600 seconds", kUsage);
+  // Where others reach this server, if not where it binds (a proxy or a NAT in front of it).
+  std::optional<rpc::Endpoint> advertise, advertise_update;
+  for (auto [flag, slot] : {std::pair{"advertise", &advertise},
+                            std::pair{"advertise-update", &advertise_update}}) {
+    if (auto text = args->Get(flag)) {
+      auto endpoint = rpc::Endpoint::Parse(*text);
+      if (endpoint.ok() && text->find("://") != std::string::npos) {
+        endpoint = Status::InvalidArgument("'" + *text + "' is not HOST:PORT (no scheme)");
+      }
+      if (!endpoint.ok()) {
+        return UsageError("--" + std::string(flag) + ": " + endpoint.status().message(), kUsage);
+      }
+      *slot = *endpoint;
+    }
+  }
+  if (advertise_update && role != "shard") {
+    return UsageError("--advertise-update is for shard servers (their update channel)", kUsage);
+  }
   auto traversal = TraversalLimitsFromArgs(*args);
   if (!traversal.ok()) return UsageError(traversal.status().message(), kUsage);
   // A step must end (or fail) before the caller's call to it times out and is retried.
@@ -290,7 +316,8 @@ int RunServe(int argc, char** argv) {
         curve, fence.get());
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
-    info.update_endpoint = update_receiver->endpoint();
+    info.update_endpoint = advertise_update ? "tcp://" + advertise_update->ToString()
+                                            : update_receiver->endpoint();
     auto handler =
         std::make_shared<shard::ShardHandler>(shard_graph.get(), [&]() -> StatusOr<std::string> {
           nlohmann::json j = info.ToJson();
@@ -552,7 +579,8 @@ int RunServe(int argc, char** argv) {
   };
   auto server = rpc::RpcServer::Start(processor, server_options);
   if (!server.ok()) return Fail(server.status());
-  info.endpoint = rpc::Endpoint{server_options.host, (*server)->port()};
+  const rpc::Endpoint bound{server_options.host, (*server)->port()};
+  info.endpoint = advertise.value_or(bound);
   info.name = args->Get("name").value_or(role + "-" + info.endpoint.ToString());
   if (shard_graph) {
     info.serving = false;  // until caught up with the LogStore's feed
@@ -602,7 +630,8 @@ int RunServe(int argc, char** argv) {
           return (*registration_slot)->Update(info);
         });
   }
-  std::cout << "zipg " << role << " " << info.name << " serving on " << info.endpoint.ToString()
+  std::cout << "zipg " << role << " " << info.name << " serving on " << bound.ToString()
+            << (advertise ? " (advertised as " + advertise->ToString() + ")" : std::string())
             << " (cluster " << cluster_name << ", etcd " << etcd->endpoint() << ")" << std::endl;
 
   const int sig = WaitForStop(stop_signals);
