@@ -1905,7 +1905,7 @@ json LogStore::StatusJson() const {
   json j;
   {
     std::shared_lock data(data_mu_);
-    j["generation"] = generation_;
+    j["generation"] = generation_.load();
     j["memtable"] = {{"bytes", memtable_->bytes()},
                      {"nodes", memtable_->num_nodes()},
                      {"edges", memtable_->num_edges()}};

@@ -394,11 +394,13 @@ class LogStore final : public GraphWriteApi {
 
   // The live log and its generation: changed only by Recover and by Freeze, with no commit group
   // in flight.
+  // Both are atomic because ApplyShipped reads them (Position) on a leader too, where a stale
+  // request from an old leader meets a group in flight (found by the TSan build).
   std::unique_ptr<Wal> wal_;
-  int64_t generation_ = 1;
+  std::atomic<int64_t> generation_ = 1;
   // Records in wal-<generation_> so far: the next record's id is generation_ << 32 | this + 1.
   // Changed only by the group in stage 1 (and by Freeze, with no group in flight).
-  uint64_t records_in_generation_ = 0;
+  std::atomic<uint64_t> records_in_generation_ = 0;
   // Per base shard: every update sent to it (docs/replication.md, "The feed").
   std::vector<std::unique_ptr<UpdateFeed>> feeds_;
 

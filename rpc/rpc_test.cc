@@ -42,7 +42,7 @@ namespace {
 class FakeGraph final : public GraphApi {
  public:
   Status fail;           // returned by every call when not OK
-  int stall_ms = 0;      // sleep before answering
+  std::atomic<int> stall_ms{0};  // sleep before answering (set while a call may run)
   std::atomic<int> calls{0};
 
   StatusOr<std::optional<Properties>> GetNodeProperty(
