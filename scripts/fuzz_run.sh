@@ -4,9 +4,9 @@
 # (seeded from fuzz/seeds/<name>/). A crash leaves its reproducer in OUT/crashes/<name>/ and the
 # exit status is non-zero. Prints the executions and the corpus size.
 #
-# Usage: scripts/fuzz_run.sh BINARY FUZZ_DIR NAME SECONDS OUT
+# Usage: scripts/fuzz_run.sh BINARY FUZZ_DIR NAME SECONDS OUT   (ZIPG_FUZZ_SECONDS overrides SECONDS)
 set -euo pipefail
-bin=$1 src=$2 name=$3 seconds=$4 out=$5
+bin=$1 src=$2 name=$3 seconds=${ZIPG_FUZZ_SECONDS:-$4} out=$5
 corpus=$out/corpus/$name
 crashes=$out/crashes/$name
 mkdir -p "$corpus" "$crashes"
