@@ -10,6 +10,8 @@
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
 
+#include <limits>
+
 #include "rpc/convert.h"
 #include "rpc/framed_transport.h"
 #include "zipg_rpc/LogStoreService.h"
@@ -46,31 +48,43 @@ namespace {
 // Numbers each call on a connection and checks that the reply read is that call's: same method,
 // same sequence id. The generated clients send sequence id 0 and skip a reply whose method does
 // not match, reading the next frame as the answer; so a frame repeated or left over on a pooled
-// connection (a duplicating network, a call given up half-way) would answer the next call with
-// another call's result (found by tests/netfault_test.py). A reply out of step is CORRUPTED_DATA:
-// the connection is dropped and the call fails UNAVAILABLE.
+// connection (a duplicating network) would answer the next call with another call's result (found
+// by tests/netfault_test.py). A reply of an earlier call is skipped; any other reply out of step
+// is CORRUPTED_DATA: the connection is dropped and the call fails UNAVAILABLE. Servers refuse a
+// numbered request not above the connection's last (docs/serving.md, "Sequence ids").
 class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorator {
  public:
   explicit CheckedProtocol(std::shared_ptr<TProtocol> inner)
       : TProtocolDecorator(std::move(inner)) {}
 
+  // False once the numbers are used up (2^31 - 1 calls): the connection must not be reused.
+  bool reusable() const { return seqid_ < std::numeric_limits<int32_t>::max(); }
+
   uint32_t writeMessageBegin_virt(const std::string& name,
                                   const apache::thrift::protocol::TMessageType type,
                                   const int32_t) override {
-    if (++seqid_ <= 0) seqid_ = 1;  // 0 means "unnumbered" to the servers
+    ++seqid_;  // 1 first: 0 means "unnumbered" to the servers
     name_ = name;
     return TProtocolDecorator::writeMessageBegin_virt(name, type, seqid_);
   }
 
   uint32_t readMessageBegin_virt(std::string& name, apache::thrift::protocol::TMessageType& type,
                                  int32_t& seqid) override {
-    const uint32_t n = TProtocolDecorator::readMessageBegin_virt(name, type, seqid);
-    if (seqid != seqid_ || name != name_) {
-      throw TTransportException(TTransportException::CORRUPTED_DATA,
-                                "reply out of step: got " + name + " #" + std::to_string(seqid) +
-                                    ", expected " + name_ + " #" + std::to_string(seqid_));
+    for (;;) {
+      const uint32_t n = TProtocolDecorator::readMessageBegin_virt(name, type, seqid);
+      if (seqid > 0 && seqid < seqid_) {  // a repeated reply of an earlier call
+        skip_virt(apache::thrift::protocol::T_STRUCT);
+        readMessageEnd_virt();
+        getTransport()->readEnd();
+        continue;
+      }
+      if (seqid != seqid_ || name != name_) {
+        throw TTransportException(TTransportException::CORRUPTED_DATA,
+                                  "reply out of step: got " + name + " #" + std::to_string(seqid) +
+                                      ", expected " + name_ + " #" + std::to_string(seqid_));
+      }
+      return n;
     }
-    return n;
   }
 
  private:
@@ -83,6 +97,7 @@ class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorato
 struct ConnectionPool::Connection {
   std::shared_ptr<TSocket> socket;
   std::shared_ptr<TTransport> transport;
+  std::shared_ptr<CheckedProtocol> protocol;
   std::unique_ptr<LogStoreServiceClient> client;
 };
 
@@ -112,8 +127,9 @@ StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() 
   } catch (const TException& e) {
     return Status::Unavailable("cannot connect to " + endpoint_.ToString() + ": " + e.what());
   }
-  conn->client = std::make_unique<LogStoreServiceClient>(
-      std::make_shared<CheckedProtocol>(std::make_shared<TBinaryProtocol>(conn->transport)));
+  conn->protocol =
+      std::make_shared<CheckedProtocol>(std::make_shared<TBinaryProtocol>(conn->transport));
+  conn->client = std::make_unique<LogStoreServiceClient>(conn->protocol);
   return conn;
 }
 
@@ -191,7 +207,7 @@ Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& c
     } catch (const TException& e) {
       return Status::Internal("call to " + endpoint_.ToString() + " failed: " + e.what());
     }
-    if (keep) {
+    if (keep && conn->protocol->reusable()) {
       std::lock_guard<std::mutex> lock(mu_);
       if (idle_.size() < options_.max_idle) idle_.push_back(std::move(conn));
     }

@@ -3,7 +3,9 @@
 //   - cannot connect, connection reset/closed      -> UNAVAILABLE (retryable; names the server)
 //   - no reply within the call timeout              -> DEADLINE_EXCEEDED
 //   - GraphError thrown by the server               -> its code
-//   - protocol/application errors (a bug or a version mismatch) -> INTERNAL
+//   - a reply that does not parse, or answers another call   -> UNAVAILABLE (the stream was
+//     damaged on the way: calls are numbered per connection and each reply is checked)
+//   - an application error from the server (a bug or a version mismatch) -> INTERNAL
 // A connection that saw any transport error is closed, and so are the idle ones (the server has
 // probably restarted); the next call connects again, so a server that comes back is used again
 // without any action. An idempotent call that fails on a reused idle connection is retried once

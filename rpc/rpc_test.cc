@@ -7,10 +7,10 @@
 // another CA's certificate, plaintext) is refused and the server keeps serving. Also the shard
 // map's routing rules.
 
-#include <gtest/gtest.h>
-#include <signal.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -645,7 +646,9 @@ class DuplicatingProxy {
     for (;;) {
       char header[4];
       if (!ReadAll(from, header, 4)) break;
-      const uint32_t n = ntohl(*reinterpret_cast<uint32_t*>(header));
+      uint32_t be = 0;
+      std::memcpy(&be, header, 4);
+      const uint32_t n = ntohl(be);
       std::string frame(header, 4);
       frame.resize(4 + n);
       if (!ReadAll(from, frame.data() + 4, n)) break;
@@ -717,13 +720,21 @@ TEST_F(RpcTest, ARepeatedRequestIsRefused) {
   StartServer();
   using apache::thrift::protocol::T_CALL;
   auto socket = std::make_shared<apache::thrift::transport::TSocket>("127.0.0.1", server_->port());
+  socket->setRecvTimeout(5000);
+  socket->setSendTimeout(5000);
   auto transport = std::make_shared<apache::thrift::transport::TFramedTransport>(socket);
   apache::thrift::protocol::TBinaryProtocol proto(transport);
   transport->open();
-  // status() takes no arguments: an empty struct.
+  // assoc_count(1: i64 id, 2: i64 type), written by hand to choose the sequence id.
   const auto send = [&](int32_t seqid) {
-    proto.writeMessageBegin("status", T_CALL, seqid);
-    proto.writeStructBegin("status_args");
+    proto.writeMessageBegin("assoc_count", T_CALL, seqid);
+    proto.writeStructBegin("assoc_count_args");
+    proto.writeFieldBegin("id", apache::thrift::protocol::T_I64, 1);
+    proto.writeI64(4);
+    proto.writeFieldEnd();
+    proto.writeFieldBegin("type", apache::thrift::protocol::T_I64, 2);
+    proto.writeI64(2);
+    proto.writeFieldEnd();
     proto.writeFieldStop();
     proto.writeStructEnd();
     proto.writeMessageEnd();
@@ -744,8 +755,11 @@ TEST_F(RpcTest, ARepeatedRequestIsRefused) {
   EXPECT_EQ(reply_seqid(), 0);
   EXPECT_EQ(reply_seqid(), 5);
   EXPECT_EQ(reply_seqid(), 6);
+  EXPECT_EQ(fake_.calls.load(), 4);
+  const int before = fake_.calls.load();
   send(6);  // again
   EXPECT_THROW(reply_seqid(), apache::thrift::transport::TTransportException);
+  EXPECT_EQ(fake_.calls.load(), before) << "the repeated request ran";
 }
 
 TEST(EndpointTest, Parse) {

@@ -141,6 +141,7 @@ class _Proxy:
         host, port = upstream.rsplit(":", 1)
         self.upstream = (host, int(port))
         self.blackhole = False
+        self.duplicate_replies = False  # send every chunk from the server twice
         self._lock = threading.Lock()
         self._sockets = []
         self._listener = None
@@ -195,17 +196,18 @@ class _Proxy:
                 continue
             with self._lock:
                 self._sockets.append(upstream)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            for a, b, replies in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pump, args=(a, b, replies), daemon=True).start()
 
-    @staticmethod
-    def _pump(a, b):
+    def _pump(self, a, b, replies):
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
                 b.sendall(data)
+                if replies and self.duplicate_replies:
+                    b.sendall(data)
         except OSError:
             pass
         for s in (a, b):
@@ -1242,6 +1244,33 @@ class ClientTest(unittest.TestCase):
             g.close()
         finally:
             proxy.down()
+
+    def test_a_repeated_reply_never_answers_another_call(self):
+        # Every reply arrives twice (a duplicating network): the client numbers its calls and
+        # skips a reply of an earlier call, so each call gets its own answer (docs/serving.md,
+        # "Sequence ids"). A chunk holding part of a frame garbles the stream instead: that is
+        # UNAVAILABLE and a new connection, never a wrong answer.
+        proxy = _Proxy(self.aggregators[0])
+        proxy.duplicate_replies = True
+        answered = 0
+        try:
+            with zipg.connect(proxy.endpoint, timeout=5.0) as g:
+                for i in range(1, 30):
+                    # Two calls of one method in a row: a stale reply of the first would fit
+                    # the second.
+                    for name, *args in (("obj_get", i), ("obj_get", i + 1000000),
+                                        ("assoc_count", i, 0)):
+                        want = getattr(self.g, name)(*args)
+                        try:
+                            got = getattr(g, name)(*args)
+                        except zipg.Error as e:
+                            self.assertEqual(e.code, "UNAVAILABLE", str(e))
+                            continue
+                        answered += 1
+                        self.assertEqual(got, want, "%s%r got another call's answer" % (name, args))
+        finally:
+            proxy.down()
+        self.assertGreater(answered, 60)
 
     def test_close_and_context_manager(self):
         with zipg.connect(self.aggregators[0]) as g:

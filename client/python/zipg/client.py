@@ -12,7 +12,7 @@ import socket
 import ssl
 import threading
 
-from thrift.Thrift import TApplicationException, TException
+from thrift.Thrift import TApplicationException, TException, TType
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -218,12 +218,56 @@ def _timeout(name, value):
     return float(value)
 
 
+class _CheckedProtocol:
+    """Numbers the calls on a connection and checks each reply's method and number.
+
+    The generated client sends sequence id 0 and does not look at the reply's: a frame repeated on
+    the way would answer the next call with another call's result (docs/serving.md, "Sequence
+    ids"). A reply of an earlier call is skipped; any other mismatch is a transport error, which
+    drops the connection. Everything else goes to the wrapped protocol.
+    """
+
+    def __init__(self, inner):
+        self._inner = inner
+        self._seqid = 0
+        self._name = None
+
+    def __getattr__(self, attr):
+        return getattr(self._inner, attr)
+
+    def writeMessageBegin(self, name, mtype, seqid):
+        self._seqid += 1  # 1 first: 0 means "unnumbered" to the servers
+        self._name = name
+        self._inner.writeMessageBegin(name, mtype, self._seqid)
+
+    def readMessageBegin(self):
+        while True:
+            name, mtype, seqid = self._inner.readMessageBegin()
+            if 0 < seqid < self._seqid:  # a repeated reply of an earlier call
+                self._inner.skip(TType.STRUCT)
+                self._inner.readMessageEnd()
+                continue
+            if seqid != self._seqid or name != self._name:
+                raise TTransport.TTransportException(
+                    TTransport.TTransportException.UNKNOWN,
+                    "reply out of step: got %s #%d, expected %s #%d"
+                    % (name, seqid, self._name, self._seqid))
+            return name, mtype, seqid
+
+
 class _Connection:
+    # Past this many calls a connection is not reused (sequence ids are 32-bit).
+    MAX_CALLS = 2**31 - 2
+
     def __init__(self, sock):
         tsocket = TSocket.TSocket()
         tsocket.setHandle(sock)
         self.transport = TTransport.TFramedTransport(tsocket)
-        self.client = GraphService.Client(_PROTOCOL(self.transport))
+        self.protocol = _CheckedProtocol(_PROTOCOL(self.transport))
+        self.client = GraphService.Client(self.protocol)
+
+    def used_up(self):
+        return self.protocol._seqid >= self.MAX_CALLS
 
     def close(self):
         try:
@@ -349,6 +393,9 @@ class Graph:
                 reused = self._conn is not None
                 if not reused:
                     self._conn = self._open()
+                if self._conn.used_up():
+                    self._drop()
+                    self._conn = self._open()
                 try:
                     return getattr(self._conn.client, method)(*args)
                 except GraphError as e:  # declared error: the connection stays usable
@@ -370,9 +417,9 @@ class Graph:
                         continue  # a stale connection (e.g. the server restarted): once more
                     raise Error("UNAVAILABLE", "%s failed during %s: %s"
                                 % (self._endpoint, method, _describe(e))) from None
-                except TException as e:  # protocol errors: the stream is out of step
+                except TException as e:  # a reply that does not parse: a damaged stream
                     self._drop()
-                    raise Error("INTERNAL", "%s: bad reply from %s: %s"
+                    raise Error("UNAVAILABLE", "%s: unreadable reply from %s: %s"
                                 % (method, self._endpoint, _describe(e))) from None
                 except Exception as e:  # e.g. a reply that is not valid UTF-8
                     self._drop()
