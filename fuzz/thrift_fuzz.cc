@@ -28,6 +28,10 @@
 #include "shard/update_channel.h"
 #include "zipg_rpc/LogStoreService.h"
 
+#if !defined(ZIPG_FUZZ_SERVICE) || ZIPG_FUZZ_SERVICE < 0 || ZIPG_FUZZ_SERVICE > 2
+#error "ZIPG_FUZZ_SERVICE must be 0 (GraphService), 1 (ShardService) or 2 (LogStoreService)"
+#endif
+
 namespace {
 
 using apache::thrift::TApplicationException;
@@ -51,12 +55,15 @@ struct Backend {
   std::unique_ptr<zipg::shard::ServerGraph> server;
 };
 
+Backend* backend = nullptr;  // a global, so that LeakSanitizer sees it is still in use
+
 zipg::StatusOr<std::string> Status() { return std::string("{}"); }
 
 void Start() {
   const std::string dir = zipg::fuzz::TempDir("thrift-" + std::to_string(ZIPG_FUZZ_SERVICE));
   zipg::fuzz::CompressSmallGraph(dir + "/store", 3);
-  auto* b = new Backend;
+  backend = new Backend;
+  Backend* b = backend;
   auto g = zipg::Graph::Open(dir + "/store");
   Check(g.ok(), "the small store opens");
   b->graph = std::move(*g);
@@ -88,7 +95,7 @@ void Start() {
                                             [](std::vector<int64_t>) {});
   Check(log.ok(), "the LogStore opens");
   b->log = std::move(*log);
-  if (ZIPG_FUZZ_SERVICE == 0) {
+  if (ZIPG_FUZZ_SERVICE == 0) {  // what an aggregator serves, over an embedded store
     processor = std::make_shared<zipg::rpc::GraphServiceProcessor>(
         std::make_shared<zipg::rpc::GraphHandler>(b->graph.get(), Status, b->log.get()));
   } else {

@@ -38,7 +38,7 @@ done
 if [ "$build_dir" != build ]; then
   # The sanitizer builds use clang 14: libFuzzer needs it, and one compiler serves both.
   packages+=(clang-14 libclang-rt-14-dev)
-  export CXX=clang++-14
+  cmake_args+=(-DCMAKE_CXX_COMPILER=clang++-14)
 fi
 
 missing=()

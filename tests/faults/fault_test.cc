@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -37,6 +38,7 @@ namespace fs = std::filesystem;
 // The shim's controls, found in the preloaded library.
 struct Shim {
   decltype(&zipg_fault_arm) arm = nullptr;
+  decltype(&zipg_fault_calls) calls = nullptr;
   decltype(&zipg_fault_injected) injected = nullptr;
 };
 
@@ -44,6 +46,7 @@ const Shim& TheShim() {
   static const Shim shim = [] {
     Shim s;
     s.arm = reinterpret_cast<decltype(s.arm)>(dlsym(RTLD_DEFAULT, "zipg_fault_arm"));
+    s.calls = reinterpret_cast<decltype(s.calls)>(dlsym(RTLD_DEFAULT, "zipg_fault_calls"));
     s.injected = reinterpret_cast<decltype(s.injected)>(dlsym(RTLD_DEFAULT, "zipg_fault_injected"));
     return s;
   }();
@@ -53,8 +56,9 @@ const Shim& TheShim() {
 // Arms a fault for the lifetime of the object.
 class Fault {
  public:
-  Fault(const char* op, const std::string& path, uint64_t nth, int error, uint64_t count = 1) {
-    TheShim().arm(op, path.c_str(), nth, count, error);
+  // Fails the nth matching call (only that one) with `error` (-1: a short write).
+  Fault(const char* op, const std::string& path, uint64_t nth, int error) {
+    TheShim().arm(op, path.c_str(), nth, /*count=*/1, error);
   }
   ~Fault() { TheShim().arm(nullptr, nullptr, 0, 0, 0); }
   uint64_t injected() const { return TheShim().injected(); }
@@ -314,9 +318,16 @@ TEST_F(FaultTest, LogStoreCommitFaultsLoseNoAcknowledgedWrite) {
       acked.insert(acked.end(), more.begin(), more.end());
       EXPECT_GE(fault.injected(), 1u);
       if (c.error != -1) EXPECT_NE(std::count(more.begin(), more.end(), false), 0);
+      // After the first failure the log refuses every write (poisoned), until a restart.
+      const auto first_failure = std::find(more.begin(), more.end(), false);
+      EXPECT_EQ(std::count(first_failure, more.end(), true), 0) << "a write after a failed one";
       // Reads go on: every acknowledged write is served, nothing else.
       for (int64_t i = 0; i < 15; ++i) {
-        if (acked[i]) ExpectEdge(h, i, "before restart");
+        if (acked[i]) {
+          ExpectEdge(h, i, "before restart");
+        } else {
+          EXPECT_TRUE(h.Edges(i).empty()) << "a failed write of node " << i << " is served";
+        }
       }
     }
     LogStoreHarness reopened(dir.path());
@@ -352,11 +363,13 @@ TEST_F(FaultTest, CompactionFaultsKeepEveryWriteAndAllowARetry) {
   const std::vector<std::tuple<const char*, const char*, int>> points = {
       {"any-write", "shard-", EIO}, {"any-write", "shard-", ENOSPC}, {"any-sync", "shard-", EIO},
       {"rename", "shard-", EIO},    {"rename", "STATE", EIO},        {"any-write", "STATE", EIO},
-      {"any-sync", "STATE", EIO}};
-  for (const auto& [op, path, error] : points) {
+      {"any-sync", "STATE", EIO}};  // files of the LogStore's directory
+  for (const auto& [op, file, error] : points) {
+    bool fired = false;
     for (uint64_t nth : {1, 2, 5}) {
-      SCOPED_TRACE(std::string(op) + " " + path + "#" + std::to_string(nth));
+      SCOPED_TRACE(std::string(op) + " " + file + "#" + std::to_string(nth));
       ScratchDir dir("fault_compact");
+      const std::string path = dir.path() + "/" + file;  // not feed/shard-N.log
       {
         LogStoreHarness h(dir.path());
         ASSERT_TRUE(h.status().ok());
@@ -368,6 +381,7 @@ TEST_F(FaultTest, CompactionFaultsKeepEveryWriteAndAllowARetry) {
           auto started = h.store().Compact();
           failure = started.ok() ? WaitForCompaction(h.store(), 1) : started.status().ToString();
           if (fault.injected() == 0) continue;  // the compaction has fewer such calls
+          fired = true;
         }
         EXPECT_NE(failure, "") << "a compaction whose files failed reported success";
         // Every write is still served, and new writes are taken.
@@ -378,55 +392,86 @@ TEST_F(FaultTest, CompactionFaultsKeepEveryWriteAndAllowARetry) {
         ASSERT_TRUE(again.ok()) << again.status().ToString();
         EXPECT_EQ(WaitForCompaction(h.store(), 1, failure), "");
         EXPECT_FALSE(h.store().StatusJson().contains("last_error"));
-        std::cout << "fault compaction " << op << " " << path << "#" << nth << " " << ErrnoName(error)
-                  << ": failed with " << failure << "; retry ok\n";
+        std::cout << "fault compaction " << op << " " << file << "#" << nth << " "
+                  << ErrnoName(error) << ": failed with " << failure << "; retry ok\n";
       }
       LogStoreHarness reopened(dir.path());
       ASSERT_TRUE(reopened.status().ok()) << reopened.status().ToString();
       for (int64_t i = 0; i < 22; ++i) ExpectEdge(reopened, i, "after restart");
     }
+    EXPECT_TRUE(fired) << op << " " << file << ": the fault never fired";
   }
 }
 
 // compress replacing an existing store (--force): a fault anywhere leaves the old store
 // answering as before; without the fault the new one replaces it.
+// Every node's properties and every edge of the store at `dir`, as text (checksums verified).
+std::string Contents(const std::string& dir) {
+  auto g = Graph::Open(dir);
+  if (!g.ok()) return "cannot open: " + g.status().ToString();
+  std::string out;
+  for (int64_t i = 0; i < 50; ++i) {
+    auto node = (*g)->ObjGet(i);
+    if (!node.ok() || !node->has_value()) return "node " + std::to_string(i) + " missing";
+    for (const auto& [k, v] : (*node)->properties) out += k + "=" + v + ";";
+    for (int64_t type = 0; type < 3; ++type) {
+      auto edges = (*g)->AssocRange(i, type, 0, 100);
+      if (!edges.ok()) return edges.status().ToString();
+      for (const Edge& e : *edges) {
+        out += std::to_string(e.dst) + "@" + std::to_string(e.timestamp) + ",";
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 TEST_F(FaultTest, CompressFaultsLeaveTheExistingStore) {
   ScratchDir dir("fault_compress");
   const std::string out = dir.path() + "/store";
   graph::InputGraph next = SmallGraph();
   for (auto& n : next.nodes) n.properties = {{0, "new"}};
+  ASSERT_EQ(BuildStore(dir.path() + "/old", SmallGraph()), "");
+  ASSERT_EQ(BuildStore(dir.path() + "/new", next), "");
+  const std::string old_contents = Contents(dir.path() + "/old");
+  const std::string new_contents = Contents(dir.path() + "/new");
+  ASSERT_NE(old_contents, new_contents);
   const std::vector<std::pair<const char*, int>> points = {
       {"any-write", EIO}, {"any-write", ENOSPC}, {"any-write", -1},
       {"any-sync", EIO},  {"rename", EIO},       {"mmap", ENOMEM}};
   for (const auto& [op, error] : points) {
-    for (uint64_t nth : {1, 4, 12}) {
-      SCOPED_TRACE(std::string(op) + "#" + std::to_string(nth));
+    // How many calls a compress makes (never failing one), then the first, the middle and the
+    // last three: the last ones are the renames that publish the store.
+    ASSERT_EQ(BuildStore(out, SmallGraph(), /*overwrite=*/true), "");
+    uint64_t total = 0;
+    {
+      Fault count(op, out, UINT64_MAX, error);
+      ASSERT_EQ(BuildStore(out, next, /*overwrite=*/true), "");
+      total = TheShim().calls();
+    }
+    ASSERT_GT(total, 0u) << op;
+    std::set<uint64_t> nths = {1, (total + 1) / 2};
+    for (uint64_t back = 0; back < 3 && back < total; ++back) nths.insert(total - back);
+    for (uint64_t nth : nths) {
+      SCOPED_TRACE(std::string(op) + "#" + std::to_string(nth) + " of " + std::to_string(total));
       ASSERT_EQ(BuildStore(out, SmallGraph(), /*overwrite=*/true), "");  // the old store
       std::string result;
-      uint64_t injected = 0;
       {
-        Fault fault(op, dir.path(), nth, error);
+        Fault fault(op, out, nth, error);
         result = BuildStore(out, next, /*overwrite=*/true);
-        injected = fault.injected();
+        ASSERT_EQ(fault.injected(), 1u);
       }
-      if (injected == 0) continue;
-      std::cout << "fault compress " << op << "#" << nth << " " << ErrnoName(error) << ": "
-                << (result.empty() ? "ok" : result) << "\n";
-      auto g = Graph::Open(out);
-      ASSERT_TRUE(g.ok()) << "the store is gone after a failed compress: " << g.status().ToString();
-      auto node = (*g)->ObjGet(3);
-      ASSERT_TRUE(node.ok() && node->has_value());
+      std::cout << "fault compress " << op << "#" << nth << "/" << total << " " << ErrnoName(error)
+                << ": " << (result.empty() ? "ok" : result) << "\n";
       if (error == -1) {
         EXPECT_EQ(result, "") << "a short write is not an error";
-      } else if (!result.empty()) {
-        EXPECT_NE(result.find(dir.path()), std::string::npos)
-            << "the error names no file: " << result;
-        EXPECT_EQ((*node)->properties, (Properties{{"name", "n3"}}))
-            << "the old store changed: " << result;
+        EXPECT_EQ(Contents(out), new_contents);
         continue;
       }
-      // It succeeded (the fault hit something it may ignore, or a short write): the new store.
-      EXPECT_EQ((*node)->properties, (Properties{{"name", "new"}}));
+      EXPECT_NE(result, "") << "compress ignored a failed " << op;
+      EXPECT_NE(result.find(dir.path()), std::string::npos)
+          << "the error names no file: " << result;
+      EXPECT_EQ(Contents(out), old_contents) << "the old store changed: " << result;
     }
   }
 }
@@ -434,14 +479,18 @@ TEST_F(FaultTest, CompressFaultsLeaveTheExistingStore) {
 TEST_F(FaultTest, OpeningAStoreWhoseMappingFailsIsAnError) {
   ScratchDir dir("fault_open");
   ASSERT_EQ(BuildStore(dir.path() + "/store", SmallGraph()), "");
+  int fired = 0;
   for (uint64_t nth : {1, 2, 3}) {
     Fault fault("mmap", dir.path(), nth, ENOMEM);
     auto g = Graph::Open(dir.path() + "/store");
     if (fault.injected() == 0) continue;
     ASSERT_FALSE(g.ok()) << "mmap #" << nth << " failed but the store opened";
+    EXPECT_EQ(g.status().code(), StatusCode::kIOError) << g.status().ToString();
+    ++fired;
     std::cout << "fault open mmap#" << nth << ": " << g.status().ToString() << "\n";
     EXPECT_NE(g.status().message().find(dir.path()), std::string::npos) << g.status().ToString();
   }
+  EXPECT_EQ(fired, 3) << "a store's opening maps at least three files";
 }
 
 }  // namespace

@@ -32,8 +32,13 @@ struct Config {
 };
 
 std::mutex mu;
-Config config;                   // guarded by mu
-std::atomic<bool> armed{false};  // config.op non-empty
+// Built on first use: a namespace-scope Config would be constructed after ReadEnvironment (the
+// initializers of one file run in an order the compiler picks) and wipe what it set. Guarded by mu.
+Config& TheConfig() {
+  static Config* config = new Config;  // never destroyed: a write may come during exit
+  return *config;
+}
+std::atomic<bool> armed{false};  // TheConfig().op non-empty
 std::atomic<uint64_t> calls{0};  // matching calls since arming
 std::atomic<uint64_t> injected{0};
 
@@ -72,28 +77,36 @@ const char* OpName(Op op) {
   return kNames[static_cast<int>(op)];
 }
 
-// 0: let the call through; else the errno to fail it with (-1: make it a short write).
 thread_local bool deciding = false;  // the log's own writes pass through
 
-int Decide(Op op, const std::string& path) {
+// 0: let the call through; else the errno to fail it with (-1: make it a short write, only
+// asked for when `can_short`: a write of more than one byte). Never throws: the wrapped functions
+// are noexcept in glibc.
+int Decide(Op op, const std::string& path, bool can_short = false) noexcept {
   if (!armed.load(std::memory_order_acquire) || deciding) return 0;
   deciding = true;
   struct Reset {
     ~Reset() { deciding = false; }
   } reset;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!OpMatches(config.op, op) || path.find(config.path) == std::string::npos) return 0;
-  const uint64_t call = ++calls;
-  if (call < config.nth || (config.count != 0 && call >= config.nth + config.count)) return 0;
-  ++injected;
-  if (!config.log.empty()) {
-    if (FILE* f = std::fopen(config.log.c_str(), "a")) {
-      std::fprintf(f, "%s %s call %llu\n", OpName(op), path.c_str(),
-                   static_cast<unsigned long long>(call));
-      std::fclose(f);
+  try {
+    std::lock_guard<std::mutex> lock(mu);
+    const Config& c = TheConfig();
+    if (!OpMatches(c.op, op) || path.find(c.path) == std::string::npos) return 0;
+    const uint64_t call = ++calls;
+    if (call < c.nth || (c.count != 0 && call >= c.nth + c.count)) return 0;
+    if (c.error == -1 && !can_short) return 0;
+    ++injected;
+    if (!c.log.empty()) {
+      if (FILE* f = std::fopen(c.log.c_str(), "a")) {
+        std::fprintf(f, "%s %s call %llu\n", OpName(op), path.c_str(),
+                     static_cast<unsigned long long>(call));
+        std::fclose(f);
+      }
     }
+    return c.error;
+  } catch (...) {
+    return 0;
   }
-  return config.error;
 }
 
 int ParseErrno(const char* text) {
@@ -117,7 +130,7 @@ __attribute__((constructor)) void ReadEnvironment() {
                  ParseErrno(std::getenv("ZIPG_FAULT_ERRNO")));
   if (log != nullptr) {
     std::lock_guard<std::mutex> lock(mu);
-    config.log = log;
+    TheConfig().log = log;
   }
 }
 
@@ -137,14 +150,14 @@ extern "C" {
 
 void zipg_fault_arm(const char* op, const char* path, uint64_t nth, uint64_t count, int error) {
   std::lock_guard<std::mutex> lock(mu);
-  config.op = op ? op : "";
-  config.path = path ? path : "";
-  config.nth = nth == 0 ? 1 : nth;
-  config.count = count;
-  config.error = error;
+  TheConfig().op = op ? op : "";
+  TheConfig().path = path ? path : "";
+  TheConfig().nth = nth == 0 ? 1 : nth;
+  TheConfig().count = count;
+  TheConfig().error = error;
   calls = 0;
   injected = 0;
-  armed.store(!config.op.empty(), std::memory_order_release);
+  armed.store(!TheConfig().op.empty(), std::memory_order_release);
 }
 
 uint64_t zipg_fault_calls() { return calls.load(); }
@@ -153,8 +166,8 @@ uint64_t zipg_fault_injected() { return injected.load(); }
 ssize_t write(int fd, const void* buf, size_t n) {
   static const auto real = Real<ssize_t (*)(int, const void*, size_t)>("write");
   if (armed.load(std::memory_order_relaxed)) {
-    const int e = Decide(Op::kWrite, FdPath(fd));
-    if (e == -1 && n > 1) return real(fd, buf, n / 2);
+    const int e = Decide(Op::kWrite, FdPath(fd), n > 1);
+    if (e == -1) return real(fd, buf, n / 2);
     if (e > 0) return errno = e, -1;
   }
   return real(fd, buf, n);
@@ -163,8 +176,8 @@ ssize_t write(int fd, const void* buf, size_t n) {
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t offset) {
   static const auto real = Real<ssize_t (*)(int, const void*, size_t, off_t)>("pwrite");
   if (armed.load(std::memory_order_relaxed)) {
-    const int e = Decide(Op::kPwrite, FdPath(fd));
-    if (e == -1 && n > 1) return real(fd, buf, n / 2, offset);
+    const int e = Decide(Op::kPwrite, FdPath(fd), n > 1);
+    if (e == -1) return real(fd, buf, n / 2, offset);
     if (e > 0) return errno = e, -1;
   }
   return real(fd, buf, n, offset);
