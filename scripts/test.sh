@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite (docs/testing.md says what each part runs and what it costs):
 #   1. build-asan/ (clang 14, ASan + UBSan): every unit and end-to-end test, then every libFuzzer
-#      target for ZIPG_FUZZ_SECONDS (15; an environment variable) from its seeds, after replaying its kept crash inputs.
+#      target for ZIPG_FUZZ_SECONDS (15; from the environment) from its seeds, after replaying its
+#      kept crash inputs.
 #   2. build-tsan/ (clang 14, ThreadSanitizer): the unit tests of the concurrent code.
 #
 # Usage: scripts/test.sh                       both sanitizer builds (CI)
