@@ -504,6 +504,17 @@ def main():
 
     barrier_unknown = []  # recovery writes of unknown outcome, settled with the others
 
+    def wrong_reads(reqs, label):
+        """Runs the reads through the probe client; each answer unlike the model's is a failure."""
+        bad = 0
+        for q in reqs:
+            got, want = probe.call(q), model.run(q)
+            if got != want:
+                bad += 1
+                check(False, f"{label}: {short(q, 200)}\n      got  {short(got)}\n      want "
+                             f"{short(want)}")
+        return bad
+
     def recover():
         """One write and one read through every shard until all succeed; the seconds it took,
         or None after RECOVERY_S."""
@@ -635,13 +646,7 @@ def main():
         work.obj_log.clear()
         # Every node written during the mode reads as the model says, through a fresh client.
         reqs = node_reads(model, sorted(work.touched | set(barrier.values())))
-        bad = 0
-        for q in reqs:
-            got, want = probe.call(q), model.run(q)
-            if got != want:
-                bad += 1
-                check(False, f"{name}, after recovery: {short(q, 200)}\n      got  {short(got)}\n"
-                             f"      want {short(want)}")
+        bad = wrong_reads(reqs, f"{name}, after recovery")
         note(f"{name}: recovered {took:.2f} s after the faults stopped; unacknowledged writes "
              f"{dict(seen_counts) or '-'}; {len(reqs)} reads of the {len(work.touched)} written "
              f"nodes, {bad} wrong")
@@ -661,13 +666,7 @@ def main():
         if model.nodes[i]:
             k = sorted(model.nodes[i])[0]
             reqs.append({"op": "get_node_ids", "properties": {k: model.nodes[i][k]}})
-    bad = 0
-    for q in reqs:
-        got, want = probe.call(q), model.run(q)
-        if got != want:
-            bad += 1
-            check(False, f"final: {short(q, 200)}\n      got  {short(got)}\n      want "
-                         f"{short(want)}")
+    bad = wrong_reads(reqs, "final")
     note(f"final: {len(reqs)} reads, {bad} wrong, {time.monotonic() - t:.1f} s")
     check(not c.dead(), f"final: servers died: {c.dead()}")
 
