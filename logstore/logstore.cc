@@ -1046,14 +1046,14 @@ StatusOr<bool> LogStore::Freeze(bool force) {
   ends_[g] = records_in_generation_;
   while (ends_.size() > kKeptEnds) ends_.erase(ends_.begin());
   ZIPG_RETURN_IF_ERROR(WriteState(ShardRanges(), {g, g + 1}));
+  const uint64_t last_count = records_in_generation_;
   {
     std::unique_lock data(data_mu_);
     frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}};
     memtable_ = std::make_unique<Memtable>();
     generation_ = g + 1;
+    records_in_generation_ = 0;  // with generation_, under data_mu_: Position reads the pair
   }
-  const uint64_t last_count = records_in_generation_;
-  records_in_generation_ = 0;
   wal_ = std::move(next);
   if (ship_ && !degraded_) {
     const std::string mismatch =
@@ -1801,6 +1801,8 @@ ShipReply LogStore::Position(ShipCode code) const {
   ShipReply r;
   r.code = code;
   r.epoch = shipped_epoch_;
+  // A leader answering a stale request reads the pair while a freeze may change it.
+  std::shared_lock data(data_mu_);
   r.generation = static_cast<uint64_t>(generation_);
   r.next_index = records_in_generation_;
   return r;

@@ -395,7 +395,8 @@ class LogStore final : public GraphWriteApi {
   // The live log and its generation: changed only by Recover and by Freeze, with no commit group
   // in flight.
   // Both are atomic because ApplyShipped reads them (Position) on a leader too, where a stale
-  // request from an old leader meets a group in flight (found by the TSan build).
+  // request from an old leader meets a group in flight (found by the TSan build); Freeze changes
+  // the pair under data_mu_, under which Position reads it.
   std::unique_ptr<Wal> wal_;
   std::atomic<int64_t> generation_ = 1;
   // Records in wal-<generation_> so far: the next record's id is generation_ << 32 | this + 1.
