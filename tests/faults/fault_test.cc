@@ -317,7 +317,9 @@ TEST_F(FaultTest, LogStoreCommitFaultsLoseNoAcknowledgedWrite) {
       const std::vector<bool> more = Commit(h.store(), 5, 15);
       acked.insert(acked.end(), more.begin(), more.end());
       EXPECT_GE(fault.injected(), 1u);
-      if (c.error != -1) EXPECT_NE(std::count(more.begin(), more.end(), false), 0);
+      if (c.error != -1) {
+        EXPECT_NE(std::count(more.begin(), more.end(), false), 0);
+      }
       // After the first failure the log refuses every write (poisoned), until a restart.
       const auto first_failure = std::find(more.begin(), more.end(), false);
       EXPECT_EQ(std::count(first_failure, more.end(), true), 0) << "a write after a failed one";
