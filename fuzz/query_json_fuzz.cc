@@ -5,7 +5,6 @@
 // Traversal budgets are small so that no input runs long.
 
 #include <cstdint>
-#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -21,7 +20,7 @@ zipg::Graph* OpenGraph() {
   const std::string dir = zipg::fuzz::TempDir("query-json");
   zipg::fuzz::CompressSmallGraph(dir, 3);
   auto g = zipg::Graph::Open(dir);
-  if (!g.ok()) abort();
+  zipg::fuzz::Check(g.ok(), "the small store opens");
   zipg::graph::TraversalLimits limits;
   limits.deadline = std::chrono::milliseconds(200);
   limits.memory_bytes = 1 << 20;
@@ -66,13 +65,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::set<std::string> kCodes = {"INVALID_ARGUMENT",  "NOT_FOUND",
                                                "ALREADY_EXISTS",    "UNAVAILABLE",
                                                "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"};
-  if (response.contains("ok") == response.contains("error")) abort();
+  zipg::fuzz::Check(response.contains("ok") != response.contains("error"),
+                    "an answer is either ok or error");
   if (response.contains("error")) {
     const auto& e = response["error"];
-    if (!e.contains("code") || !e["code"].is_string() || !kCodes.count(e["code"]) ||
-        !e.contains("message") || !e["message"].is_string()) {
-      abort();
-    }
+    zipg::fuzz::Check(e.contains("code") && e["code"].is_string() && kCodes.count(e["code"]) &&
+                          e.contains("message") && e["message"].is_string(),
+                      "an error has a contract code other than INTERNAL and a message");
   }
   (void)zipg::cli::ResponseLine(response);
   return 0;

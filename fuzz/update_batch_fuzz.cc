@@ -3,7 +3,6 @@
 // ids and flags) to bytes that decode to the same updates and flags.
 
 #include <cstdint>
-#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -35,7 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       zipg::engine::EncodeUpdates(updates, with_flags ? &flags : nullptr, /*with_ids=*/true);
   std::vector<zipg::engine::Update> updates2;
   std::vector<uint8_t> flags2;
-  if (!zipg::engine::DecodeUpdates(again, &updates2, &flags2).ok()) abort();
-  if (updates2 != updates || flags2 != flags) abort();
+  zipg::fuzz::Check(zipg::engine::DecodeUpdates(again, &updates2, &flags2).ok(),
+                    "a re-encoded batch decodes");
+  zipg::fuzz::Check(updates2 == updates && flags2 == flags,
+                    "a re-encoded batch decodes to the same updates and flags");
   return 0;
 }

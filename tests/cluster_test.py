@@ -68,6 +68,7 @@ known_pids = procs.known_pids
 children = procs.children
 alive = procs.alive
 cmdline = cluster_procs.cmdline
+free_port = cluster_procs.free_port
 ours = procs.ours
 kill_and_wait = procs.kill_and_wait
 cleanup = procs.cleanup
@@ -92,14 +93,6 @@ def log_tail(name, n=600, since=0):
             return f.read()[-n:].decode("utf-8", "replace").strip()
     except OSError:
         return "(no log)"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def status_json(endpoint):
