@@ -13,6 +13,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -383,6 +384,21 @@ int RunServe(int argc, char** argv) {
         1000, curve);
     logstore::LogStoreOptions log_options;
     log_options.dir = args->Get("logstore-dir").value_or(*store + "/logstore");
+    // The base store's property names count towards the LogStore's bound on distinct names.
+    std::set<std::string> base_node_names, base_edge_names;
+    for (const auto& m : map->members) {
+      if (!m.store_info.is_object()) continue;
+      for (const auto& [key, into] : {std::pair{"node_properties", &base_node_names},
+                                      std::pair{"edge_properties", &base_edge_names}}) {
+        const auto it = m.store_info.find(key);
+        if (it == m.store_info.end() || !it->is_array()) continue;
+        for (const auto& name : *it) {
+          if (name.is_string()) into->insert(name.get<std::string>());
+        }
+      }
+    }
+    log_options.base_node_names.assign(base_node_names.begin(), base_node_names.end());
+    log_options.base_edge_names.assign(base_edge_names.begin(), base_edge_names.end());
     log_options.standby = args->Has("standby");
     if (log_options.standby && args->Has("standby-endpoint")) {
       return UsageError("a standby LogStore takes no --standby-endpoint", kUsage);

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <future>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -17,6 +17,7 @@
 #include "graph/graph.h"
 #include "graph/memory_plan.h"
 #include "graph/partition.h"
+#include "layout/record_coding.h"
 #include "util/file.h"
 #include "util/memory.h"
 
@@ -30,6 +31,8 @@ using nlohmann::json;
 
 namespace {
 constexpr char kStateName[] = "STATE";
+// The property names this LogStore has taken (logstore/property_names.h).
+constexpr char kPropertyNamesName[] = "property-names.log";
 constexpr size_t kResendChunk = 1 << 16;
 // The log shards' blocks: they are built while writes arrive, on the same cores, and live only
 // until a merge or a rebuild folds them in, so they trade size for build time: zstd level 3 and a
@@ -209,6 +212,12 @@ Status LogStore::Recover(bool post) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
+  if (!names_) {
+    ZIPG_ASSIGN_OR_RETURN(names_, PropertyNames::Open(options_.dir + "/" + kPropertyNamesName,
+                                                      options_.sync, layout::kMaxProperties));
+  }
+  ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kNode, options_.base_node_names));
+  ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kEdge, options_.base_edge_names));
   std::vector<Range> shards;
   std::vector<int64_t> logs = {1};
   const std::string state_path = options_.dir + "/" + kStateName;
@@ -261,6 +270,10 @@ Status LogStore::Recover(bool post) {
     ls.parts = std::move(opened.shards);
     ls.bytes = DirBytes(ShardDir(r));
     ZIPG_ASSIGN_OR_RETURN(ls.deletes, engine::UpdateIndex::Open(ShardDir(r) + ".deletes"));
+    for (const auto& part : ls.parts) {  // a directory of before the names' log
+      ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kNode, part->nodes().property_names()));
+      ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kEdge, part->edges().property_names()));
+    }
     log_shards_.push_back(std::move(ls));
   }
   // The feeds keep what older generations sent; the live logs' updates are appended again below.
@@ -458,7 +471,13 @@ StatusOr<bool> LogStore::ApplyLocal(
     }
   }
   if (memtable_->Remove(u)) found = true;
-  if (record.is_put()) memtable_->Put(record);
+  if (record.is_put()) {
+    // Known already if this LogStore admitted it (Encode); not if replayed or shipped.
+    ZIPG_RETURN_IF_ERROR(
+        names_->Learn(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
+                      record.properties));
+    memtable_->Put(record);
+  }
   return found;
 }
 
@@ -500,7 +519,13 @@ class LogStore::StripeLock {
   const bool exclusive_;
 };
 
-StatusOr<std::string> LogStore::Encode(const LogRecord& record) {
+StatusOr<std::string> LogStore::Encode(const LogRecord& record) const {
+  // A put's new property names must fit under the bound of a layout file (docs/limits.md).
+  if (record.is_put()) {
+    ZIPG_RETURN_IF_ERROR(
+        names_->Admit(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
+                      record.properties));
+  }
   // Encoded by the writer, and refused here if too large: one bad record must not fail a group.
   std::string payload = EncodeRecord(record);
   if (payload.size() > kMaxWalPayload) {

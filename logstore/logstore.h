@@ -37,6 +37,7 @@
 #include "graph/edge_list.h"
 #include "logstore/feed.h"
 #include "logstore/memtable.h"
+#include "logstore/property_names.h"
 #include "logstore/record.h"
 #include "logstore/ship.h"
 #include "logstore/wal.h"
@@ -75,6 +76,10 @@ struct LogStoreOptions {
   uint32_t max_log_shards = 12;
   // Tests: called on the merge thread after a merge took its snapshot, before its build.
   std::function<void()> before_merge_build;
+  // The base store's property names (from the shard servers' registrations): they count towards
+  // the bound on distinct names (logstore/property_names.h), as a base shard's rebuild writes
+  // them in one file with the LogStore's.
+  std::vector<std::string> base_node_names, base_edge_names;
 
   // Standby (docs/logstore-ha.md): the LogStore takes no writes and posts nothing to the shards;
   // it applies the groups its leader ships (ApplyShipped) and compacts when the leader does.
@@ -293,8 +298,9 @@ class LogStore final : public GraphWriteApi {
   void CommitAll(std::vector<Commit>* commits);
   // Leads one group: every write queued now (commit_mu_ held by `lock` on entry and on return).
   void LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self);
-  // Encodes `record`, or says why it cannot be logged.
-  static StatusOr<std::string> Encode(const LogRecord& record);
+  // Encodes `record`, or says why it cannot be logged (too large; a put whose new property names
+  // do not fit under the bound, which admits them otherwise).
+  StatusOr<std::string> Encode(const LogRecord& record) const;
   // One write: Encode + CommitAll.
   StatusOr<bool> Write(const LogRecord& record);
   struct GroupFanout {
@@ -408,6 +414,7 @@ class LogStore final : public GraphWriteApi {
   // Guards the fragments below.
   mutable std::shared_mutex data_mu_;
   std::unique_ptr<Memtable> memtable_;
+  std::unique_ptr<PropertyNames> names_;  // opened by the first Recover
   std::optional<Frozen> frozen_;
   std::vector<LogShard> log_shards_;
   // Edges read from log shards (which never change; their deletes are applied after it).

@@ -1344,5 +1344,71 @@ TEST(LogStoreTest, AStandbyFollowsTheEmptyGenerationATakeoverEnded) {
   EXPECT_EQ(Snapshot(a->store(), srcs), Snapshot(b->store(), srcs));
 }
 
+// A layout file holds at most 1024 property names of each kind, and a compaction, a merge or a
+// base rebuild writes the names of all its inputs into one: so the LogStore takes at most 1024
+// distinct names of each kind (counting the base store's), refusing the write that would bring
+// one more with RESOURCE_EXHAUSTED, and remembers them across restarts. (Before, the 1025th name
+// made every compaction of its generation fail: "1100 property columns; the layout supports at
+// most 1024", the memtable frozen for good.)
+TEST(LogStoreTest, DistinctPropertyNamesStayWithinWhatALayoutFileHolds) {
+  ScratchDir dir("logstore_test");
+  ASSERT_TRUE(dir.ok());
+  auto with_base = [](LogStoreOptions* o) {
+    for (int i = 0; i < 1000; ++i) o->base_node_names.push_back("base" + std::to_string(i));
+    o->base_edge_names = {"w"};
+  };
+  auto name = [](int i) { return "name" + std::to_string(i); };
+  {
+    FragmentReader reader;
+    Harness h(dir.path(), &reader, 0, with_base);
+    reader.set_store(&h.store());
+    for (int i = 0; i < 24; ++i) {  // 1000 base names + 24 = 1024
+      ASSERT_TRUE(h.store().ObjAdd(1000 + i, {{name(i), "v"}, {"base7", "b"}}).ok()) << i;
+    }
+    Status s = h.store().ObjAdd(2000, {{"base1", "b"}, {name(24), "v"}});
+    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+    EXPECT_NE(s.message().find("at most 1024 distinct node property names"), std::string::npos)
+        << s.ToString();
+    auto none = h.store().Fragment(2000, false, -1, {1});
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    EXPECT_FALSE(none->properties.has_value()) << "a refused write was applied";
+    // Known names go on being taken, and edges count their own names.
+    EXPECT_TRUE(h.store().ObjUpdate(1000, {{name(3), "x"}, {"base999", "y"}}).ok());
+    for (int i = 0; i < 1023; ++i) {
+      auto added = h.store().AssocAdd({1, 0, i, 0, {{"e" + std::to_string(i), "v"}}});
+      ASSERT_TRUE(added.ok()) << i << ": " << added.status().ToString();
+    }
+    // The batch path too: one write refused, its neighbours taken.
+    const auto outcomes =
+        h.store().WriteBatch({{zipg::Write::Op::kAssocAdd, 2, 0, 1, 0, {{"w", "1"}}},
+                              {zipg::Write::Op::kAssocAdd, 2, 0, 2, 0, {{"one too many", "1"}}},
+                              {zipg::Write::Op::kAssocAdd, 2, 0, 3, 0, {{"e5", "1"}}}});
+    ASSERT_EQ(outcomes.size(), 3u);
+    EXPECT_TRUE(outcomes[0].ok()) << outcomes[0].status().ToString();
+    EXPECT_EQ(outcomes[1].status().code(), StatusCode::kResourceExhausted)
+        << outcomes[1].status().ToString();
+    EXPECT_TRUE(outcomes[2].ok()) << outcomes[2].status().ToString();
+    // Everything taken compacts.
+    auto started = h.store().Compact();
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    WaitForCompaction(h.store(), json::parse(*started)["generation"].get<int64_t>());
+    EXPECT_FALSE(h.store().StatusJson().contains("last_error")) << h.store().StatusJson().dump();
+  }
+  // After a restart (without the base names: the LogStore kept them), the names are still
+  // known, and the bound still holds.
+  FragmentReader reader;
+  Harness h(dir.path(), &reader);
+  reader.set_store(&h.store());
+  EXPECT_TRUE(h.store().ObjAdd(3000, {{"base5", "v"}, {name(20), "v"}}).ok());
+  EXPECT_EQ(h.store().ObjAdd(3001, {{name(24), "v"}}).code(), StatusCode::kResourceExhausted);
+  auto edge = h.store().AssocAdd({3, 0, 1, 0, {{"e1", "v"}}});
+  EXPECT_TRUE(edge.ok()) << edge.status().ToString();
+  EXPECT_EQ(h.store().AssocAdd({3, 0, 2, 0, {{"brand new", "v"}}}).status().code(),
+            StatusCode::kResourceExhausted);
+  auto started = h.store().Compact();
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  WaitForCompaction(h.store(), json::parse(*started)["generation"].get<int64_t>());
+}
+
 }  // namespace
 }  // namespace zipg::logstore
