@@ -5,12 +5,14 @@
 #include <string>
 
 #include "rpc/remote_graph.h"
+#include "util/call_deadline.h"
 
 namespace zipg::aggregator {
 
 StatusOr<bool> WriteBatcher::Write(rpc::BatchedWrite write) {
   Waiter self;
   self.write = std::move(write);
+  self.deadline = CallDeadline::Current();
   std::unique_lock lock(mu_);
   queue_.push_back(&self);
   while (!self.done) {
@@ -18,7 +20,6 @@ StatusOr<bool> WriteBatcher::Write(rpc::BatchedWrite write) {
     if (front && HasRoom()) {
       SendBatch(lock, &self);
     } else if (front) {
-      // Until a batch returns, or the oldest one counts as stuck.
       // Until a batch returns, or the oldest one counts as stuck (or the target changes: checked
       // again then too).
       self.cv.wait_until(lock, std::min(in_flight_.begin()->first + options_.stuck_after,
@@ -56,6 +57,15 @@ void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
     writes.push_back(std::move(w->write));
     batch.push_back(w);
   }
+  // The batch is sent for the most patient of its writers: under the latest of their call
+  // deadlines, or under none (the LogStore client's own timeout) if one has none.
+  std::optional<CallDeadline::TimePoint> deadline;
+  bool unbounded = false;
+  for (const Waiter* w : batch) {
+    if (!w->deadline) unbounded = true;
+    if (w->deadline && (!deadline || *w->deadline > *deadline)) deadline = w->deadline;
+  }
+  if (unbounded) deadline.reset();
   const auto sent = in_flight_.emplace(Clock::now(), target_ ? target_() : "");
   ++batches_;
   writes_ += batch.size();
@@ -65,6 +75,7 @@ void WriteBatcher::SendBatch(std::unique_lock<std::mutex>& lock, Waiter* self) {
 
   StatusOr<std::vector<StatusOr<bool>>> outcomes = Status::Internal("write batch not sent");
   try {
+    CallDeadline::Scope scope(deadline);
     outcomes = send_(writes);
   } catch (const std::exception& e) {  // the waiters must still be answered
     outcomes = Status::Internal(std::string("write batch: ") + e.what());

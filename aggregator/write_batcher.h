@@ -7,7 +7,8 @@
 // after stuck_after no longer counts against max_in_flight (up to 4 x max_in_flight per target),
 // and batches sent to an earlier target (`target` names the LogStore leader batches go to now)
 // do not count at all: a leader that stopped answering (paused, partitioned) holds its calls
-// until their timeout, and the writes queued behind them go to its successor meanwhile.
+// until their timeout, and the writes queued behind them go to its successor meanwhile. A batch
+// is sent under the latest call deadline of its writers (none if one has none).
 //
 // Thread-safety: Write may be called concurrently.
 #pragma once
@@ -18,6 +19,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -57,6 +59,7 @@ class WriteBatcher {
  private:
   struct Waiter {
     rpc::BatchedWrite write;
+    std::optional<std::chrono::steady_clock::time_point> deadline;  // its caller's, if any
     StatusOr<bool> outcome = false;
     bool done = false;  // guarded by mu_
     std::condition_variable cv;

@@ -12,9 +12,12 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "util/call_deadline.h"
 
 namespace zipg::aggregator {
 namespace {
@@ -44,6 +47,7 @@ class FakeLogStore {
     std::vector<int64_t> ids;
     for (const auto& w : writes) ids.push_back(w.id);
     batches_.push_back(ids);
+    deadlines_.push_back(CallDeadline::Current());
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
     cv_.notify_all();
@@ -82,6 +86,11 @@ class FakeLogStore {
     std::lock_guard lock(mu_);
     return max_in_flight_;
   }
+  // The call deadline each batch was sent under.
+  std::vector<std::optional<CallDeadline::TimePoint>> deadlines() {
+    std::lock_guard lock(mu_);
+    return deadlines_;
+  }
   bool fail_ = false;
   bool drop_one_ = false;
   int delay_us_ = 0;  // each send takes this long
@@ -93,6 +102,7 @@ class FakeLogStore {
   int in_flight_ = 0;
   int max_in_flight_ = 0;
   std::vector<std::vector<int64_t>> batches_;
+  std::vector<std::optional<CallDeadline::TimePoint>> deadlines_;
 };
 
 WriteBatcher::SendFn SendTo(FakeLogStore* log) {
@@ -115,15 +125,20 @@ void ExpectSame(const StatusOr<bool>& got, const StatusOr<bool>& want, int64_t i
 
 // Sends writes[0] and holds it at the LogStore, queues the others behind it one at a time (so
 // the queue order is theirs), calls `before_release`, then lets the LogStore answer. Each write's
-// outcome, in order. The batcher must have max_in_flight 1.
-std::vector<StatusOr<bool>> BehindAHeldBatch(FakeLogStore& log, WriteBatcher& batcher,
-                                             const std::vector<rpc::BatchedWrite>& writes,
-                                             const std::function<void()>& before_release = {}) {
+// outcome, in order. The batcher must have max_in_flight 1. With `deadlines`, write k is made
+// under call deadline deadlines[k].
+std::vector<StatusOr<bool>> BehindAHeldBatch(
+    FakeLogStore& log, WriteBatcher& batcher, const std::vector<rpc::BatchedWrite>& writes,
+    const std::function<void()>& before_release = {},
+    const std::vector<std::optional<CallDeadline::TimePoint>>& deadlines = {}) {
   std::vector<StatusOr<bool>> got(writes.size(), StatusOr<bool>(false));
   std::vector<std::thread> threads;
   log.Hold();
   for (size_t k = 0; k < writes.size(); ++k) {
-    threads.emplace_back([&, k] { got[k] = batcher.Write(writes[k]); });
+    threads.emplace_back([&, k] {
+      CallDeadline::Scope scope(k < deadlines.size() ? deadlines[k] : std::nullopt);
+      got[k] = batcher.Write(writes[k]);
+    });
     if (k == 0) {
       log.AwaitInFlight(1);
     } else {
@@ -166,6 +181,25 @@ TEST(WriteBatcherTest, WritersQueuedBehindAFullPipeShareOneBatch) {
   EXPECT_EQ(batches[1], want);
   EXPECT_EQ(log.max_in_flight(), 1);
   EXPECT_EQ(batcher.writes(), 20u);
+}
+
+// A batch is sent for the most patient of its writers: under the latest of their call deadlines,
+// or under none if one of them has none.
+TEST(WriteBatcherTest, ABatchIsSentUnderItsMostPatientWritersDeadline) {
+  FakeLogStore log;
+  WriteBatcher::Options options;
+  options.max_in_flight = 1;
+  options.stuck_after = std::chrono::hours(1);
+  WriteBatcher batcher(SendTo(&log), options);
+  const auto now = CallDeadline::Clock::now();
+  const auto soon = now + std::chrono::hours(1), later = now + std::chrono::hours(2),
+             latest = now + std::chrono::hours(3);
+  BehindAHeldBatch(log, batcher, {Add(1), Add(2), Add(3), Add(4)}, {}, {soon, later, latest, soon});
+  BehindAHeldBatch(log, batcher, {Add(5), Add(6), Add(7)}, {}, {latest, soon, std::nullopt});
+  ExpectSame(batcher.Write(Add(8)), Expected(Add(8)), 8);
+  EXPECT_EQ(log.batches(), (std::vector<std::vector<int64_t>>{{1}, {2, 3, 4}, {5}, {6, 7}, {8}}));
+  EXPECT_EQ(log.deadlines(), (std::vector<std::optional<CallDeadline::TimePoint>>{
+                                 soon, latest, latest, std::nullopt, std::nullopt}));
 }
 
 TEST(WriteBatcherTest, NeverMoreThanMaxInFlightBatches) {

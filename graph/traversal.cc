@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "graph/partition.h"
+#include "util/call_deadline.h"
 
 namespace zipg {
 
@@ -97,10 +98,26 @@ Status TraversalLimits::Validate() const {
   return Status::OK();
 }
 
+TraversalBudget::TraversalBudget(const char* op, const TraversalLimits& limits)
+    : op_(op), limits_(limits) {
+  const auto now = Clock::now();
+  deadline_ = now + limits.deadline;
+  if (const auto call = CallDeadline::Current(); call && *call < deadline_) {
+    deadline_ = *call;
+    callers_ = true;
+    limits_.deadline = std::max(std::chrono::milliseconds(0),
+                                std::chrono::duration_cast<std::chrono::milliseconds>(*call - now));
+  }
+}
+
+std::string TraversalBudget::DeadlineText() const {
+  return "its deadline of " + std::to_string(limits_.deadline.count()) + " ms" +
+         (callers_ ? " (what its caller had left)" : "");
+}
+
 Status TraversalBudget::CheckTime(const char* where) const {
   if (Clock::now() <= deadline_) return Status::OK();
-  return Status::DeadlineExceeded(std::string(op_) + " exceeded its deadline of " +
-                                  std::to_string(limits_.deadline.count()) + " ms " + where);
+  return Status::DeadlineExceeded(std::string(op_) + " exceeded " + DeadlineText() + " " + where);
 }
 
 Status TraversalBudget::CheckMemory(uint64_t bytes, const char* what) const {
@@ -111,8 +128,7 @@ Status TraversalBudget::CheckMemory(uint64_t bytes, const char* what) const {
 
 Status TraversalBudget::Explain(const Status& s) const {
   if (s.code() == StatusCode::kDeadlineExceeded) {
-    return Status::DeadlineExceeded(std::string(op_) + " exceeded its deadline of " +
-                                    std::to_string(limits_.deadline.count()) + " ms (" +
+    return Status::DeadlineExceeded(std::string(op_) + " exceeded " + DeadlineText() + " (" +
                                     s.message() + ")");
   }
   if (s.code() == StatusCode::kResourceExhausted) {

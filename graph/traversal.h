@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/shard.h"
@@ -44,12 +45,13 @@ struct TraversalLimits {
 inline constexpr uint64_t kVisitBytes = 48;
 
 // A query's clock and memory budget. The coordinator reports what it holds (set_used); a step
-// may return as many successors as the rest of the budget holds at sizeof(Visit) each.
+// may return as many successors as the rest of the budget holds at sizeof(Visit) each. The
+// deadline is the limits' or, if nearer, that of the call the thread works for
+// (util/call_deadline.h): a traversal never outlives its client.
 class TraversalBudget {
  public:
   using Clock = std::chrono::steady_clock;
-  TraversalBudget(const char* op, const TraversalLimits& limits)
-      : op_(op), limits_(limits), deadline_(Clock::now() + limits.deadline) {}
+  TraversalBudget(const char* op, const TraversalLimits& limits);
   // DEADLINE_EXCEEDED once the deadline passed, saying where.
   Status CheckTime(const char* where) const;
   // RESOURCE_EXHAUSTED if `bytes` exceed the memory budget.
@@ -69,9 +71,13 @@ class TraversalBudget {
   }
 
  private:
+  // "its deadline of N ms", saying whether that was what its caller had left.
+  std::string DeadlineText() const;
+
   const char* op_;
   TraversalLimits limits_;
   Clock::time_point deadline_;
+  bool callers_ = false;  // the deadline is the calling client's
   uint64_t used_ = 0;
 };
 

@@ -20,6 +20,7 @@
 #include "graph/compress.h"
 #include "graph/graph.h"
 #include "graph/path_expr.h"
+#include "util/call_deadline.h"
 #include "util/scratch_dir.h"
 
 namespace zipg::graph {
@@ -413,6 +414,22 @@ TEST(TraversalTest, BudgetsFailWholeQueries) {
   auto late_rpq = RunRpq(slow, *automaton, Ids{1}, nullptr, 100000, short_deadline);
   ASSERT_FALSE(late_rpq.ok());
   EXPECT_EQ(late_rpq.status().code(), StatusCode::kDeadlineExceeded);
+  // The deadline of the call the thread works for (util/call_deadline.h), when nearer than the
+  // limits', is the query's.
+  {
+    CallDeadline::Scope call(CallDeadline::Clock::now() + std::chrono::milliseconds(50));
+    auto cut = RunBfs(slow, 1, std::nullopt, 10, 10000, normal);
+    ASSERT_FALSE(cut.ok());
+    EXPECT_EQ(cut.status().code(), StatusCode::kDeadlineExceeded) << cut.status().ToString();
+    EXPECT_NE(cut.status().message().find("ms (what its caller had left)"), std::string::npos)
+        << cut.status().ToString();
+  }
+  {
+    CallDeadline::Scope call(CallDeadline::Clock::now() + std::chrono::hours(1));
+    const TraversalBudget budget("bfs", short_deadline);
+    EXPECT_LE(budget.deadline(),
+              TraversalBudget::Clock::now() + std::chrono::milliseconds(50));  // the limits'
+  }
   // The shard-local step stops at its own deadline too (checked every 64 nodes), and at its
   // successor budget.
   std::vector<Visit> all;

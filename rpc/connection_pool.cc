@@ -10,10 +10,12 @@
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "rpc/convert.h"
 #include "rpc/framed_transport.h"
+#include "util/call_deadline.h"
 #include "zipg_rpc/LogStoreService.h"
 
 namespace zipg::rpc {
@@ -52,6 +54,8 @@ namespace {
 // by tests/netfault_test.py). A reply of an earlier call is skipped; any other reply out of step
 // is CORRUPTED_DATA: the connection is dropped and the call fails UNAVAILABLE. Servers refuse a
 // numbered request not above the connection's last (docs/serving.md, "Sequence ids").
+// It also appends the call context (kDeadlineFieldId: the milliseconds the server has) to each
+// call's arguments.
 class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorator {
  public:
   explicit CheckedProtocol(std::shared_ptr<TProtocol> inner)
@@ -59,13 +63,35 @@ class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorato
 
   // False once the numbers are used up (2^31 - 1 calls): the connection must not be reused.
   bool reusable() const { return seqid_ < std::numeric_limits<int32_t>::max(); }
+  // What the next call sends as its deadline.
+  void set_deadline_ms(int64_t ms) { deadline_ms_ = ms; }
 
   uint32_t writeMessageBegin_virt(const std::string& name,
                                   const apache::thrift::protocol::TMessageType type,
                                   const int32_t) override {
     ++seqid_;  // 1 first: 0 means "unnumbered" to the servers
     name_ = name;
+    depth_ = 0;
     return TProtocolDecorator::writeMessageBegin_virt(name, type, seqid_);
+  }
+  uint32_t writeStructBegin_virt(const char* name) override {
+    ++depth_;
+    return TProtocolDecorator::writeStructBegin_virt(name);
+  }
+  uint32_t writeStructEnd_virt() override {
+    --depth_;
+    return TProtocolDecorator::writeStructEnd_virt();
+  }
+  // The end of the arguments (depth 1; a struct argument's own fields are deeper).
+  uint32_t writeFieldStop_virt() override {
+    uint32_t n = 0;
+    if (depth_ == 1) {
+      n += TProtocolDecorator::writeFieldBegin_virt("deadline_ms", apache::thrift::protocol::T_I64,
+                                                    kDeadlineFieldId);
+      n += TProtocolDecorator::writeI64_virt(deadline_ms_);
+      n += TProtocolDecorator::writeFieldEnd_virt();
+    }
+    return n + TProtocolDecorator::writeFieldStop_virt();
   }
 
   uint32_t readMessageBegin_virt(std::string& name, apache::thrift::protocol::TMessageType& type,
@@ -90,6 +116,8 @@ class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorato
  private:
   int32_t seqid_ = 0;
   std::string name_;
+  int depth_ = 0;
+  int64_t deadline_ms_ = 0;
 };
 
 }  // namespace
@@ -99,6 +127,7 @@ struct ConnectionPool::Connection {
   std::shared_ptr<TTransport> transport;
   std::shared_ptr<CheckedProtocol> protocol;
   std::unique_ptr<LogStoreServiceClient> client;
+  int timeout_ms = 0;  // the socket's send and receive timeouts
 };
 
 ConnectionPool::ConnectionPool(Endpoint endpoint, ConnectionOptions options)
@@ -106,7 +135,7 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, ConnectionOptions options)
 
 ConnectionPool::~ConnectionPool() = default;
 
-StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() {
+StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect(int timeout_ms) {
   auto config = std::make_shared<TConfiguration>(options_.max_reply_bytes, options_.max_reply_bytes);
   std::shared_ptr<TSocket> socket;
   if (options_.tls) {
@@ -115,12 +144,13 @@ StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect() 
   } else {
     socket = std::make_shared<TSocket>(endpoint_.host, endpoint_.port, config);
   }
-  socket->setConnTimeout(options_.connect_timeout_ms);
-  socket->setRecvTimeout(options_.call_timeout_ms);
-  socket->setSendTimeout(options_.call_timeout_ms);
+  socket->setConnTimeout(std::min(options_.connect_timeout_ms, timeout_ms));
+  socket->setRecvTimeout(timeout_ms);
+  socket->setSendTimeout(timeout_ms);
   socket->setNoDelay(true);
   auto conn = std::make_unique<Connection>();
   conn->socket = socket;
+  conn->timeout_ms = timeout_ms;
   conn->transport = std::make_shared<FramedTransport>(socket, config);
   try {
     conn->transport->open();
@@ -157,6 +187,20 @@ void ConnectionPool::Interrupt() {
 Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& call,
                             bool idempotent) {
   for (int attempt = 0;; ++attempt) {
+    // The time this call has: the pool's timeout, or what the caller's deadline leaves.
+    int timeout_ms = options_.call_timeout_ms;
+    bool callers = false;
+    if (const auto deadline = CallDeadline::Current()) {
+      const int64_t left = CallDeadline::RemainingMs(*deadline);
+      if (left <= 0) {
+        return Status::DeadlineExceeded("the caller's deadline passed before the call to " +
+                                        endpoint_.ToString());
+      }
+      if (left < timeout_ms) {
+        timeout_ms = static_cast<int>(left);
+        callers = true;
+      }
+    }
     std::unique_ptr<Connection> conn;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -167,8 +211,14 @@ Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& c
     }
     const bool reused = conn != nullptr;
     if (!conn) {
-      ZIPG_ASSIGN_OR_RETURN(conn, Connect());
+      ZIPG_ASSIGN_OR_RETURN(conn, Connect(timeout_ms));
     }
+    if (conn->timeout_ms != timeout_ms) {
+      conn->socket->setRecvTimeout(timeout_ms);
+      conn->socket->setSendTimeout(timeout_ms);
+      conn->timeout_ms = timeout_ms;
+    }
+    conn->protocol->set_deadline_ms(timeout_ms);
 
     Status failure;
     bool keep = false;
@@ -195,7 +245,8 @@ Status ConnectionPool::Call(const std::function<void(LogStoreServiceClient&)>& c
       Clear();
       if (e.getType() == TTransportException::TIMED_OUT) {
         return Status::DeadlineExceeded(endpoint_.ToString() + " did not answer within " +
-                                        std::to_string(options_.call_timeout_ms) + " ms");
+                                        std::to_string(timeout_ms) + " ms" +
+                                        (callers ? " (what its caller had left)" : ""));
       }
       if (reused && idempotent && attempt == 0) continue;  // stale pooled connection: retry once
       return Status::Unavailable("server " + endpoint_.ToString() + " failed: " + e.what());

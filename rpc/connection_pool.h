@@ -11,6 +11,11 @@
 // without any action. An idempotent call that fails on a reused idle connection is retried once
 // on a fresh one, so a restart costs no failed reads.
 //
+// Deadlines (docs/limits.md): a call gets the pool's call timeout, or less if the calling thread
+// works for a call whose deadline is nearer (util/call_deadline.h); past that deadline it fails
+// DEADLINE_EXCEEDED without being sent. Every call tells the server how long it has, as field
+// kDeadlineFieldId of its arguments, so the server's own sub-calls stop when its caller does.
+//
 // Thread-safety: all methods may be called concurrently; each call has a connection to itself.
 #pragma once
 
@@ -31,6 +36,11 @@ class TSSLSocketFactory;
 namespace zipg::rpc {
 
 class LogStoreServiceClient;  // generated; has every method (LogStore > Shard > Graph service)
+
+// The call context: an i64 field with this id, appended to the arguments of every call our clients
+// send, holds the milliseconds the callee has to answer. Generated servers skip it as an unknown
+// field; ours read it (rpc/server.cc). docs/limits.md, "Deadlines".
+inline constexpr int16_t kDeadlineFieldId = 32767;
 
 struct Endpoint {
   std::string host;
@@ -73,7 +83,8 @@ class ConnectionPool {
 
  private:
   struct Connection;
-  StatusOr<std::unique_ptr<Connection>> Connect();
+  // A new connection whose calls time out after `timeout_ms`.
+  StatusOr<std::unique_ptr<Connection>> Connect(int timeout_ms);
 
   const Endpoint endpoint_;
   const ConnectionOptions options_;

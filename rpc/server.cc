@@ -10,11 +10,15 @@
 #include <thrift/transport/TServerSocket.h>
 #include <thrift/transport/TTransportException.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <iostream>
 
+#include "rpc/connection_pool.h"
 #include "rpc/framed_transport.h"
+#include "util/call_deadline.h"
 
 namespace zipg::rpc {
 
@@ -74,6 +78,10 @@ class CallCounter : public apache::thrift::TProcessorEventHandler {
 // Python and plain Thrift clients send): a request frame repeated on the way would otherwise run
 // twice, a write too. Our C++ clients number their calls (rpc/connection_pool.cc). The connection
 // is closed.
+//
+// It also reads the call context: the arguments' field kDeadlineFieldId, the milliseconds the
+// client gives the call, becomes the thread's call deadline (util/call_deadline.h) while the call
+// runs. A call without one has none: its sub-calls get the server's own call timeout.
 class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator {
  public:
   explicit SequencedInput(std::shared_ptr<apache::thrift::protocol::TProtocol> inner)
@@ -81,6 +89,8 @@ class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator
   uint32_t readMessageBegin_virt(std::string& name, apache::thrift::protocol::TMessageType& type,
                                  int32_t& seqid) override {
     const uint32_t n = TProtocolDecorator::readMessageBegin_virt(name, type, seqid);
+    depth_ = 0;
+    CallDeadline::Set(std::nullopt);
     if (seqid != 0) {
       if (seqid <= last_) {
         throw TTransportException(TTransportException::CORRUPTED_DATA,
@@ -91,9 +101,34 @@ class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator
     }
     return n;
   }
+  uint32_t readStructBegin_virt(std::string& name) override {
+    ++depth_;
+    return TProtocolDecorator::readStructBegin_virt(name);
+  }
+  uint32_t readStructEnd_virt() override {
+    --depth_;
+    return TProtocolDecorator::readStructEnd_virt();
+  }
+  uint32_t readFieldBegin_virt(std::string& name, apache::thrift::protocol::TType& type,
+                               int16_t& id) override {
+    uint32_t n = TProtocolDecorator::readFieldBegin_virt(name, type, id);
+    if (depth_ == 1 && id == kDeadlineFieldId && type == apache::thrift::protocol::T_I64) {
+      int64_t ms = 0;
+      n += TProtocolDecorator::readI64_virt(ms);
+      n += TProtocolDecorator::readFieldEnd_virt();
+      // At most a day (the longest timeout our tools take); 0 or less: already passed, so
+      // sub-calls fail at once.
+      ms = std::clamp<int64_t>(ms, 0, int64_t{86400} * 1000);
+      CallDeadline::Set(CallDeadline::Clock::now() + std::chrono::milliseconds(ms));
+      n += TProtocolDecorator::readFieldBegin_virt(name, type,
+                                                   id);  // the next field, for the caller
+    }
+    return n;
+  }
 
  private:
   int32_t last_ = 0;
+  int depth_ = 0;
 };
 
 // One per connection: runs the generated processor over SequencedInput and turns any exception
@@ -109,6 +144,8 @@ class GuardedProcessor : public TProcessor {
       raw_in_ = in;
       in_ = std::make_shared<SequencedInput>(in);
     }
+    // The call's deadline, read with its arguments, lasts until it has answered.
+    CallDeadline::Scope deadline(std::nullopt);
     try {
       return inner_->process(in_, out, connection_context);
     } catch (const apache::thrift::TException&) {

@@ -1,6 +1,7 @@
 // ThreadPool: a fixed set of worker threads running submitted tasks in FIFO order. Used for the
-// concurrent fan-out of sub-queries (each task makes one blocking RPC), never for tasks that wait on
-// other tasks of the same pool.
+// concurrent fan-out of sub-queries (each task makes one blocking RPC), never for tasks that wait
+// on other tasks of the same pool. A task runs under the call deadline of the thread that submitted
+// it (util/call_deadline.h), so a fanned-out sub-call gets only the time its caller has left.
 //
 // Thread-safety: Submit may be called from any thread. The destructor finishes queued tasks.
 #pragma once
@@ -12,6 +13,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "util/call_deadline.h"
 
 namespace zipg {
 
@@ -38,7 +41,10 @@ class ThreadPool {
     std::future<R> result = task->get_future();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.emplace_back([task] { (*task)(); });
+      queue_.emplace_back([task, deadline = CallDeadline::Current()] {
+        CallDeadline::Scope scope(deadline);
+        (*task)();
+      });
     }
     cv_.notify_one();
     return result;

@@ -592,6 +592,85 @@ class ClientTest(unittest.TestCase):
         finally:
             zipg.client._PROTOCOL = saved
 
+    def test_every_call_tells_the_server_how_long_the_client_waits(self):
+        # The call context (docs/limits.md, "Deadlines"): field 32767 (i64) of a call's arguments
+        # holds the client's timeout in milliseconds, written by the C encoder and by the pure
+        # Python one alike, after the real arguments; no timeout, no field. A stand-in server
+        # decodes each call field by field and answers assoc_count with 42.
+        from thrift.protocol import TBinaryProtocol
+        from thrift.Thrift import TMessageType, TType
+        from thrift.transport import TTransport
+        from zipg.rpc import GraphService
+        listener = socket.create_server(("127.0.0.1", 0))
+        listener.settimeout(0.1)
+        stop = threading.Event()
+        calls = []
+
+        def read_exactly(conn, n):
+            data = b""
+            while len(data) < n:
+                chunk = conn.recv(n - len(data))
+                if not chunk:
+                    return None
+                data += chunk
+            return data
+
+        def serve():
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                conn.settimeout(10)
+                with conn:
+                    while True:
+                        size = read_exactly(conn, 4)
+                        if size is None:
+                            break
+                        frame = read_exactly(conn, int.from_bytes(size, "big"))
+                        proto = TBinaryProtocol.TBinaryProtocol(TTransport.TMemoryBuffer(frame))
+                        name, _, seqid = proto.readMessageBegin()
+                        proto.readStructBegin()
+                        fields = {}
+                        while True:
+                            _, ftype, fid = proto.readFieldBegin()
+                            if ftype == TType.STOP:
+                                break
+                            fields[fid] = proto.readI64() if ftype == TType.I64 else None
+                            proto.readFieldEnd()
+                        calls.append((name, fields))
+                        out = TTransport.TMemoryBuffer()
+                        reply = TBinaryProtocol.TBinaryProtocol(out)
+                        reply.writeMessageBegin(name, TMessageType.REPLY, seqid)
+                        GraphService.assoc_count_result(success=42).write(reply)
+                        reply.writeMessageEnd()
+                        body = out.getvalue()
+                        conn.sendall(len(body).to_bytes(4, "big") + body)
+
+        server = threading.Thread(target=serve, daemon=True)
+        server.start()
+        endpoint = "127.0.0.1:%d" % listener.getsockname()[1]
+        saved = zipg.client._PROTOCOL
+        try:
+            for protocol in (saved, TBinaryProtocol.TBinaryProtocol):
+                zipg.client._PROTOCOL = protocol
+                for timeout, want in ((2.5, 2500), (None, None)):
+                    del calls[:]
+                    with zipg.connect(endpoint, timeout=timeout, connect_timeout=5) as g:
+                        self.assertEqual(g.assoc_count(4, 2), 42)
+                        self.assertEqual(g.assoc_count(5, 3), 42)
+                    expected = [{1: 4, 2: 2}, {1: 5, 2: 3}]
+                    if want is not None:
+                        for e in expected:
+                            e[32767] = want
+                    self.assertEqual(calls, [("assoc_count", e) for e in expected],
+                                     "%s, timeout %r" % (protocol.__name__, timeout))
+        finally:
+            zipg.client._PROTOCOL = saved
+            stop.set()
+            server.join(timeout=10)
+            listener.close()
+
     def test_result_shapes_and_positional_arguments(self):
         g = self.g
         node = max(self.nodes, key=lambda n: len(self.edges.get((n, 0), [])))

@@ -10,6 +10,7 @@ import math
 import numbers
 import socket
 import ssl
+import struct
 import threading
 
 from thrift.Thrift import TApplicationException, TException, TType
@@ -218,19 +219,51 @@ def _timeout(name, value):
     return float(value)
 
 
+# The call context (docs/limits.md, "Deadlines"): an i64 field with this id appended to every
+# call's arguments holds the milliseconds the server has to answer.
+_DEADLINE_FIELD_ID = 32767
+
+
 class _CheckedProtocol:
     """Numbers the calls on a connection and checks each reply's method and number.
 
     The generated client sends sequence id 0 and does not look at the reply's: a frame repeated on
     the way would answer the next call with another call's result (docs/serving.md, "Sequence
     ids"). A reply of an earlier call is skipped; any other mismatch is a transport error, which
-    drops the connection. Everything else goes to the wrapped protocol.
+    drops the connection. With `deadline_ms`, every call's arguments also carry the call context
+    (_DEADLINE_FIELD_ID), so that the server's sub-calls stop when this client stops waiting.
+    Everything else goes to the wrapped protocol.
     """
 
-    def __init__(self, inner):
+    def __init__(self, inner, deadline_ms=None):
         self._inner = inner
         self._seqid = 0
         self._name = None
+        self._deadline_ms = deadline_ms
+        self._depth = 0
+        fast = getattr(inner, "_fast_encode", None)
+        # The C encoder writes a call's whole argument struct at once, ending in its stop byte.
+        self._fast_encode = fast if fast is None or deadline_ms is None else self._encode_args
+
+    def _encode_args(self, obj, spec):
+        data = self._inner._fast_encode(obj, spec)
+        return data[:-1] + struct.pack("!bhq", TType.I64, _DEADLINE_FIELD_ID,
+                                       self._deadline_ms) + data[-1:]
+
+    def writeStructBegin(self, name):
+        self._depth += 1
+        self._inner.writeStructBegin(name)
+
+    def writeStructEnd(self):
+        self._depth -= 1
+        self._inner.writeStructEnd()
+
+    def writeFieldStop(self):
+        if self._depth == 1 and self._deadline_ms is not None:  # the end of a call's arguments
+            self._inner.writeFieldBegin("deadline_ms", TType.I64, _DEADLINE_FIELD_ID)
+            self._inner.writeI64(self._deadline_ms)
+            self._inner.writeFieldEnd()
+        self._inner.writeFieldStop()
 
     def __getattr__(self, attr):
         return getattr(self._inner, attr)
@@ -238,6 +271,7 @@ class _CheckedProtocol:
     def writeMessageBegin(self, name, mtype, seqid):
         self._seqid += 1  # 1 first: 0 means "unnumbered" to the servers
         self._name = name
+        self._depth = 0
         self._inner.writeMessageBegin(name, mtype, self._seqid)
 
     def readMessageBegin(self):
@@ -259,11 +293,11 @@ class _Connection:
     # Past this many calls a connection is not reused (sequence ids are 32-bit).
     MAX_CALLS = 2**31 - 2
 
-    def __init__(self, sock):
+    def __init__(self, sock, deadline_ms=None):
         tsocket = TSocket.TSocket()
         tsocket.setHandle(sock)
         self.transport = TTransport.TFramedTransport(tsocket)
-        self.protocol = _CheckedProtocol(_PROTOCOL(self.transport))
+        self.protocol = _CheckedProtocol(_PROTOCOL(self.transport), deadline_ms)
         self.client = GraphService.Client(self.protocol)
 
     def used_up(self):
@@ -373,7 +407,9 @@ class Graph:
             sock.close()
             raise Error("UNAVAILABLE", "cannot connect to %s: %s"
                         % (self._endpoint, e.strerror or e)) from None
-        return _Connection(sock)
+        # The server learns how long this client waits for each call (None: no deadline).
+        deadline_ms = None if self._timeout is None else max(1, int(self._timeout * 1000))
+        return _Connection(sock, deadline_ms)
 
     def connect(self):
         """Opens the connection now (zipg.connect does) instead of at the first call."""
