@@ -212,12 +212,12 @@ Status LogStore::Recover(bool post) {
   std::error_code ec;
   fs::create_directories(options_.dir, ec);
   if (ec) return Status::IOError("cannot create " + options_.dir + ": " + ec.message());
-  if (!names_) {
-    ZIPG_ASSIGN_OR_RETURN(names_, PropertyNames::Open(options_.dir + "/" + kPropertyNamesName,
-                                                      options_.sync, layout::kMaxProperties));
-  }
-  ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kNode, options_.base_node_names));
-  ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kEdge, options_.base_edge_names));
+  // Opened again on every Recover: a re-seeded standby's directory is a new one.
+  names_.reset();  // one Wal per file
+  ZIPG_ASSIGN_OR_RETURN(names_, PropertyNames::Open(options_.dir + "/" + kPropertyNamesName,
+                                                    options_.sync, layout::kMaxProperties));
+  LearnNames(PropertyNames::kNode, options_.base_node_names);
+  LearnNames(PropertyNames::kEdge, options_.base_edge_names);
   std::vector<Range> shards;
   std::vector<int64_t> logs = {1};
   const std::string state_path = options_.dir + "/" + kStateName;
@@ -270,9 +270,9 @@ Status LogStore::Recover(bool post) {
     ls.parts = std::move(opened.shards);
     ls.bytes = DirBytes(ShardDir(r));
     ZIPG_ASSIGN_OR_RETURN(ls.deletes, engine::UpdateIndex::Open(ShardDir(r) + ".deletes"));
-    for (const auto& part : ls.parts) {  // a directory of before the names' log
-      ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kNode, part->nodes().property_names()));
-      ZIPG_RETURN_IF_ERROR(names_->Learn(PropertyNames::kEdge, part->edges().property_names()));
+    for (const auto& part : ls.parts) {  // a directory of before the names' log, a re-seed
+      LearnNames(PropertyNames::kNode, part->nodes().property_names());
+      LearnNames(PropertyNames::kEdge, part->edges().property_names());
     }
     log_shards_.push_back(std::move(ls));
   }
@@ -353,6 +353,14 @@ Status LogStore::Recover(bool post) {
   // runs alone, Reload holds the data lock).
   for (auto& ls : log_shards_) ZIPG_RETURN_IF_ERROR(ls.deletes->Flush());
   return Status::OK();
+}
+
+template <typename Names>
+void LogStore::LearnNames(PropertyNames::Kind kind, const Names& names) {
+  if (Status s = names_->Learn(kind, names); !s.ok()) {
+    std::cerr << "LogStore: cannot keep a property name (learned again from the data at the "
+              << "next open): " << s.ToString() << std::endl;
+  }
 }
 
 Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
@@ -440,6 +448,11 @@ StatusOr<bool> LogStore::ApplyLocal(
     const LogRecord& record, int64_t generation,
     const std::vector<std::pair<const engine::UpdateIndex*, bool>>* stored) {
   const Update u = record.ToUpdate(0);
+  if (record.is_put()) {
+    // Known already if this LogStore admitted it (Encode); learned here if replayed or shipped.
+    LearnNames(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
+               record.properties);
+  }
   bool found = false;
   for (auto& ls : log_shards_) {
     auto entry = ls.deletes->Lookup(u.node);
@@ -471,13 +484,7 @@ StatusOr<bool> LogStore::ApplyLocal(
     }
   }
   if (memtable_->Remove(u)) found = true;
-  if (record.is_put()) {
-    // Known already if this LogStore admitted it (Encode); not if replayed or shipped.
-    ZIPG_RETURN_IF_ERROR(
-        names_->Learn(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
-                      record.properties));
-    memtable_->Put(record);
-  }
+  if (record.is_put()) memtable_->Put(record);
   return found;
 }
 
@@ -520,17 +527,17 @@ class LogStore::StripeLock {
 };
 
 StatusOr<std::string> LogStore::Encode(const LogRecord& record) const {
-  // A put's new property names must fit under the bound of a layout file (docs/limits.md).
-  if (record.is_put()) {
-    ZIPG_RETURN_IF_ERROR(
-        names_->Admit(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
-                      record.properties));
-  }
   // Encoded by the writer, and refused here if too large: one bad record must not fail a group.
   std::string payload = EncodeRecord(record);
   if (payload.size() > kMaxWalPayload) {
     return Status::InvalidArgument("a write holds at most " + std::to_string(kMaxWalPayload) +
                                    " bytes, not " + std::to_string(payload.size()));
+  }
+  // A put's new property names must fit under the bound of a layout file (docs/limits.md).
+  if (record.is_put()) {
+    ZIPG_RETURN_IF_ERROR(
+        names_->Admit(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
+                      record.properties));
   }
   return payload;
 }

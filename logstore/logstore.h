@@ -301,6 +301,10 @@ class LogStore final : public GraphWriteApi {
   // Encodes `record`, or says why it cannot be logged (too large; a put whose new property names
   // do not fit under the bound, which admits them otherwise).
   StatusOr<std::string> Encode(const LogRecord& record) const;
+  // names_->Learn; a failure to keep the names is only reported (Recover learns them again from
+  // the data: log shard headers, replayed records).
+  template <typename Names>
+  void LearnNames(PropertyNames::Kind kind, const Names& names);
   // One write: Encode + CommitAll.
   StatusOr<bool> Write(const LogRecord& record);
   struct GroupFanout {

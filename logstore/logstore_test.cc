@@ -1205,6 +1205,46 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
 // larger epoch holds every acknowledged write, reaches the base shard with its epoch, and fences
 // the old leader (its next group fails and reaches no shard). The old leader, restarted as the
 // standby with a tail it logged but never shipped, drops that tail and catches up.
+// A standby learns the property names of what it applies (log shards and live log alike), so
+// once promoted it holds the same bound as its leader did.
+TEST(LogStoreTest, APromotedStandbyKnowsItsLeadersPropertyNames) {
+  ScratchDir dir("logstore_takeover_test");
+  ASSERT_TRUE(dir.ok());
+  auto base = shard::UpdateReceiver::Start(
+      "127.0.0.1", 0, [](uint32_t, uint64_t, const std::vector<engine::Update>& updates) {
+        return StatusOr<shard::PushAnswer>(
+            shard::PushAnswer{false, std::vector<bool>(updates.size(), false)});
+      });
+  ASSERT_TRUE(base.ok());
+  auto b = std::make_unique<Harness>(
+      dir.path() + "/b", nullptr, 0, [](LogStoreOptions* o) { o->standby = true; },
+      (*base)->endpoint());
+  auto b_ship = ServeShipping(&b->store());
+  auto a = std::make_unique<Harness>(
+      dir.path() + "/a", nullptr, 0,
+      [&](LogStoreOptions* o) {
+        o->standby_endpoint = b_ship->endpoint();
+        o->ship_timeout_ms = 2000;
+        o->epoch = 1;
+      },
+      (*base)->endpoint());
+  ASSERT_EQ(a->store().StatusJson()["standby"]["sync"], "in_sync");
+  auto add = [](LogStore& store, int i) {
+    return store.AssocAdd(Edge{1, 0, i, 0, {{"p" + std::to_string(i), "v"}}}).status();
+  };
+  for (int i = 0; i < 600; ++i) ASSERT_TRUE(add(a->store(), i).ok()) << i;
+  auto frozen = a->store().Compact();  // these names in a log shard, the rest in the live log
+  ASSERT_TRUE(frozen.ok());
+  WaitForCompaction(a->store(), nlohmann::json::parse(*frozen)["generation"].get<int64_t>());
+  for (int i = 600; i < 1024; ++i) ASSERT_TRUE(add(a->store(), i).ok()) << i;
+  EXPECT_EQ(add(a->store(), 1024).code(), StatusCode::kResourceExhausted);
+  a.reset();
+  ASSERT_TRUE(b->store().Promote(2).ok());
+  Status s = add(b->store(), 1025);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_TRUE(add(b->store(), 7).ok()) << "a known name";
+}
+
 TEST(LogStoreTest, APromotedStandbyFencesTheOldLeaderWhichRejoinsWithoutItsTail) {
   ScratchDir dir("logstore_takeover_test");
   ASSERT_TRUE(dir.ok());

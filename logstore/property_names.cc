@@ -27,14 +27,12 @@ StatusOr<std::unique_ptr<PropertyNames>> PropertyNames::Open(const std::string& 
   return p;
 }
 
-Status PropertyNames::AddLocked(Kind kind, const std::vector<std::string>& fresh) {
+Status PropertyNames::Persist(Kind kind, const std::vector<std::string>& fresh) {
   std::vector<std::string> records;
   records.reserve(fresh.size());
   for (const std::string& name : fresh) records.push_back((kind == kEdge ? "e" : "n") + name);
   std::vector<std::string_view> views(records.begin(), records.end());
-  ZIPG_RETURN_IF_ERROR(log_->AppendAll(views.data(), views.size()));
-  names_[kind].insert(fresh.begin(), fresh.end());
-  return Status::OK();
+  return log_->AppendAll(views.data(), views.size());
 }
 
 Status PropertyNames::Admit(Kind kind, const Properties& properties) {
@@ -52,7 +50,9 @@ Status PropertyNames::Admit(Kind kind, const Properties& properties) {
         " property names, and has " + std::to_string(names_[kind].size()) + "; '" + fresh[0] +
         "' would be " + (fresh.size() > 1 ? "one of the new ones" : "a new one"));
   }
-  return AddLocked(kind, fresh);
+  ZIPG_RETURN_IF_ERROR(Persist(kind, fresh));
+  names_[kind].insert(fresh.begin(), fresh.end());
+  return Status::OK();
 }
 
 Status PropertyNames::Learn(Kind kind, const std::vector<std::string>& names) {
@@ -64,7 +64,8 @@ Status PropertyNames::Learn(Kind kind, const std::vector<std::string>& names) {
   if (fresh.empty()) return Status::OK();
   std::sort(fresh.begin(), fresh.end());
   fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
-  return AddLocked(kind, fresh);
+  names_[kind].insert(fresh.begin(), fresh.end());  // known even if not kept (see the header)
+  return Persist(kind, fresh);
 }
 
 Status PropertyNames::Learn(Kind kind, const Properties& properties) {

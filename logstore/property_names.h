@@ -39,7 +39,8 @@ class PropertyNames {
   // none is added.
   Status Admit(Kind kind, const Properties& properties);
   // Adds names without the bound: names of data that exists (found at open, or applied by a
-  // standby as its leader logged it).
+  // standby as its leader logged it). They are known from then on even if keeping them fails
+  // (the status says so): the data holds them, and the next open learns them again from it.
   Status Learn(Kind kind, const std::vector<std::string>& names);
   Status Learn(Kind kind, const Properties& properties);
 
@@ -48,8 +49,8 @@ class PropertyNames {
 
  private:
   PropertyNames(std::unique_ptr<Wal> log, size_t bound) : log_(std::move(log)), bound_(bound) {}
-  // Appends and adds the names in `fresh` (mu_ held).
-  Status AddLocked(Kind kind, const std::vector<std::string>& fresh);
+  // Appends the names in `fresh` to the log (mu_ held).
+  Status Persist(Kind kind, const std::vector<std::string>& fresh);
 
   std::unique_ptr<Wal> log_;
   const size_t bound_;
