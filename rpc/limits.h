@@ -41,9 +41,10 @@ inline int64_t EngineLimit(int64_t limit) {
                                                        : limit;
 }
 
-// RESOURCE_EXHAUSTED if the edges exceed kMaxAnswerEdges or kMaxAnswerBytes; `hint` says how to
-// ask for less.
-Status CheckEdgeAnswer(const char* op, const std::vector<zipg::Edge>& edges, const char* hint);
+// RESOURCE_EXHAUSTED if the edges exceed `max_edges` or `max_bytes` (estimated encoded size);
+// `hint` says how to ask for less.
+Status CheckEdgeAnswer(const char* op, const std::vector<zipg::Edge>& edges, const char* hint,
+                       size_t max_edges = kMaxAnswerEdges, size_t max_bytes = kMaxAnswerBytes);
 // RESOURCE_EXHAUSTED past kMaxAnswerIds ids.
 Status CheckIdAnswer(const char* op, size_t ids, const char* hint);
 

@@ -51,7 +51,6 @@ class FakeGraph : public GraphApi {
   // The milliseconds the last call had left by its call deadline when it came in (-1: none).
   std::atomic<int64_t> deadline_left_ms{0};
   std::atomic<size_t> neighbors{0};  // if set, GetNeighborIds answers this many ids
-  std::string edge_value;            // if set (before the server starts), edges carry it
 
   StatusOr<std::optional<Properties>> GetNodeProperty(
       int64_t id, const std::vector<std::string>* names) override {
@@ -108,11 +107,6 @@ class FakeGraph : public GraphApi {
   StatusOr<std::vector<zipg::Edge>> AssocGet(int64_t, int64_t, const std::vector<int64_t>& ids,
                                              int64_t, int64_t) override {
     ZIPG_RETURN_IF_ERROR(Enter());
-    if (!edge_value.empty()) {
-      zipg::Edge e = kEdge;
-      e.properties = {{"w", edge_value}};
-      return std::vector<zipg::Edge>(ids.size(), e);
-    }
     return std::vector<zipg::Edge>(ids.size(), kEdge);
   }
   StatusOr<std::vector<zipg::Edge>> AssocTimeRange(int64_t, int64_t, int64_t, int64_t,
@@ -779,6 +773,12 @@ TEST_F(RpcTest, ARepeatedRequestIsRefused) {
   EXPECT_EQ(fake_.calls.load(), before) << "the repeated request ran";
 }
 
+// RESOURCE_EXHAUSTED with `what` in its message.
+void ExpectExhausted(const Status& s, const std::string& what) {
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_NE(s.message().find(what), std::string::npos) << s.ToString();
+}
+
 // Every request bound of docs/limits.md is RESOURCE_EXHAUSTED before the engine sees the call;
 // just under each bound goes through.
 TEST_F(RpcTest, RequestsOverABoundAreRefusedBeforeAnyWork) {
@@ -787,39 +787,35 @@ TEST_F(RpcTest, RequestsOverABoundAreRefusedBeforeAnyWork) {
   StartServer();
   RemoteGraph c = Client();
   const int before = fake_.calls;
-  auto exhausted = [](const Status& s, const std::string& what) {
-    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
-    EXPECT_NE(s.message().find(what), std::string::npos) << s.ToString();
-  };
   std::vector<int64_t> ids(kMaxIdsPerCall + 1, 1);  // ~9 MB: under the 16 MiB frame limit
-  exhausted(c.AssocGet(1, 1, ids, 0, 1).status(), "1000001 ids in one call; at most 1000000");
-  exhausted(c.Rpq("1", ids, 10).status(), "1000001 sources");
+  ExpectExhausted(c.AssocGet(1, 1, ids, 0, 1).status(), "1000001 ids in one call; at most 1000000");
+  ExpectExhausted(c.Rpq("1", ids, 10).status(), "1000001 sources");
   std::vector<std::string> names(kMaxNamesPerCall + 1);
   for (size_t i = 0; i < names.size(); ++i) names[i] = "p" + std::to_string(i);
-  exhausted(c.GetNodeProperty(1, &names).status(), "1025 property names");
+  ExpectExhausted(c.GetNodeProperty(1, &names).status(), "1025 property names");
   Properties props;
   for (const auto& n : names) props.emplace_back(n, "v");
-  exhausted(c.GetNodeIds(props).status(), "1025 properties");
-  exhausted(c.GetNeighborIds(1, std::nullopt, props).status(), "1025 properties");
+  ExpectExhausted(c.GetNodeIds(props).status(), "1025 properties");
+  ExpectExhausted(c.GetNeighborIds(1, std::nullopt, props).status(), "1025 properties");
   EXPECT_EQ(fake_.calls, before) << "a refused read reached the engine";
-  exhausted(c.ObjAdd(1, props), "obj_add: 1025 properties");
-  exhausted(c.ObjUpdate(1, props), "obj_update: 1025 properties");
-  exhausted(c.AssocAdd({1, 1, 2, 3, props}).status(), "assoc_add: 1025 properties");
-  exhausted(c.AssocUpdate({1, 1, 2, 3, props}), "assoc_update: 1025 properties");
+  ExpectExhausted(c.ObjAdd(1, props), "obj_add: 1025 properties");
+  ExpectExhausted(c.ObjUpdate(1, props), "obj_update: 1025 properties");
+  ExpectExhausted(c.AssocAdd({1, 1, 2, 3, props}).status(), "assoc_add: 1025 properties");
+  ExpectExhausted(c.AssocUpdate({1, 1, 2, 3, props}), "assoc_update: 1025 properties");
   // A batch of too many writes is refused whole; a write with too many properties alone.
   std::vector<BatchedWrite> batch(kMaxWritesPerCall + 1);
   for (size_t i = 0; i < batch.size(); ++i) {
     batch[i].kind = WriteKind::ASSOC_DELETE;
     batch[i].id = static_cast<int64_t>(i);
   }
-  exhausted(c.SendWriteBatch(batch).status(), "4097 writes in one call; at most 4096");
+  ExpectExhausted(c.SendWriteBatch(batch).status(), "4097 writes in one call; at most 4096");
   batch.resize(2);
   batch[0].kind = WriteKind::OBJ_ADD;
   batch[0].properties = ToThrift(props);
   auto outcomes = c.SendWriteBatch(batch);
   ASSERT_TRUE(outcomes.ok()) << outcomes.status().ToString();
   ASSERT_EQ(outcomes->size(), 2u);
-  exhausted((*outcomes)[0].status(), "1025 properties in a write");
+  ExpectExhausted((*outcomes)[0].status(), "1025 properties in a write");
   EXPECT_TRUE((*outcomes)[1].ok()) << (*outcomes)[1].status().ToString();
   EXPECT_EQ(writer.NumCalls(), 1u) << "only the good write may reach the writer";
   // At the bounds, calls go through.
@@ -833,30 +829,35 @@ TEST_F(RpcTest, RequestsOverABoundAreRefusedBeforeAnyWork) {
 // Answers over a bound are RESOURCE_EXHAUSTED, not sent; a range's limit reaches the engine
 // clipped to one past the bound (the fake builds `limit` edges: INT64_MAX would not fit).
 TEST_F(RpcTest, AnswersOverABoundAreRefused) {
-  fake_.edge_value = std::string(size_t{64} << 10, 'v');  // 64 KiB per edge
   StartServer();
   RemoteGraph c = Client(/*timeout_ms=*/60000);
-  auto exhausted = [](const Status& s, const std::string& what) {
-    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
-    EXPECT_NE(s.message().find(what), std::string::npos) << s.ToString();
-  };
   auto full = c.AssocRange(1, 1, 0, kMaxAnswerEdges);
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   EXPECT_EQ(full->size(), kMaxAnswerEdges);
-  exhausted(c.AssocRange(1, 1, 0, kMaxAnswerEdges + 1).status(),
-            "more than 100000 edges; page with a smaller limit");
-  exhausted(c.AssocRange(1, 1, 0, INT64_MAX).status(), "more than 100000 edges");
-  exhausted(c.AssocTimeRange(1, 1, 0, 1, INT64_MAX).status(), "more than 100000 edges");
+  ExpectExhausted(c.AssocRange(1, 1, 0, kMaxAnswerEdges + 1).status(),
+                  "more than 100000 edges; page with a smaller limit");
+  ExpectExhausted(c.AssocRange(1, 1, 0, INT64_MAX).status(), "more than 100000 edges");
+  ExpectExhausted(c.AssocTimeRange(1, 1, 0, 1, INT64_MAX).status(), "more than 100000 edges");
   EXPECT_EQ(c.AssocTimeRange(1, 1, 0, 1, 5)->size(), 5u);
-  // 4200 edges of 64 KiB: over 256 MiB.
-  std::vector<int64_t> ids(4200, 1);
-  exhausted(c.AssocGet(1, 1, ids, 0, 1).status(), "exceeds the limit of 268435456");
-  ids.resize(10);
-  EXPECT_EQ(c.AssocGet(1, 1, ids, 0, 1)->size(), 10u);
-  fake_.neighbors = kMaxAnswerIds + 1;
-  exhausted(c.GetNeighborIds(1, std::nullopt, {}).status(), "more than 16777216");
-  fake_.neighbors = kMaxAnswerIds;
-  EXPECT_EQ(c.GetNeighborIds(1, std::nullopt, {})->size(), kMaxAnswerIds);
+  std::vector<int64_t> ids(kMaxAnswerEdges + 1, 1);  // the fake answers one edge per id
+  ExpectExhausted(c.AssocGet(1, 1, ids, 0, 1).status(), "more than 100000 edges; ask for fewer");
+  fake_.neighbors = kMaxAnswerIds + 1;  // 128 MiB built by the fake, and refused
+  ExpectExhausted(c.GetNeighborIds(1, std::nullopt, {}).status(), "more than 16777216");
+  fake_.neighbors = 0;
+}
+
+// The answer checks themselves, at and past their bounds (without building 256 MiB answers).
+TEST(LimitsTest, AnswerChecksAtAndPastTheirBounds) {
+  const std::vector<zipg::Edge> edges(3, zipg::Edge{1, 2, 3, 4, {{"p", std::string(1000, 'v')}}});
+  // 48 + 8 + 1 + 1000 bytes each: 3171 in all.
+  EXPECT_TRUE(CheckEdgeAnswer("op", edges, "hint", 3, 3171).ok());
+  ExpectExhausted(CheckEdgeAnswer("op", edges, "hint", 3, 3170), "op: the answer of ~3171 bytes");
+  ExpectExhausted(CheckEdgeAnswer("op", edges, "hint", 2, 1 << 20), "more than 2 edges; hint");
+  EXPECT_TRUE(CheckEdgeAnswer("op", edges, "hint").ok());
+  EXPECT_TRUE(CheckIdAnswer("op", kMaxAnswerIds, "hint").ok());
+  ExpectExhausted(CheckIdAnswer("op", kMaxAnswerIds + 1, "hint"), "16777217 ids");
+  EXPECT_EQ(EngineLimit(5), 5);
+  EXPECT_EQ(EngineLimit(INT64_MAX), static_cast<int64_t>(kMaxAnswerEdges) + 1);
 }
 
 // Every call carries the time its client gives it; the server sees at most that much left, and

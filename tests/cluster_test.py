@@ -816,7 +816,8 @@ def main():
     dsts = [e["dst"] for e in model.rec(s1, t1)]
     head = f'{{"op": "assoc_get", "id": {s1}, "type": {t1}, "low": {INT64_MIN}, "high": {INT64_MAX}, "ids": ['
     huge = (head + ",".join(map(str, dsts)) + "," + ",".join(["123456"] * 3_000_000) + "]}").encode()
-    large_ids = dsts + list(range(5_000_000, 6_000_000))
+    # Exactly the most a server takes in one call (docs/limits.md, rpc::kMaxIdsPerCall).
+    large_ids = dsts + list(range(5_000_000, 5_000_000 + 1_000_000 - len(dsts)))
     large = (head + ",".join(map(str, large_ids)) + "]}").encode()
     ok_req = {"op": "obj_get", "id": n0}
     large_file = os.path.join(TMP, "large.jsonl")

@@ -408,7 +408,9 @@ class Graph:
             raise Error("UNAVAILABLE", "cannot connect to %s: %s"
                         % (self._endpoint, e.strerror or e)) from None
         # The server learns how long this client waits for each call (None: no deadline).
-        deadline_ms = None if self._timeout is None else max(1, int(self._timeout * 1000))
+        # At most a day, as servers take it.
+        deadline_ms = None if self._timeout is None else \
+            max(1, min(int(self._timeout * 1000), 86400000))
         return _Connection(sock, deadline_ms)
 
     def connect(self):
