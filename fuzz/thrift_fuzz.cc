@@ -197,6 +197,28 @@ std::vector<std::string> Seeds() {
   c.send_updates_since(0, 0, "shard-a"), take();
   // Two calls on one connection.
   c.send_obj_get(1), c.send_assoc_count(0, 5), take();
+  // The call context (docs/limits.md, "Deadlines"): a deadline among the arguments, and one
+  // already passed, as our clients write them.
+  for (int64_t ms : {int64_t{250}, int64_t{0}}) {
+    using apache::thrift::protocol::T_I64;
+    proto->writeMessageBegin("assoc_count", apache::thrift::protocol::T_CALL, 0);
+    proto->writeStructBegin("assoc_count_args");
+    proto->writeFieldBegin("id", T_I64, 1);
+    proto->writeI64(0);
+    proto->writeFieldEnd();
+    proto->writeFieldBegin("deadline_ms", T_I64, zipg::rpc::kDeadlineFieldId);
+    proto->writeI64(ms);
+    proto->writeFieldEnd();
+    proto->writeFieldBegin("type", T_I64, 2);
+    proto->writeI64(5);
+    proto->writeFieldEnd();
+    proto->writeFieldStop();
+    proto->writeStructEnd();
+    proto->writeMessageEnd();
+    proto->getTransport()->writeEnd();
+    proto->getTransport()->flush();
+    take();
+  }
   return seeds;
 }
 
