@@ -306,6 +306,7 @@ Status LogStore::Recover(bool post) {
                                 ZIPG_RETURN_IF_ERROR(DecodeRecord(payload, &record));
                                 resend[i][ShardOf(record.node, sink_->num_shards())].push_back(
                                     NumberedUpdate(record, g, index++));
+                                LearnNames(record);
                                 return ApplyLocal(record, g).status();
                               },
                               wal_options, &dropped));
@@ -355,12 +356,18 @@ Status LogStore::Recover(bool post) {
   return Status::OK();
 }
 
-template <typename Names>
-void LogStore::LearnNames(PropertyNames::Kind kind, const Names& names) {
+void LogStore::LearnNames(PropertyNames::Kind kind, const std::vector<std::string>& names) {
   if (Status s = names_->Learn(kind, names); !s.ok()) {
     std::cerr << "LogStore: cannot keep a property name (learned again from the data at the "
               << "next open): " << s.ToString() << std::endl;
   }
+}
+
+void LogStore::LearnNames(const LogRecord& record) {
+  if (!record.is_put()) return;
+  std::vector<std::string> names;
+  for (const auto& [name, value] : record.properties) names.push_back(name);
+  LearnNames(NamesKind(record), names);
 }
 
 Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
@@ -448,11 +455,6 @@ StatusOr<bool> LogStore::ApplyLocal(
     const LogRecord& record, int64_t generation,
     const std::vector<std::pair<const engine::UpdateIndex*, bool>>* stored) {
   const Update u = record.ToUpdate(0);
-  if (record.is_put()) {
-    // Known already if this LogStore admitted it (Encode); learned here if replayed or shipped.
-    LearnNames(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
-               record.properties);
-  }
   bool found = false;
   for (auto& ls : log_shards_) {
     auto entry = ls.deletes->Lookup(u.node);
@@ -534,11 +536,7 @@ StatusOr<std::string> LogStore::Encode(const LogRecord& record) const {
                                    " bytes, not " + std::to_string(payload.size()));
   }
   // A put's new property names must fit under the bound of a layout file (docs/limits.md).
-  if (record.is_put()) {
-    ZIPG_RETURN_IF_ERROR(
-        names_->Admit(record.op == UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode,
-                      record.properties));
-  }
+  if (record.is_put()) ZIPG_RETURN_IF_ERROR(names_->Admit(NamesKind(record), record.properties));
   return payload;
 }
 
@@ -1925,6 +1923,7 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
   {
     std::unique_lock data(data_mu_);
     for (const LogRecord& r : records) {
+      LearnNames(r);  // what the leader admitted
       if (auto applied = ApplyLocal(r, generation_); !applied.ok()) return failed(applied.status());
     }
   }

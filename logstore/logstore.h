@@ -302,9 +302,13 @@ class LogStore final : public GraphWriteApi {
   // do not fit under the bound, which admits them otherwise).
   StatusOr<std::string> Encode(const LogRecord& record) const;
   // names_->Learn; a failure to keep the names is only reported (Recover learns them again from
-  // the data: log shard headers, replayed records).
-  template <typename Names>
-  void LearnNames(PropertyNames::Kind kind, const Names& names);
+  // the data: log shard headers, replayed records). The record form: a put's names, for records
+  // this LogStore did not admit itself (replayed, shipped).
+  void LearnNames(PropertyNames::Kind kind, const std::vector<std::string>& names);
+  void LearnNames(const LogRecord& record);
+  static PropertyNames::Kind NamesKind(const LogRecord& record) {
+    return record.op == engine::UpdateOp::kPutEdge ? PropertyNames::kEdge : PropertyNames::kNode;
+  }
   // One write: Encode + CommitAll.
   StatusOr<bool> Write(const LogRecord& record);
   struct GroupFanout {

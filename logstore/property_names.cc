@@ -35,15 +35,23 @@ Status PropertyNames::Persist(Kind kind, const std::vector<std::string>& fresh) 
   return log_->AppendAll(views.data(), views.size());
 }
 
-Status PropertyNames::Admit(Kind kind, const Properties& properties) {
-  std::lock_guard lock(mu_);
+std::vector<std::string> PropertyNames::FreshLocked(Kind kind,
+                                                    const std::vector<std::string>& names) const {
   std::vector<std::string> fresh;
-  for (const auto& [name, value] : properties) {
+  for (const std::string& name : names) {
     if (names_[kind].count(name) == 0) fresh.push_back(name);
   }
-  if (fresh.empty()) return Status::OK();
   std::sort(fresh.begin(), fresh.end());
   fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+  return fresh;
+}
+
+Status PropertyNames::Admit(Kind kind, const Properties& properties) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : properties) names.push_back(name);
+  std::lock_guard lock(mu_);
+  const std::vector<std::string> fresh = FreshLocked(kind, names);
+  if (fresh.empty()) return Status::OK();
   if (names_[kind].size() + fresh.size() > bound_) {
     return Status::ResourceExhausted(
         "the store holds at most " + std::to_string(bound_) + " distinct " + kKindName[kind] +
@@ -57,22 +65,10 @@ Status PropertyNames::Admit(Kind kind, const Properties& properties) {
 
 Status PropertyNames::Learn(Kind kind, const std::vector<std::string>& names) {
   std::lock_guard lock(mu_);
-  std::vector<std::string> fresh;
-  for (const std::string& name : names) {
-    if (names_[kind].count(name) == 0) fresh.push_back(name);
-  }
+  const std::vector<std::string> fresh = FreshLocked(kind, names);
   if (fresh.empty()) return Status::OK();
-  std::sort(fresh.begin(), fresh.end());
-  fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
   names_[kind].insert(fresh.begin(), fresh.end());  // known even if not kept (see the header)
   return Persist(kind, fresh);
-}
-
-Status PropertyNames::Learn(Kind kind, const Properties& properties) {
-  std::vector<std::string> names;
-  names.reserve(properties.size());
-  for (const auto& [name, value] : properties) names.push_back(name);
-  return Learn(kind, names);
 }
 
 size_t PropertyNames::count(Kind kind) const {

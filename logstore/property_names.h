@@ -42,13 +42,14 @@ class PropertyNames {
   // standby as its leader logged it). They are known from then on even if keeping them fails
   // (the status says so): the data holds them, and the next open learns them again from it.
   Status Learn(Kind kind, const std::vector<std::string>& names);
-  Status Learn(Kind kind, const Properties& properties);
 
   size_t count(Kind kind) const;
   size_t bound() const { return bound_; }
 
  private:
   PropertyNames(std::unique_ptr<Wal> log, size_t bound) : log_(std::move(log)), bound_(bound) {}
+  // The names not known yet, sorted and distinct (mu_ held).
+  std::vector<std::string> FreshLocked(Kind kind, const std::vector<std::string>& names) const;
   // Appends the names in `fresh` to the log (mu_ held).
   Status Persist(Kind kind, const std::vector<std::string>& fresh);
 
