@@ -20,9 +20,10 @@ const std::string kUsage =
     "usage:\n"
     "  zipg compress --nodes F --edges F --out DIR [--shards N] [--format csv|snap] [--force]\n"
     "                [--threads N] [--memory-limit SIZE] [--sa-rate N] [--isa-rate N]\n"
-    "                [--psi-block N] [--node-format 1|2] [--node-block BYTES] [--node-level N]\n"
+    "                [--psi-block N] [--node-format 1|2|3] [--node-block BYTES] [--node-level N]\n"
     "                [--edge-format 3|4] [--edge-block BYTES] [--edge-level N]\n"
     "                [--edge-sa-rate N] [--edge-isa-rate N] [--edge-psi-block N]\n"
+    "                [--search-index all|none|NAME,NAME...] [--search-sample-rate N]\n"
     "      builds a store in DIR (nodes CSV `id,<prop>,...`; edges CSV\n"
     "      `src,dst,type,timestamp[,<prop>...]`, or with --format snap a `src dst` list and "
     "--nodes\n"
@@ -31,7 +32,12 @@ const std::string kUsage =
     "      limit); --threads caps the builds at once. Defaults: one shard per core, more if a\n"
     "      shard would not fit; NodeFile --node-format " +
     std::to_string(kDefaults.node_file.format) +
-    " (zstd blocks and a value index; 1: the suffix\n" + "      structure) --node-block " +
+    " (zstd blocks, a search index on the properties\n"
+    "      --search-index names (default all; search_node_ids scans the others' values, slowly),\n"
+    "      one byte in --search-sample-rate " +
+    std::to_string(kDefaults.node_file.search_options.sample_rate) +
+    " sampled, a value index for the rest; 2: no search index;\n"
+    "      1: the suffix structure) --node-block " +
     std::to_string(kDefaults.node_file.blocks.block_bytes) + " --node-level " +
     std::to_string(kDefaults.node_file.blocks.level) + "; format 1 sampling --sa-rate " +
     std::to_string(kDefaults.node_file.suffix.sa_sampling_rate) + " --isa-rate " +
@@ -105,8 +111,8 @@ class ProgressDisplay {
     if (phase_.empty()) return;
     const double seconds = Seconds(phase_start_, now);
     if (tty_) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "zipg compress: %s done: %s in %.1f s, peak memory %s\n",
-                 phase_.c_str(), Megabytes(total_).c_str(), seconds, FormatBytes(PeakRss()).c_str());
+    std::fprintf(stderr, "zipg compress: %s done: %s in %.1f s, peak memory %s\n", phase_.c_str(),
+                 Megabytes(total_).c_str(), seconds, FormatBytes(PeakRss()).c_str());
     phase_.clear();
   }
 
@@ -128,11 +134,17 @@ StatusOr<uint32_t> GetRate(const Args& args, const char* name, uint32_t fallback
 int RunCompress(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"force"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
-  if (Status s = args->CheckKnown(
-          {"nodes",      "edges",       "out",          "shards",        "format",
-           "force",      "threads",     "memory-limit", "sa-rate",       "isa-rate",
-           "psi-block",  "node-format", "node-block",   "node-level",    "edge-format",
-           "edge-block", "edge-level",  "edge-sa-rate", "edge-isa-rate", "edge-psi-block"});
+  if (Status s = args->CheckKnown({"nodes",         "edges",
+                                   "out",           "shards",
+                                   "format",        "force",
+                                   "threads",       "memory-limit",
+                                   "sa-rate",       "isa-rate",
+                                   "psi-block",     "node-format",
+                                   "node-block",    "node-level",
+                                   "edge-format",   "edge-block",
+                                   "edge-level",    "edge-sa-rate",
+                                   "edge-isa-rate", "edge-psi-block",
+                                   "search-index",  "search-sample-rate"});
       !s.ok()) {
     return UsageError(s.message(), kUsage);
   }
@@ -167,7 +179,8 @@ int RunCompress(int argc, char** argv) {
                {"edge-block", &options.edge_file.blocks.block_bytes},
                {"edge-sa-rate", &options.edge_file.suffix.sa_sampling_rate},
                {"edge-isa-rate", &options.edge_file.suffix.isa_sampling_rate},
-               {"edge-psi-block", &options.edge_file.suffix.psi_block_size}};
+               {"edge-psi-block", &options.edge_file.suffix.psi_block_size},
+               {"search-sample-rate", &options.node_file.search_options.sample_rate}};
   for (auto& rate : rates) {
     auto v = GetRate(*args, rate.name, *rate.field);
     if (!v.ok()) return UsageError(v.status().message(), kUsage);
@@ -182,7 +195,12 @@ int RunCompress(int argc, char** argv) {
   if (options.edge_file.format < 3) {
     return UsageError("--edge-format must be 3 or 4 (1 and 2 are older forms of 3)", kUsage);
   }
-  if (options.node_file.format < 1) return UsageError("--node-format must be 1 or 2", kUsage);
+  if (options.node_file.format < 1) return UsageError("--node-format must be 1, 2 or 3", kUsage);
+  if (auto spec = args->Get("search-index")) {
+    auto parsed = layout::SearchIndexSpec::Parse(*spec);
+    if (!parsed.ok()) return UsageError(parsed.status().message(), kUsage);
+    options.node_file.search = *parsed;
+  }
   if (args->Has("shards") && options.shards == 0)
     return UsageError("--shards must be >= 1", kUsage);
   if (auto limit = args->Get("memory-limit")) {
@@ -221,6 +239,12 @@ int RunCompress(int argc, char** argv) {
     std::printf("  %-24s %12llu bytes  %5.1f%%\n", name.c_str(),
                 static_cast<unsigned long long>(bytes),
                 report.stored_bytes ? 100.0 * bytes / report.stored_bytes : 0.0);
+  }
+  if (report.search_text_bytes > 0) {
+    std::printf("search index %13llu bytes for %llu bytes of value text (%.3f bytes per byte)\n",
+                static_cast<unsigned long long>(report.search_index_bytes),
+                static_cast<unsigned long long>(report.search_text_bytes),
+                static_cast<double>(report.search_index_bytes) / report.search_text_bytes);
   }
   return kExitOk;
 }

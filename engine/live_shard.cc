@@ -217,6 +217,9 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
   options.memory_limit =
       options_.rebuild_memory != 0 ? options_.rebuild_memory : graph::DefaultMemoryBudget();
   options.overwrite = true;
+  // The rebuilt shard keeps the base's choice of searchable properties (an older base gets the
+  // default: every property).
+  options.node_file.search = base.nodes().search_spec();
   // Reading the base's edge text whole is several times faster than by chunks; half the budget
   // may go to it, as the new files are built only after the rows are read.
   const uint64_t read_memory = options.memory_limit / 2;

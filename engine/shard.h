@@ -25,8 +25,10 @@ namespace zipg::engine {
 // The files of a shard directory whose NodeFile and EdgeFile have these formats, as listed in the
 // store manifest.
 inline std::vector<std::string> ShardFiles(uint32_t node_format, uint32_t edge_format) {
-  return {"edges.meta", layout::EdgeFile::TextPath("edges", edge_format), "nodes.idx",
-          layout::NodeFile::TextPath("nodes", node_format)};
+  std::vector<std::string> files = {"edges.meta", layout::EdgeFile::TextPath("edges", edge_format),
+                                    "nodes.idx", layout::NodeFile::TextPath("nodes", node_format)};
+  if (node_format >= 3) files.push_back("nodes.sfx");
+  return files;
 }
 
 // The shard-local part of every read operation, for the nodes a shard owns. Implemented by the

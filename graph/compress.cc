@@ -277,6 +277,13 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   manifest.node_properties = partitioner.node_names();
   manifest.edge_properties = partitioner.edge_names();
   manifest.nodes = Sum(partitioner.footprints(), &ShardFootprint::nodes);
+  for (const std::string& name : options.node_file.search.names) {
+    if (!std::binary_search(manifest.node_properties.begin(), manifest.node_properties.end(),
+                            name)) {
+      return Status::InvalidArgument("--search-index names '" + name +
+                                     "', which is not a node property of this graph");
+    }
+  }
 
   // Build the shards, `parallel` at a time, largest first.
   std::vector<uint64_t> weight(num_shards);
@@ -331,6 +338,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   // Checksums, size report, manifest, then publish with one rename.
   if (progress) progress("finish", 0, 1);
   std::map<std::string, uint64_t> breakdown;
+  uint64_t search_index_bytes = 0, search_text_bytes = 0;
   for (uint32_t s = 0; s < num_shards; ++s) {
     const std::string dir = tmp + "/" + ShardDirName(s);
     for (const std::string& name :
@@ -346,6 +354,8 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
     no_verify.verify_checksums = false;
     ZIPG_ASSIGN_OR_RETURN(auto nodes, layout::NodeFile::Open(dir + "/nodes", no_verify));
     for (const auto& part : nodes->Breakdown()) breakdown["nodes." + part.name] += part.bytes;
+    search_index_bytes += nodes->search_index_bytes();
+    search_text_bytes += nodes->search_text_bytes();
     ZIPG_ASSIGN_OR_RETURN(auto edge_file, layout::EdgeFile::Open(dir + "/edges", no_verify));
     for (const auto& part : edge_file->Breakdown()) breakdown["edges." + part.name] += part.bytes;
   }
@@ -385,6 +395,8 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
     report->stored_bytes = 0;
     report->breakdown.assign(breakdown.begin(), breakdown.end());
     for (const auto& [name, bytes] : breakdown) report->stored_bytes += bytes;
+    report->search_index_bytes = search_index_bytes;
+    report->search_text_bytes = search_text_bytes;
   }
   return Status::OK();
 }

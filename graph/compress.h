@@ -67,6 +67,10 @@ struct CompressReport {
   // Summed over shards: "nodes.text.psi_gaps", ..., "nodes.index", "edges.text.*", "edges.meta",
   // "manifest".
   std::vector<std::pair<std::string, uint64_t>> breakdown;
+  // Summed over shards: the search indexes' bytes, and the value text they index (delimiters
+  // included; docs/search.md).
+  uint64_t search_index_bytes = 0;
+  uint64_t search_text_bytes = 0;
 };
 
 // Called with a phase name ("load nodes", "load edges", "repartition", "build", "finish") and the

@@ -2,9 +2,11 @@
 
 #include "graph/manifest.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "util/checksum.h"
 #include "util/file.h"
@@ -48,6 +50,37 @@ Options FileOptionsFromJson(const json& j, uint32_t old_format) {
   o.blocks.dictionary_bytes = j.value("dictionary_bytes", o.blocks.dictionary_bytes);
   return o;
 }
+// A NodeFile's options add the search index's (format 3): which properties have one ("all",
+// "none" or a list of names) and its sample rate.
+json NodeOptionsToJson(const layout::NodeFileOptions& o) {
+  json j = FileOptionsToJson(o);
+  if (o.search.all || o.search.names.empty()) {
+    j["search_index"] = o.search.ToString();
+  } else {
+    j["search_index"] = o.search.names;
+  }
+  j["search_sample_rate"] = o.search_options.sample_rate;
+  return j;
+}
+layout::NodeFileOptions NodeOptionsFromJson(const json& j) {
+  auto o = FileOptionsFromJson<layout::NodeFileOptions>(j, 1);
+  if (j.contains("search_index")) {
+    const json& s = j.at("search_index");
+    if (s.is_array()) {
+      o.search.all = false;
+      o.search.names = s.get<std::vector<std::string>>();
+      std::sort(o.search.names.begin(), o.search.names.end());
+    } else {
+      const std::string text = s.get<std::string>();
+      if (text != "all" && text != "none") {
+        throw std::invalid_argument("search_index must be \"all\", \"none\" or a list");
+      }
+      o.search.all = text == "all";
+    }
+  }
+  o.search_options.sample_rate = j.value("search_sample_rate", o.search_options.sample_rate);
+  return o;
+}
 std::string Hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -70,7 +103,7 @@ Status WriteManifest(const std::string& store_dir, const Manifest& m) {
             {"version", m.version},
             {"shards", m.shards},
             {"partition", m.partition},
-            {"node_file", FileOptionsToJson(m.node_file)},
+            {"node_file", NodeOptionsToJson(m.node_file)},
             {"edge_file", FileOptionsToJson(m.edge_file)},
             {"node_properties", m.node_properties},
             {"edge_properties", m.edge_properties},
@@ -102,7 +135,7 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     }
     m.shards = j.at("shards").get<uint32_t>();
     m.partition = j.at("partition").get<std::string>();
-    m.node_file = FileOptionsFromJson<layout::NodeFileOptions>(j.at("node_file"), 1);
+    m.node_file = NodeOptionsFromJson(j.at("node_file"));
     m.edge_file = FileOptionsFromJson<layout::EdgeFileOptions>(j.at("edge_file"), 3);
     m.node_properties = j.at("node_properties").get<std::vector<std::string>>();
     m.edge_properties = j.at("edge_properties").get<std::vector<std::string>>();

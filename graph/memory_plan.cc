@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "layout/bits.h"
+#include "layout/suffix_index.h"
 #include "layout/value_index.h"
 #include "util/memory.h"
 
@@ -81,11 +82,16 @@ uint64_t NodeFileBuildPeak(uint64_t text_bytes, const layout::NodeFileOptions& o
   constexpr uint64_t kMinValueBytes = 5;
   const uint64_t keys = text_bytes / kMinValueBytes;
   // The text, the value index's keys and then its rare entries (8 bytes each) sorted beside them;
-  // later the blocks and the dictionary's training.
+  // format 3: the search indexes' entries, then one property's index at a time (at most the whole
+  // value text's); later the blocks and the dictionary's training.
+  const uint64_t search =
+      options.format >= 3 ? keys * layout::SuffixIndex::Builder::kBuildBytesPerValue +
+                                text_bytes * layout::SuffixIndex::Builder::kBuildBytesPerTextByte
+                          : 0;
   return text_bytes +
-         std::max(keys * (layout::ValueIndex::Builder::kBytesPerKey + 8),
-                  text_bytes + text_bytes / 128 +
-                      layout::BlockFile::BuildWorkingBytes(text_bytes, options.blocks));
+         std::max({keys * (layout::ValueIndex::Builder::kBytesPerKey + 8), search,
+                   text_bytes + text_bytes / 128 +
+                       layout::BlockFile::BuildWorkingBytes(text_bytes, options.blocks)});
 }
 
 uint64_t ShardBuildPeak(const ShardFootprint& f, const layout::NodeFileOptions& node_file,
@@ -133,11 +139,10 @@ StatusOr<BuildPlan> PlanBuilds(const std::vector<ShardFootprint>& shards,
     plan.parallel = p + 1;
   }
   if (plan.shards > 0 && plan.peak > budget) {
-    return Status::ResourceExhausted("the largest of " + std::to_string(plan.shards) +
-                                     " shards needs about " +
-                                     FormatBytes(plan.largest + kProcessBaseline) +
-                                     " of memory to build, more than the " + FormatBytes(budget) +
-                                     " budget");
+    return Status::ResourceExhausted(
+        "the largest of " + std::to_string(plan.shards) + " shards needs about " +
+        FormatBytes(plan.largest + kProcessBaseline) + " of memory to build, more than the " +
+        FormatBytes(budget) + " budget");
   }
   return plan;
 }

@@ -12,8 +12,10 @@
 #include <algorithm>
 
 #include "layout/record_coding.h"
+#include "layout/sdsl_io.h"
 #include "layout/side_file.h"
 #include "layout/value_index.h"
+#include "util/call_deadline.h"
 #include "util/coding.h"
 
 namespace zipg::layout {
@@ -21,8 +23,17 @@ namespace zipg::layout {
 namespace {
 constexpr char kIndexMagic[] = "ZIPGNIDX";
 // The index side file's version is the file's format: 1, the text in a CompressedFile; 2, the text
-// in a BlockFile and the value index after the offsets.
+// in a BlockFile and the value index after the offsets; 3, the same, and a search side file.
 constexpr uint32_t kIndexVersion = kNodeFileFormat;
+// The search side file (format 3):
+//   varint covered, { varint property } x covered        properties with a search index, ascending
+//   varint indexes, { varint property, varint bytes, SuffixIndex } x indexes
+//                                                          those of them that hold values,
+//                                                          ascending
+constexpr char kSearchMagic[] = "ZIPGNSFX";
+constexpr uint32_t kSearchVersion = 1;
+// Bytes of records read at a time by a scan.
+constexpr uint64_t kScanChunkBytes = 1 << 20;
 // First guess of a header's length: k = 40 dense properties with values < 64 bytes need 81.
 constexpr uint64_t kHeaderGuess = 96;
 }  // namespace
@@ -115,11 +126,46 @@ Status NodeFile::AppendRecord(const std::vector<std::string>& property_names,
   return Status::OK();
 }
 
+bool SearchIndexSpec::Covers(const std::string& name) const {
+  return all || std::binary_search(names.begin(), names.end(), name);
+}
+
+StatusOr<SearchIndexSpec> SearchIndexSpec::Parse(std::string_view text) {
+  SearchIndexSpec spec;
+  if (text == "all") return spec;
+  spec.all = false;
+  if (text == "none") return spec;
+  size_t begin = 0;
+  for (;;) {
+    const size_t comma = text.find(',', begin);
+    const std::string_view name = text.substr(begin, comma - begin);
+    if (name.empty()) {
+      return Status::InvalidArgument("--search-index takes all, none or NAME,NAME...; got '" +
+                                     std::string(text) + "'");
+    }
+    spec.names.emplace_back(name);
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  std::sort(spec.names.begin(), spec.names.end());
+  spec.names.erase(std::unique(spec.names.begin(), spec.names.end()), spec.names.end());
+  return spec;
+}
+
+std::string SearchIndexSpec::ToString() const {
+  if (all) return "all";
+  if (names.empty()) return "none";
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ",") + name;
+  return out;
+}
+
 Status NodeFileOptions::Validate() const {
   if (format < 1 || format > kNodeFileFormat) {
-    return Status::InvalidArgument("node file format must be 1 or 2, got " +
+    return Status::InvalidArgument("node file format must be 1, 2 or 3, got " +
                                    std::to_string(format));
   }
+  ZIPG_RETURN_IF_ERROR(search_options.Validate());
   // Both, whichever the format uses: an option given wrong is an error either way.
   ZIPG_RETURN_IF_ERROR(blocks.Validate());
   return suffix.Validate();
@@ -176,21 +222,55 @@ Status NodeFile::BuildFromRecords(const std::string& base,
     if (ids.size() > UINT32_MAX) {
       return Status::InvalidArgument("a NodeFile of format 2 holds at most 2^32 - 1 nodes");
     }
+    // Format 3: each value goes to its property's search index if it has one, else to the value
+    // index.
+    std::vector<bool> covered(property_names.size(), false);
+    if (options.format >= 3) {
+      for (size_t p = 0; p < property_names.size(); ++p) {
+        covered[p] = options.search.Covers(property_names[p]);
+      }
+    }
     ValueIndex::Builder values;
+    std::vector<SuffixIndex::Builder> search(property_names.size());
     uint64_t keys = 0;
     for (size_t i = 0; i + 1 < offsets.size(); ++i) {
       if (offsets[i] > offsets[i + 1]) {
         return Status::InvalidArgument("NodeFile record offsets must ascend");
       }
       ZIPG_RETURN_IF_ERROR(ForEachValue(text.substr(offsets[i], offsets[i + 1] - offsets[i]),
-                                        [&](uint32_t, std::string_view) { ++keys; }));
+                                        [&](uint32_t p, std::string_view) {
+                                          if (p < covered.size() && !covered[p]) ++keys;
+                                        }));
     }
     values.Reserve(keys);
     for (size_t i = 0; i < ids.size(); ++i) {
       ZIPG_RETURN_IF_ERROR(ForEachValue(text.substr(offsets[i], offsets[i + 1] - offsets[i]),
                                         [&](uint32_t p, std::string_view value) {
-                                          values.Add(p, value, static_cast<uint32_t>(i));
+                                          if (p < covered.size() && covered[p]) {
+                                            search[p].Add(value, static_cast<uint32_t>(i));
+                                          } else {
+                                            values.Add(p, value, static_cast<uint32_t>(i));
+                                          }
                                         }));
+    }
+    if (options.format >= 3) {
+      std::string payload;
+      PutVarint(&payload, std::count(covered.begin(), covered.end(), true));
+      for (size_t p = 0; p < covered.size(); ++p) {
+        if (covered[p]) PutVarint(&payload, p);
+      }
+      PutVarint(&payload, std::count_if(search.begin(), search.end(),
+                                        [](const auto& b) { return b.size() > 0; }));
+      for (size_t p = 0; p < search.size(); ++p) {
+        if (search[p].size() == 0) continue;
+        ZIPG_ASSIGN_OR_RETURN(
+            std::string encoded,
+            search[p].Finish(static_cast<uint32_t>(ids.size()), options.search_options));
+        PutVarint(&payload, p);
+        PutVarint(&payload, encoded.size());
+        payload.append(encoded);
+      }
+      ZIPG_RETURN_IF_ERROR(WriteSideFile(base + ".sfx", kSearchMagic, kSearchVersion, payload));
     }
     const std::string encoded = values.Finish(static_cast<uint32_t>(ids.size()));
     if (encoded.size() > UINT32_MAX) {
@@ -241,6 +321,10 @@ StatusOr<std::unique_ptr<NodeFile>> NodeFile::Open(const std::string& base,
         file->values_,
         ValueIndex::Decode(std::move(values), static_cast<uint32_t>(count), base + ".idx"));
   }
+  file->covered_.assign(num_names, false);
+  if (file->format_ >= 3) {
+    ZIPG_RETURN_IF_ERROR(file->OpenSearch(base + ".sfx", static_cast<uint32_t>(count)));
+  }
   if (!reader.empty() || !std::is_sorted(file->offsets_.begin(), file->offsets_.end()) ||
       file->offsets_.back() != file->text_->size() ||
       std::adjacent_find(file->ids_.begin(), file->ids_.end(),
@@ -250,7 +334,69 @@ StatusOr<std::unique_ptr<NodeFile>> NodeFile::Open(const std::string& base,
   return file;
 }
 
+Status NodeFile::OpenSearch(const std::string& path, uint32_t num_records) {
+  ZIPG_ASSIGN_OR_RETURN(std::string payload, ReadSideFile(path, kSearchMagic, kSearchVersion));
+  const Status bad = Status::Corruption(path + ": malformed search index file");
+  const std::string_view s(payload);
+  size_t pos = 0;
+  uint64_t covered, indexes, p, len;
+  int64_t previous = -1;
+  if (!GetVarint(s, &pos, &covered) || covered > names_.size()) return bad;
+  for (uint64_t i = 0; i < covered; ++i) {
+    if (!GetVarint(s, &pos, &p) || p >= names_.size() || static_cast<int64_t>(p) <= previous) {
+      return bad;
+    }
+    covered_[p] = true;
+    previous = static_cast<int64_t>(p);
+  }
+  search_.resize(names_.size());
+  previous = -1;
+  if (!GetVarint(s, &pos, &indexes) || indexes > covered) return bad;
+  for (uint64_t i = 0; i < indexes; ++i) {
+    if (!GetVarint(s, &pos, &p) || p >= names_.size() || !covered_[p] ||
+        static_cast<int64_t>(p) <= previous || !GetVarint(s, &pos, &len) || len > s.size() - pos) {
+      return bad;
+    }
+    ZIPG_ASSIGN_OR_RETURN(search_[p], SuffixIndex::Decode(s.substr(pos, len), num_records,
+                                                          path + " (" + names_[p] + ")"));
+    pos += len;
+    previous = static_cast<int64_t>(p);
+  }
+  if (pos != s.size()) return bad;
+  search_bytes_ = payload.size() + 28;
+  return Status::OK();
+}
+
 NodeFile::~NodeFile() = default;
+
+bool NodeFile::HasSearchIndex(const std::string& property) const {
+  const int p = PropertyNumber(property);
+  return p >= 0 && covered_[p];
+}
+
+SearchIndexSpec NodeFile::search_spec() const {
+  SearchIndexSpec spec;
+  if (format_ < 3 || std::find(covered_.begin(), covered_.end(), false) == covered_.end()) {
+    return spec;
+  }
+  spec.all = false;
+  for (size_t p = 0; p < names_.size(); ++p) {
+    if (covered_[p]) spec.names.push_back(names_[p]);
+  }
+  return spec;
+}
+
+const SuffixIndex* NodeFile::SearchIndexOf(uint32_t p) const {
+  return p < search_.size() ? search_[p].get() : nullptr;
+}
+
+uint64_t NodeFile::search_index_bytes() const { return search_bytes_; }
+
+uint64_t NodeFile::search_text_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& index : search_) bytes += index ? index->text_bytes() : 0;
+  return bytes;
+}
 
 int NodeFile::PropertyNumber(const std::string& name) const {
   auto it = std::lower_bound(names_.begin(), names_.end(), name);
@@ -412,7 +558,7 @@ StatusOr<bool> NodeFile::Matches(int64_t id, const Properties& filter) const {
 
 StatusOr<std::vector<int64_t>> NodeFile::FindIds(const Properties& match) const {
   if (match.empty()) return Status::InvalidArgument("get_node_ids needs at least one property");
-  return suffix_ != nullptr ? SearchIds(match) : IndexIds(match);
+  return suffix_ != nullptr ? SuffixFileIds(match) : IndexIds(match);
 }
 
 StatusOr<std::vector<int64_t>> NodeFile::IndexIds(const Properties& match) const {
@@ -424,7 +570,16 @@ StatusOr<std::vector<int64_t>> NodeFile::IndexIds(const Properties& match) const
   for (const auto& [name, value] : match) {
     const int p = PropertyNumber(name);
     if (p < 0 || !IsValueText(value)) return std::vector<int64_t>();
-    terms.push_back(values_->Find(static_cast<uint32_t>(p), value));
+    if (covered_[p]) {  // the search index answers exactly
+      ValueIndex::Candidates exact;
+      exact.exact = true;
+      if (const SuffixIndex* index = SearchIndexOf(p)) {
+        ZIPG_RETURN_IF_ERROR(index->Find(value, SearchMatch::kExact, UINT64_MAX, &exact.records));
+      }
+      terms.push_back(std::move(exact));
+    } else {
+      terms.push_back(values_->Find(static_cast<uint32_t>(p), value));
+    }
     if (terms.back().records.empty()) return std::vector<int64_t>();
     if (!terms.back().exact) to_verify.emplace_back(name, value);
   }
@@ -450,7 +605,7 @@ StatusOr<std::vector<int64_t>> NodeFile::IndexIds(const Properties& match) const
   return ids;
 }
 
-StatusOr<std::vector<int64_t>> NodeFile::SearchIds(const Properties& match) const {
+StatusOr<std::vector<int64_t>> NodeFile::SuffixFileIds(const Properties& match) const {
   struct Term {
     std::string pattern;
     uint64_t count;
@@ -508,15 +663,85 @@ StatusOr<std::vector<int64_t>> NodeFile::SearchIds(const Properties& match) cons
   return result;
 }
 
+StatusOr<std::vector<int64_t>> NodeFile::SearchValues(std::string_view pattern, SearchMatch match,
+                                                      const std::string* property,
+                                                      uint64_t max_hits) const {
+  std::vector<bool> scan(names_.size(), false);  // properties without an index, to read
+  std::vector<uint32_t> indexed;
+  for (size_t p = 0; p < names_.size(); ++p) {
+    if (property != nullptr && names_[p] != *property) continue;
+    if (covered_[p]) {
+      indexed.push_back(static_cast<uint32_t>(p));
+    } else {
+      scan[p] = true;
+    }
+  }
+  std::vector<uint32_t> records, found;
+  for (uint32_t p : indexed) {
+    const SuffixIndex* index = SearchIndexOf(p);
+    if (index == nullptr) continue;  // indexed, but holds no value here
+    ZIPG_RETURN_IF_ERROR(index->Find(pattern, match, max_hits, &found));
+    records.insert(records.end(), found.begin(), found.end());
+  }
+  std::sort(records.begin(), records.end());
+  records.erase(std::unique(records.begin(), records.end()), records.end());
+  std::vector<int64_t> ids;
+  ids.reserve(records.size());
+  for (uint32_t r : records) {
+    if (r >= ids_.size()) return Status::Corruption("node search index: record out of range");
+    ids.push_back(ids_[r]);
+  }
+  if (std::find(scan.begin(), scan.end(), true) != scan.end()) {
+    ZIPG_ASSIGN_OR_RETURN(auto scanned, ScanValues(pattern, match, scan));
+    std::vector<int64_t> both;
+    std::set_union(ids.begin(), ids.end(), scanned.begin(), scanned.end(),
+                   std::back_inserter(both));
+    ids = std::move(both);
+  }
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> NodeFile::ScanValues(std::string_view pattern, SearchMatch match,
+                                                    const std::vector<bool>& wanted) const {
+  const auto deadline = CallDeadline::Current();
+  std::vector<int64_t> ids;
+  std::string chunk;
+  const size_t n = ids_.size();
+  for (size_t first = 0; first < n;) {
+    if (deadline && CallDeadline::Clock::now() > *deadline) {
+      return Status::DeadlineExceeded("search: the call's deadline passed while reading values");
+    }
+    size_t last = first + 1;
+    while (last < n && offsets_[last + 1] - offsets_[first] <= kScanChunkBytes) ++last;
+    chunk.clear();
+    ZIPG_RETURN_IF_ERROR(text_->Extract(offsets_[first], offsets_[last] - offsets_[first], &chunk));
+    for (size_t i = first; i < last; ++i) {
+      bool hit = false;
+      ZIPG_RETURN_IF_ERROR(ForEachValue(
+          std::string_view(chunk).substr(offsets_[i] - offsets_[first],
+                                         offsets_[i + 1] - offsets_[i]),
+          [&](uint32_t p, std::string_view value) {
+            hit = hit || (p < wanted.size() && wanted[p] && ValueMatches(value, pattern, match));
+          }));
+      if (hit) ids.push_back(ids_[i]);
+    }
+    first = last;
+  }
+  return ids;
+}
+
 std::vector<ComponentSize> NodeFile::Breakdown() const {
   std::vector<ComponentSize> parts;
   for (auto& part : text_->Breakdown()) parts.push_back({"text." + part.name, part.bytes});
   const uint64_t values = values_ ? values_->SizeInBytes() : 0;
   parts.push_back({"index", index_bytes_ - values});
   if (values_) parts.push_back({"value_index", values});
+  if (format_ >= 3) parts.push_back({"search_index", search_bytes_});
   return parts;
 }
 
-uint64_t NodeFile::SizeInBytes() const { return text_->SizeInBytes() + index_bytes_; }
+uint64_t NodeFile::SizeInBytes() const {
+  return text_->SizeInBytes() + index_bytes_ + search_bytes_;
+}
 
 }  // namespace zipg::layout

@@ -20,27 +20,12 @@
 #include <cstring>
 #include <sdsl/sd_vector.hpp>
 #include <sstream>
-#include <streambuf>
+
+#include "layout/sdsl_io.h"
 
 namespace zipg::layout {
 
 namespace {
-void PutVarint(std::string* dst, uint64_t v) {
-  while (v >= 0x80) {
-    dst->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  dst->push_back(static_cast<char>(v));
-}
-bool GetVarint(std::string_view s, size_t* pos, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; shift < 64 && *pos < s.size(); shift += 7) {
-    const uint8_t b = static_cast<uint8_t>(s[(*pos)++]);
-    *v |= static_cast<uint64_t>(b & 0x7F) << shift;
-    if (b < 0x80) return true;
-  }
-  return false;
-}
 // The hash of the property number (4 bytes, little-endian) followed by the value. (Seeding the
 // hash with the property instead collides for short values: XXH3 mixes a 1-3 byte input and its
 // seed by xor and add, so "c10" under seed 0 and "c11" under seed 1 hash alike.)
@@ -145,17 +130,6 @@ std::string ValueIndex::Builder::Finish(uint32_t num_records) {
 
 ValueIndex::~ValueIndex() = default;
 
-namespace {
-// Reads a byte range in place, for sdsl's load (which takes a std::istream).
-class ViewBuffer : public std::streambuf {
- public:
-  explicit ViewBuffer(std::string_view bytes) {
-    char* p = const_cast<char*>(bytes.data());  // only ever read
-    setg(p, p, p + bytes.size());
-  }
-  size_t consumed() const { return static_cast<size_t>(gptr() - eback()); }
-};
-}  // namespace
 
 StatusOr<std::unique_ptr<ValueIndex>> ValueIndex::Decode(std::string bytes, uint32_t num_records,
                                                          const std::string& where) {
