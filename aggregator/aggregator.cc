@@ -4,6 +4,7 @@
 #include <chrono>
 #include <optional>
 
+#include "cluster/remote_search.h"
 #include "cluster/remote_traversal.h"
 #include "graph/partition.h"
 #include "rpc/convert.h"
@@ -166,6 +167,18 @@ StatusOr<std::vector<Edge>> ClusterGraph::AssocTimeRange(int64_t id, int64_t typ
   FORWARD(id, AssocTimeRange(id, type, low, high, limit));
 }
 #undef FORWARD
+
+StatusOr<SearchResult> ClusterGraph::SearchNodeIds(const NodeSearch& q) {
+  ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
+  // Every shard, on one server each, and the LogStore; each part is cut to limit + 1 ids.
+  auto map = view_->Current();
+  std::vector<uint32_t> shards(map->num_shards);
+  for (uint32_t s = 0; s < map->num_shards; ++s) shards[s] = s;
+  std::vector<rpc::IdsCall> calls;
+  ZIPG_RETURN_IF_ERROR(cluster::AddSearchCalls(*view_, pools_, shards, true, q, &calls));
+  ZIPG_ASSIGN_OR_RETURN(auto ids, rpc::GatherIds(fanout_, calls));
+  return FinishSearch(std::move(ids), q.limit);
+}
 
 StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& properties) {
   if (properties.empty()) {

@@ -36,6 +36,7 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<std::optional<Properties>> GetNodeProperty(
       int64_t id, const std::vector<std::string>* names) override;
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override;
+  StatusOr<SearchResult> SearchNodeIds(const NodeSearch& q) override;
   StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
                                                 const Properties& properties) override;
   StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;

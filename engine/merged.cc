@@ -298,6 +298,18 @@ StatusOr<std::vector<int64_t>> MergedShard::GetNodeIds(const Properties& propert
   return kept;
 }
 
+StatusOr<std::vector<int64_t>> MergedShard::SearchNodeIds(const NodeSearch& q) const {
+  // As GetNodeIds: the base answers for the nodes whose properties were not written since.
+  ZIPG_ASSIGN_OR_RETURN(auto ids, base_->SearchNodeIds(q));
+  if (delta_->size() == 0) return ids;
+  std::vector<int64_t> kept;
+  for (int64_t id : ids) {
+    auto node = delta_->Lookup(id);
+    if (!node || !node->props_dead) kept.push_back(id);
+  }
+  return kept;
+}
+
 StatusOr<std::vector<int64_t>> MergedShard::NeighborIds(int64_t id,
                                                         std::optional<int64_t> type) const {
   auto node = delta_->Lookup(id);

@@ -63,6 +63,7 @@ class MergedShard final : public ShardReader {
       int64_t id, const std::vector<std::string>* names) const override;
   StatusOr<bool> NodeMatches(int64_t id, const Properties& filter) const override;
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) const override;
+  StatusOr<std::vector<int64_t>> SearchNodeIds(const NodeSearch& q) const override;
   StatusOr<std::vector<int64_t>> NeighborIds(int64_t id,
                                              std::optional<int64_t> type) const override;
   StatusOr<int64_t> AssocCount(int64_t id, int64_t type) const override;

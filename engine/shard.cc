@@ -28,6 +28,11 @@ StatusOr<std::vector<int64_t>> Shard::GetNodeIds(const Properties& properties) c
   return nodes_->FindIds(properties);
 }
 
+StatusOr<std::vector<int64_t>> Shard::SearchNodeIds(const NodeSearch& q) const {
+  return nodes_->SearchValues(q.pattern, q.match, q.property ? &*q.property : nullptr,
+                              kMaxSearchOccurrences);
+}
+
 StatusOr<std::vector<layout::EdgeFile::Record>> Shard::Records(int64_t id,
                                                                std::optional<int64_t> type) const {
   if (!type) return edges_->FindAll(id);

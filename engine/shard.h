@@ -18,6 +18,7 @@
 
 #include "layout/edge_file.h"
 #include "layout/node_file.h"
+#include "model/search.h"
 #include "model/types.h"
 
 namespace zipg::engine {
@@ -42,6 +43,9 @@ class ShardReader {
       int64_t id, const std::vector<std::string>* names) const = 0;
   virtual StatusOr<bool> NodeMatches(int64_t id, const Properties& filter) const = 0;
   virtual StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) const = 0;
+  // Sorted ids of the nodes with a live value matching the search (all of them: q.limit is
+  // the caller's to apply, after it merges).
+  virtual StatusOr<std::vector<int64_t>> SearchNodeIds(const NodeSearch& q) const = 0;
 
   // Edge reads, for sources this shard owns. Arguments are validated by the caller.
   // Sorted distinct destinations of id's edges of `type` (or all types), unfiltered.
@@ -89,6 +93,7 @@ class Shard final : public ShardReader {
       int64_t id, const std::vector<std::string>* names) const override;
   StatusOr<bool> NodeMatches(int64_t id, const Properties& filter) const override;
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) const override;
+  StatusOr<std::vector<int64_t>> SearchNodeIds(const NodeSearch& q) const override;
 
   // Edge reads, for sources this shard owns. Arguments are validated by the caller.
   // Sorted distinct destinations of id's edges of `type` (or all types), unfiltered.

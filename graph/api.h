@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/search.h"
 #include "model/types.h"
 #include "util/status.h"
 
@@ -47,6 +48,10 @@ class GraphApi {
       int64_t id, const std::vector<std::string>* names) = 0;
   // Sorted ids of the nodes matching all pairs; INVALID_ARGUMENT for an empty map.
   virtual StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) = 0;
+  // Search inside values (docs/search.md): the first q.limit ascending ids of the live nodes with
+  // a value (of q.property, or any) that matches q.pattern as q.match says; INVALID_ARGUMENT for
+  // the arguments model/search.h refuses.
+  virtual StatusOr<SearchResult> SearchNodeIds(const NodeSearch& q) = 0;
   // Sorted distinct dst of id's edges (of `type`, or all types), kept if the dst node matches all
   // of `properties` (a missing node matches no non-empty filter).
   virtual StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,

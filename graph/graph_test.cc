@@ -17,8 +17,8 @@
 
 #include "graph/graph.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -237,6 +237,26 @@ class Model final : public GraphApi {
     return std::optional<Properties>(Properties(out.begin(), out.end()));
   }
 
+  // The contract's text: every live node with a value matching, sorted, the first `limit`.
+  StatusOr<SearchResult> SearchNodeIds(const NodeSearch& q) override {
+    ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
+    SearchResult out;
+    for (const auto& [id, props] : nodes_) {
+      bool hit = false;
+      for (const auto& [name, value] : props) {
+        if (q.property && name != *q.property) continue;
+        if (ValueMatches(value, q.pattern, q.match)) hit = true;
+      }
+      if (!hit) continue;
+      if (out.ids.size() == static_cast<size_t>(q.limit)) {
+        out.truncated = true;
+        break;
+      }
+      out.ids.push_back(id);
+    }
+    return out;
+  }
+
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override {
     if (properties.empty()) return Status::InvalidArgument("empty");
     std::vector<int64_t> ids;
@@ -398,6 +418,7 @@ std::string Str(const std::vector<T>& v) {
   for (const auto& x : v) s += Str(x) + " ";
   return s + "]";
 }
+std::string Str(const SearchResult& r) { return Str(r.ids) + (r.truncated ? " truncated" : ""); }
 template <typename T>
 std::string Str(const std::optional<T>& v) {
   return v ? Str(*v) : std::string("null");
@@ -646,6 +667,45 @@ Properties RandomFilter(Rng& rng, const Model& model, const std::vector<std::str
   return Properties(filter.begin(), filter.end());
 }
 
+template <typename CheckFn>
+void CheckSearches(CheckFn& check, Rng& rng, const Model& model,
+                   const std::vector<std::string>& node_names, size_t queries) {
+  std::vector<std::string> values;
+  for (const auto& [id, props] : model.nodes()) {
+    for (const auto& [name, value] : props) {
+      if (!value.empty()) values.push_back(value);
+    }
+  }
+  const SearchMatch kinds[] = {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
+                               SearchMatch::kExact};
+  for (size_t i = 0; i < queries; ++i) {
+    NodeSearch q;
+    if (!values.empty() && rng.Chance(60)) {
+      const std::string& v = rng.Pick(values);
+      const size_t at = rng.Below(v.size());
+      q.pattern = rng.Chance(30) ? v : v.substr(at, 1 + rng.Below(v.size() - at));
+    } else if (rng.Chance(60)) {
+      q.pattern = rng.Pick(kCommonValues);
+    } else {
+      q.pattern = rng.Chance(10) ? std::string("re\xF5", 3) : RandomText(rng, 3);
+    }
+    q.match = kinds[rng.Below(4)];
+    if (!node_names.empty() && rng.Chance(40)) q.property = rng.Pick(node_names);
+    if (rng.Chance(5)) q.property = "no such property";
+    q.limit = rng.Chance(30) ? 1 + static_cast<int64_t>(rng.Below(5)) : kDefaultSearchLimit;
+    check(std::string("search_node_ids ") + SearchMatchName(q.match) + " " + Str(q.pattern) +
+              " in " + q.property.value_or("any") + " limit " + std::to_string(q.limit),
+          [&](GraphApi& g) { return g.SearchNodeIds(q); });
+  }
+  for (NodeSearch bad :
+       {NodeSearch{"", std::nullopt, SearchMatch::kContains, 10},
+        NodeSearch{std::string(kMaxSearchPattern + 1, 'a'), std::nullopt, SearchMatch::kPrefix, 10},
+        NodeSearch{"a", std::nullopt, SearchMatch::kContains, 0},
+        NodeSearch{"a", std::nullopt, SearchMatch::kContains, kMaxSearchLimit + 1}}) {
+    check("search_node_ids refused", [&](GraphApi& g) { return g.SearchNodeIds(bad); });
+  }
+}
+
 void CheckEveryOperation(GraphApi* store, Model* model, const TestGraph& t,
                          const std::vector<std::string>& node_names, uint64_t seed,
                          const std::string& context, const QueryBudget& budget = {}) {
@@ -698,6 +758,11 @@ void CheckEveryOperation(GraphApi* store, Model* model, const TestGraph& t,
     const Properties empty_value = {{node_names.empty() ? "x" : node_names[0], ""}};
     check("get_node_ids empty value", [&](GraphApi& g) { return g.GetNodeIds(empty_value); });
   }
+
+  // search_node_ids: pieces of stored values (any byte boundary), common values, random text and
+  // bytes no value holds; every match kind, with and without a property, small and large limits;
+  // and the arguments the contract refuses.
+  CheckSearches(check, rng, *model, node_names, budget.node_ids_queries);
 
   // get_neighbor_ids: every source, with and without type and filters.
   std::set<int64_t> sources(ids.begin(), ids.end());
@@ -856,11 +921,19 @@ const layout::EdgeFileOptions kEdgeLayouts[] = {
     {3, {}, kSampling[0]}, {3, {}, kSampling[1]},    {3, {}, kSampling[2]},
     {3, {}, kSampling[3]}, {4, {1024, 1, 4096}, {}}, {4, {4096, 3, 64 << 10}, {}}};
 constexpr int kNumEdgeLayouts = 6;
-// NodeFile layouts, likewise: format 1 over each sampling, then format 2 in two block sizes.
+// NodeFile layouts, likewise: format 1 over each sampling, then format 2 in two block sizes
+// (search_node_ids scans), then format 3 with a search index on every property (sampled densely)
+// and on some of them (the others scanned, and in the value index).
 const layout::NodeFileOptions kNodeLayouts[] = {
-    {1, {}, kSampling[0]}, {1, {}, kSampling[1]},    {1, {}, kSampling[2]},
-    {1, {}, kSampling[3]}, {2, {1024, 1, 4096}, {}}, {2, {4096, 3, 64 << 10}, {}}};
-constexpr int kNumNodeLayouts = 6;
+    {1, {}, kSampling[0]},
+    {1, {}, kSampling[1]},
+    {1, {}, kSampling[2]},
+    {1, {}, kSampling[3]},
+    {2, {1024, 1, 4096}, {}},
+    {2, {4096, 3, 64 << 10}, {}},
+    {3, {1024, 1, 4096}, {}, {}, {2}},
+    {3, {4096, 3, 64 << 10}, {}, {false, {"\xE5\x90\x8D", "city", "name", "nl\nnl"}}, {32}}};
+constexpr int kNumNodeLayouts = 8;
 
 struct Config {
   uint32_t shards;
@@ -1541,7 +1614,6 @@ TEST_F(GraphCorruptionTest, UnverifiedDamagedFilesNeverCrash) {
   }
 }
 
-
 // ------------------------------------------------------------------------------------------------
 // Compressing under a memory budget (graph/memory_plan.h).
 
@@ -1590,8 +1662,8 @@ TEST(CompressMemoryTest, ChosenShardCountFitsTheBudget) {
   EXPECT_GE(report.shards, 3u);
   EXPECT_EQ(report.memory_budget, o.memory_limit);
   EXPECT_LE(report.planned_peak, o.memory_limit);
-  const std::string moved = "1 shards would not fit the budget: partitioning into " +
-                            std::to_string(report.shards);
+  const std::string moved =
+      "1 shards would not fit the budget: partitioning into " + std::to_string(report.shards);
   EXPECT_NE(std::find(notes.begin(), notes.end(), moved), notes.end()) << "no note: " << moved;
   EXPECT_EQ(tmp.List(), std::set<std::string>{"store"});
   auto g = OpenOrDie(tmp.Sub("store"));
@@ -1633,8 +1705,8 @@ TEST(CompressMemoryTest, ParallelBuildsShrinkToFitTheBudget) {
   o.threads = 4;
   const std::vector<uint64_t> peaks = ShardPeaks(t, 4, o);
   const uint64_t largest = *std::max_element(peaks.begin(), peaks.end());
-  for (const auto& [limit, parallel] :
-       {std::pair(graph::kProcessBaseline + largest * 3 / 2, 1u), std::pair(uint64_t{1} << 40, 4u)}) {
+  for (const auto& [limit, parallel] : {std::pair(graph::kProcessBaseline + largest * 3 / 2, 1u),
+                                        std::pair(uint64_t{1} << 40, 4u)}) {
     o.memory_limit = limit;
     TempDir tmp;
     CompressReport report;

@@ -31,6 +31,31 @@ StatusOr<std::vector<int64_t>> ShardRouter::NodeIdsOnAllShards(const Properties&
   return ids;
 }
 
+StatusOr<std::vector<int64_t>> ShardRouter::SearchLocal(const std::vector<uint32_t>& shards,
+                                                        const NodeSearch& q) {
+  ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
+  std::vector<int64_t> ids;
+  for (uint32_t s : shards) {
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
+    ZIPG_ASSIGN_OR_RETURN(auto part, shard->SearchNodeIds(q));
+    ids.insert(ids.end(), part.begin(), part.end());
+  }
+  CutSearchPart(&ids, q.limit);
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> ShardRouter::SearchOnAllShards(const NodeSearch& q) {
+  std::vector<uint32_t> all(num_shards_);
+  for (uint32_t i = 0; i < num_shards_; ++i) all[i] = i;
+  return SearchLocal(all, q);
+}
+
+StatusOr<SearchResult> ShardRouter::SearchNodeIds(const NodeSearch& q) {
+  ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
+  ZIPG_ASSIGN_OR_RETURN(auto ids, SearchOnAllShards(q));
+  return FinishSearch(std::move(ids), q.limit);
+}
+
 StatusOr<std::vector<int64_t>> ShardRouter::FilterLocal(const std::vector<int64_t>& ids,
                                                         const Properties& properties) {
   std::vector<int64_t> kept;

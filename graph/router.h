@@ -31,6 +31,7 @@ class ShardRouter : public GraphApi {
   StatusOr<std::optional<Properties>> GetNodeProperty(
       int64_t id, const std::vector<std::string>* names) override;
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override;
+  StatusOr<SearchResult> SearchNodeIds(const NodeSearch& q) override;
   StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
                                                 const Properties& properties) override;
   StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;
@@ -66,6 +67,10 @@ class ShardRouter : public GraphApi {
                                               const engine::ShardReader::ListBounds& bounds);
   const graph::TraversalLimits& traversal_limits() const { return traversal_limits_; }
 
+  // search_node_ids over the listed shards (open here): a part of the answer (CutSearchPart).
+  StatusOr<std::vector<int64_t>> SearchLocal(const std::vector<uint32_t>& shards,
+                                             const NodeSearch& q);
+
   // The ids (all owned by shards open here) whose node matches every pair, sorted.
   StatusOr<std::vector<int64_t>> FilterLocal(const std::vector<int64_t>& ids,
                                              const Properties& properties);
@@ -81,6 +86,9 @@ class ShardRouter : public GraphApi {
   virtual StatusOr<ShardRef> LocalShard(uint32_t index) = 0;
   // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
   virtual StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties);
+  // search_node_ids's parts from every shard of the store, concatenated (FinishSearch merges
+  // them). Default: SearchLocal of every shard.
+  virtual StatusOr<std::vector<int64_t>> SearchOnAllShards(const NodeSearch& q);
   // The ids of `groups` (shard -> ids it owns) whose node matches every pair (any order).
   // Default: FilterLocal on each group.
   virtual StatusOr<std::vector<int64_t>> FilterGroups(

@@ -72,49 +72,6 @@ std::string RamFileName() {
 }
 }  // namespace
 
-bool ParseSearchMatch(std::string_view name, SearchMatch* match) {
-  if (name == "contains") {
-    *match = SearchMatch::kContains;
-  } else if (name == "prefix") {
-    *match = SearchMatch::kPrefix;
-  } else if (name == "suffix") {
-    *match = SearchMatch::kSuffix;
-  } else if (name == "exact") {
-    *match = SearchMatch::kExact;
-  } else {
-    return false;
-  }
-  return true;
-}
-
-const char* SearchMatchName(SearchMatch match) {
-  switch (match) {
-    case SearchMatch::kContains:
-      return "contains";
-    case SearchMatch::kPrefix:
-      return "prefix";
-    case SearchMatch::kSuffix:
-      return "suffix";
-    case SearchMatch::kExact:
-      return "exact";
-  }
-  return "contains";
-}
-
-bool ValueMatches(std::string_view value, std::string_view pattern, SearchMatch match) {
-  switch (match) {
-    case SearchMatch::kContains:
-      return value.find(pattern) != std::string_view::npos;
-    case SearchMatch::kPrefix:
-      return value.starts_with(pattern);
-    case SearchMatch::kSuffix:
-      return value.ends_with(pattern);
-    case SearchMatch::kExact:
-      return value == pattern;
-  }
-  return false;
-}
-
 Status SuffixIndexOptions::Validate() const {
   if (sample_rate < 1 || sample_rate > 4096) {
     return Status::InvalidArgument("search index sample rate must be in 1..4096, got " +

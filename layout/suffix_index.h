@@ -29,18 +29,10 @@
 #include <string_view>
 #include <vector>
 
+#include "model/search.h"
 #include "util/status.h"
 
 namespace zipg::layout {
-
-enum class SearchMatch { kContains, kPrefix, kSuffix, kExact };
-
-// "contains", "prefix", "suffix", "exact"; false for anything else.
-bool ParseSearchMatch(std::string_view name, SearchMatch* match);
-const char* SearchMatchName(SearchMatch match);
-
-// Whether `value` matches `pattern` the way `match` says (the reference every search answers to).
-bool ValueMatches(std::string_view value, std::string_view pattern, SearchMatch match);
 
 struct SuffixIndexOptions {
   // One byte in sample_rate of every value carries its value's number: a located hit walks at

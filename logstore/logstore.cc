@@ -1035,6 +1035,27 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
   return ids;
 }
 
+StatusOr<std::vector<int64_t>> LogStore::SearchNodeIds(const NodeSearch& q) {
+  ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
+  std::vector<int64_t> ids;
+  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> shards;
+  {
+    std::shared_lock data(data_mu_);
+    memtable_->SearchNodeIds(q, nullptr, &ids);
+    if (frozen_) frozen_->table->SearchNodeIds(q, &frozen_->overlay, &ids);
+    shards = ShardsIn(nullptr, std::nullopt);
+  }
+  for (const auto& [log_shard, deletes] : shards) {
+    ZIPG_ASSIGN_OR_RETURN(auto found, log_shard->SearchNodeIds(q));
+    for (int64_t id : found) {
+      auto entry = deletes->Lookup(id);
+      if (!(entry && entry->props_dead)) ids.push_back(id);
+    }
+  }
+  CutSearchPart(&ids, q.limit);
+  return ids;
+}
+
 StatusOr<LogStore::FeedChunk> LogStore::UpdatesSince(uint32_t shard, uint64_t after,
                                                      const std::string& member) {
   if (shard >= feeds_.size()) {

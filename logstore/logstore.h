@@ -141,6 +141,8 @@ class LogStore final : public GraphWriteApi {
                                             bool fill_cache = true);
   // get_node_ids over the LogStore's fragments; sorted.
   StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
+  // search_node_ids over the fragments: the first q.limit + 1 ids, sorted (CutSearchPart).
+  StatusOr<std::vector<int64_t>> SearchNodeIds(const NodeSearch& q);
 
   // A piece of base shard `shard`'s update feed after id `after`, for replica `member` catching
   // up (docs/replication.md): `included` (checked first) says whether pushes go to it now.

@@ -503,6 +503,7 @@ class FragmentReader final : public GraphApi {
     return Unused();
   }
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties&) override { return Unused(); }
+  StatusOr<SearchResult> SearchNodeIds(const NodeSearch&) override { return Unused(); }
   StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t, std::optional<int64_t>,
                                                 const Properties&) override {
     return Unused();

@@ -178,6 +178,23 @@ void Memtable::NodeIds(const Properties& filter,
   }
 }
 
+void Memtable::SearchNodeIds(const NodeSearch& q,
+                             const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+                             std::vector<int64_t>* out) const {
+  for (const auto& [id, entry] : nodes_) {
+    if (!entry.props) continue;
+    const bool hit = std::any_of(entry.props->begin(), entry.props->end(), [&](const auto& p) {
+      return (!q.property || p.first == *q.property) && ValueMatches(p.second, q.pattern, q.match);
+    });
+    if (!hit) continue;
+    if (dead) {
+      auto d = dead->find(id);
+      if (d != dead->end() && d->second.props_dead) continue;
+    }
+    out->push_back(id);
+  }
+}
+
 Status Memtable::Feed(graph::InputSink* sink) const {
   std::set<std::string> node_names, edge_names;
   for (const auto& [id, entry] : nodes_) {

@@ -17,6 +17,7 @@
 #include "graph/edge_list.h"
 #include "graph/input.h"
 #include "logstore/record.h"
+#include "model/search.h"
 
 namespace zipg::logstore {
 
@@ -41,6 +42,11 @@ class Memtable {
   void NodeIds(const Properties& filter,
                const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
                std::vector<int64_t>* out) const;
+
+  // Appends the ids of nodes with a live property value matching the search (q.limit aside).
+  void SearchNodeIds(const NodeSearch& q,
+                     const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+                     std::vector<int64_t>* out) const;
 
   // Hands the table's live rows to the compress pipeline (graph/compress.h): the headers (the
   // sorted property names in use), the nodes with properties, the edges.

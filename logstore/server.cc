@@ -52,6 +52,16 @@ void LogStoreHandler::local_node_ids(std::vector<int64_t>&, const std::vector<in
   rpc::ThrowIfError(Status::InvalidArgument("local_node_ids is a shard server call"));
 }
 
+void LogStoreHandler::local_search_node_ids(std::vector<int64_t>&, const std::vector<int32_t>&,
+                                            const rpc::SearchRequest&) {
+  rpc::ThrowIfError(Status::InvalidArgument("local_search_node_ids is a shard server call"));
+}
+
+void LogStoreHandler::log_search_node_ids(std::vector<int64_t>& _return,
+                                          const rpc::SearchRequest& search) {
+  _return = rpc::ValueOrThrow(store_->SearchNodeIds(rpc::ValueOrThrow(rpc::FromThrift(search))));
+}
+
 void LogStoreHandler::traverse_expand(rpc::Visits&, const std::vector<rpc::Transition>&,
                                       const rpc::Visits&, int64_t, int64_t) {
   rpc::ThrowIfError(Status::InvalidArgument("traverse_expand is a shard server call"));

@@ -35,6 +35,10 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                       const std::map<std::string, std::string>& properties) override;
+  void local_search_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
+                             const rpc::SearchRequest& search) override;
+  void log_search_node_ids(std::vector<int64_t>& _return,
+                           const rpc::SearchRequest& search) override;
   void traverse_expand(rpc::Visits& _return, const std::vector<rpc::Transition>& automaton,
                        const rpc::Visits& visits, int64_t deadline_ms, int64_t max_visits) override;
   void traverse_sources(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,

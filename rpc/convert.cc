@@ -66,6 +66,28 @@ Properties FromThrift(const std::map<std::string, std::string>& properties) {
   return Properties(properties.begin(), properties.end());  // std::map iterates sorted
 }
 
+SearchRequest ToThrift(const NodeSearch& search) {
+  SearchRequest r;
+  r.pattern = search.pattern;
+  r.any_property = !search.property.has_value();
+  r.property = search.property.value_or("");
+  r.match = SearchMatchName(search.match);
+  r.limit = search.limit;
+  return r;
+}
+
+StatusOr<NodeSearch> FromThrift(const SearchRequest& search) {
+  NodeSearch q;
+  if (!ParseSearchMatch(search.match, &q.match)) {
+    return Status::InvalidArgument("search_node_ids: match must be contains, prefix, suffix or "
+                                   "exact, got '" + search.match + "'");
+  }
+  q.pattern = search.pattern;
+  if (!search.any_property) q.property = search.property;
+  q.limit = search.limit;
+  return q;
+}
+
 rpc::Edge ToThrift(const zipg::Edge& edge) {
   rpc::Edge e;
   e.src = edge.src;

@@ -10,6 +10,7 @@
 
 #include "graph/api.h"
 #include "graph/traversal.h"
+#include "model/search.h"
 #include "model/types.h"
 #include "util/status.h"
 #include "zipg_rpc/zipg_types.h"
@@ -39,6 +40,11 @@ BatchedWrite ToThrift(const zipg::Write& write);
 StatusOr<zipg::Write> FromThrift(const BatchedWrite& write);
 WriteOutcome ToOutcome(const StatusOr<bool>& outcome);
 StatusOr<bool> FromOutcome(const WriteOutcome& outcome);
+
+// search_node_ids's arguments; a received one with an unknown match is INVALID_ARGUMENT (the
+// other checks are ValidateSearch's, where the search runs).
+SearchRequest ToThrift(const NodeSearch& search);
+StatusOr<NodeSearch> FromThrift(const SearchRequest& search);
 
 // Traversal steps (docs/traversal.md). A received automaton or visit list is checked: states in
 // range, parallel lists of one length, tags and nodes >= 0 (INVALID_ARGUMENT otherwise).

@@ -24,6 +24,12 @@ void GraphHandler::get_node_ids(std::vector<int64_t>& _return,
   ThrowIfError(CheckIdAnswer("get_node_ids", _return.size(), "add properties to the filter"));
 }
 
+void GraphHandler::search_node_ids(SearchAnswer& _return, const SearchRequest& search) {
+  auto result = ValueOrThrow(graph_->SearchNodeIds(ValueOrThrow(FromThrift(search))));
+  _return.ids = std::move(result.ids);
+  _return.truncated = result.truncated;
+}
+
 void GraphHandler::get_neighbor_ids(std::vector<int64_t>& _return, int64_t id, bool any_type,
                                     int64_t type,
                                     const std::map<std::string, std::string>& properties) {

@@ -26,6 +26,7 @@ class GraphHandler : virtual public GraphServiceIf {
                          const std::vector<std::string>& properties) override;
   void get_node_ids(std::vector<int64_t>& _return,
                     const std::map<std::string, std::string>& properties) override;
+  void search_node_ids(SearchAnswer& _return, const SearchRequest& search) override;
   void get_neighbor_ids(std::vector<int64_t>& _return, int64_t id, bool any_type, int64_t type,
                         const std::map<std::string, std::string>& properties) override;
   void get_edge_record(EdgeRecord& _return, int64_t id, int64_t type) override;

@@ -42,6 +42,32 @@ StatusOr<std::vector<int64_t>> RemoteGraph::GetNodeIds(const Properties& propert
   return ids;
 }
 
+StatusOr<SearchResult> RemoteGraph::SearchNodeIds(const NodeSearch& q) {
+  ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
+  SearchAnswer answer;
+  const auto request = ToThrift(q);
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.search_node_ids(answer, request); }));
+  return SearchResult{std::move(answer.ids), answer.truncated};
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::LocalSearchNodeIds(const std::vector<int32_t>& shards,
+                                                               const NodeSearch& q) {
+  std::vector<int64_t> ids;
+  const auto request = ToThrift(q);
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](LogStoreServiceClient& c) { c.local_search_node_ids(ids, shards, request); }));
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> RemoteGraph::LogSearchNodeIds(const NodeSearch& q) {
+  std::vector<int64_t> ids;
+  const auto request = ToThrift(q);
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.log_search_node_ids(ids, request); }));
+  return ids;
+}
+
 StatusOr<std::vector<int64_t>> RemoteGraph::GetNeighborIds(int64_t id, std::optional<int64_t> type,
                                                            const Properties& properties) {
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));

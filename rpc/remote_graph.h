@@ -34,6 +34,7 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<std::optional<Properties>> GetNodeProperty(
       int64_t id, const std::vector<std::string>* names) override;
   StatusOr<std::vector<int64_t>> GetNodeIds(const Properties& properties) override;
+  StatusOr<SearchResult> SearchNodeIds(const NodeSearch& q) override;
   StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
                                                 const Properties& properties) override;
   StatusOr<EdgeRecordInfo> GetEdgeRecord(int64_t id, int64_t type) override;
@@ -82,6 +83,8 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<std::vector<std::vector<zipg::Edge>>> FragmentEdgesBatch(
       const std::vector<FragmentAsk>& asks);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
+  // search_node_ids over the LogStore's fragments: the first q.limit + 1 ids, sorted.
+  StatusOr<std::vector<int64_t>> LogSearchNodeIds(const NodeSearch& q);
   // The LogStore's update feed of a base shard after id `after`, for replica `member`.
   StatusOr<UpdateFeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member);
   // One write_batch call: one outcome per write, in order (docs/writes.md, "Write batches"); a
@@ -96,6 +99,9 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
                                              const Properties& properties);
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
                                               const Properties& properties);
+  // search_node_ids over the listed shards of a shard server: the first q.limit + 1 ids, sorted.
+  StatusOr<std::vector<int64_t>> LocalSearchNodeIds(const std::vector<int32_t>& shards,
+                                                    const NodeSearch& q);
   // One traversal step on a shard server (traverse_expand) and its sources (traverse_sources).
   StatusOr<std::vector<graph::Visit>> TraverseExpand(const graph::PathAutomaton& automaton,
                                                      const std::vector<graph::Visit>& visits,

@@ -70,6 +70,15 @@ class FakeGraph : public GraphApi {
     ZIPG_RETURN_IF_ERROR(Enter());
     return std::vector<int64_t>{1, static_cast<int64_t>(properties.size()), INT64_MAX};
   }
+  // Keeps the search it was sent and answers with its limit and a truncation.
+  StatusOr<SearchResult> SearchNodeIds(const NodeSearch& q) override {
+    ZIPG_RETURN_IF_ERROR(Enter());
+    std::lock_guard lock(search_mu);
+    last_search = q;
+    return SearchResult{{0, q.limit, INT64_MAX}, true};
+  }
+  std::mutex search_mu;
+  NodeSearch last_search;
   StatusOr<std::vector<int64_t>> GetNeighborIds(int64_t id, std::optional<int64_t> type,
                                                 const Properties& properties) override {
     ZIPG_RETURN_IF_ERROR(Enter());
@@ -271,6 +280,46 @@ TEST_F(RpcTest, ValuesRoundTrip) {
   EXPECT_EQ(c.AssocGet(1, 1, {1, 2}, 0, 1)->size(), 2u);
   EXPECT_EQ(*c.AssocTimeRange(1, 1, 0, 1, 0), std::vector<zipg::Edge>());
   EXPECT_EQ(*c.ServerStatus(), "{\"fake\":true}");
+}
+
+// search_node_ids: every argument arrives as sent (bytes no UTF-8 text holds, a NUL, any
+// property or none, every match kind), and the answer comes back with its truncation; arguments
+// the contract refuses never leave the client.
+TEST_F(RpcTest, SearchArgumentsAndAnswersRoundTrip) {
+  StartServer();
+  RemoteGraph c = Client();
+  const std::string pattern("a\0\xFF\xF5\"\n", 6);
+  for (SearchMatch match : {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
+                            SearchMatch::kExact}) {
+    for (std::optional<std::string> property : {std::optional<std::string>(),
+                                                std::optional<std::string>(""),
+                                                std::optional<std::string>("name")}) {
+      const NodeSearch q{pattern, property, match, 77};
+      auto got = c.SearchNodeIds(q);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(*got, (SearchResult{{0, 77, INT64_MAX}, true}));
+      std::lock_guard lock(fake_.search_mu);
+      EXPECT_EQ(fake_.last_search.pattern, pattern);
+      EXPECT_EQ(fake_.last_search.property, property);
+      EXPECT_EQ(fake_.last_search.match, match);
+      EXPECT_EQ(fake_.last_search.limit, 77);
+    }
+  }
+  fake_.last_search = {};
+  for (const NodeSearch& bad : {NodeSearch{"", std::nullopt, SearchMatch::kContains, 5},
+                                NodeSearch{"a", std::nullopt, SearchMatch::kContains, 0}}) {
+    EXPECT_EQ(c.SearchNodeIds(bad).status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(fake_.last_search.limit, kDefaultSearchLimit) << "a refused search reached the server";
+  // A server receiving an unknown match refuses it by name.
+  SearchRequest raw;
+  raw.pattern = "a";
+  raw.any_property = true;
+  raw.match = "regexp";
+  raw.limit = 5;
+  auto decoded = FromThrift(raw);
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(decoded.status().message().find("regexp"), std::string::npos);
 }
 
 TEST_F(RpcTest, EveryErrorCodeSurvivesTheTrip) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cluster/remote_search.h"
 #include "cluster/remote_traversal.h"
 #include "graph/partition.h"
 #include "rpc/convert.h"
@@ -443,6 +444,27 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
   return ids;
 }
 
+StatusOr<std::vector<int64_t>> ServerGraph::LocalSearchNodeIds(const std::vector<int32_t>& shards,
+                                                               const NodeSearch& q) {
+  std::vector<uint32_t> local;
+  for (int32_t s : shards) {
+    if (s < 0) return Status::InvalidArgument("negative shard number");
+    local.push_back(static_cast<uint32_t>(s));
+  }
+  return SearchLocal(local, q);
+}
+
+StatusOr<std::vector<int64_t>> ServerGraph::SearchOnAllShards(const NodeSearch& q) {
+  std::vector<uint32_t> local, remote;
+  for (uint32_t s = 0; s < num_shards(); ++s) (store_.shards[s] ? local : remote).push_back(s);
+  std::vector<rpc::IdsCall> calls;
+  calls.push_back([&] { return SearchLocal(local, q); });
+  // The other shards' servers, and the LogStore for the nodes written since the load.
+  if (!view_) return Status::Unavailable("no cluster view to find the other servers");
+  ZIPG_RETURN_IF_ERROR(cluster::AddSearchCalls(*view_, pools_, remote, true, q, &calls));
+  return rpc::GatherIds(fanout_, calls);
+}
+
 StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
     const std::map<uint32_t, std::vector<int64_t>>& groups, const Properties& properties) {
   std::vector<int64_t> local;
@@ -549,6 +571,13 @@ void ShardHandler::filter_nodes(std::vector<int64_t>& _return, const std::vector
 void ShardHandler::local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                                   const std::map<std::string, std::string>& properties) {
   _return = rpc::ValueOrThrow(graph_->LocalNodeIds(shards, rpc::FromThrift(properties)));
+}
+
+void ShardHandler::local_search_node_ids(std::vector<int64_t>& _return,
+                                         const std::vector<int32_t>& shards,
+                                         const rpc::SearchRequest& search) {
+  _return = rpc::ValueOrThrow(
+      graph_->LocalSearchNodeIds(shards, rpc::ValueOrThrow(rpc::FromThrift(search))));
 }
 
 void ShardHandler::rebuilt_version(std::string& _return, int32_t shard) {

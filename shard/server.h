@@ -108,10 +108,14 @@ class ServerGraph final : public ShardRouter {
   // get_node_ids on the listed shards, all hosted here; sorted.
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
                                               const Properties& properties);
+  // search_node_ids on the listed shards, all hosted here: the first q.limit + 1 ids, sorted.
+  StatusOr<std::vector<int64_t>> LocalSearchNodeIds(const std::vector<int32_t>& shards,
+                                                    const NodeSearch& q);
 
  protected:
   StatusOr<ShardRef> LocalShard(uint32_t index) override;
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
+  StatusOr<std::vector<int64_t>> SearchOnAllShards(const NodeSearch& q) override;
   StatusOr<std::vector<int64_t>> FilterGroups(
       const std::map<uint32_t, std::vector<int64_t>>& groups,
       const Properties& properties) override;
@@ -194,6 +198,8 @@ class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler 
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
                       const std::map<std::string, std::string>& properties) override;
+  void local_search_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
+                             const rpc::SearchRequest& search) override;
   void traverse_expand(rpc::Visits& _return, const std::vector<rpc::Transition>& automaton,
                        const rpc::Visits& visits, int64_t deadline_ms, int64_t max_visits) override;
   void traverse_sources(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,

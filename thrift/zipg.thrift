@@ -115,6 +115,22 @@ struct Visits {
   3: list<i32> states,
 }
 
+// search_node_ids's arguments (docs/search.md): `match` is "contains", "prefix", "suffix" or
+// "exact"; any_property=true ignores `property`.
+struct SearchRequest {
+  1: string pattern,
+  2: bool any_property,
+  3: string property,
+  4: string match,
+  5: i64 limit,
+}
+
+// The first `limit` ids, ascending; truncated: more exist.
+struct SearchAnswer {
+  1: list<i64> ids,
+  2: bool truncated,
+}
+
 struct WriteOutcome {
   1: optional GraphError error,  // unset: the write succeeded
   2: bool found,                 // obj_delete / assoc_delete: deleted; assoc_add: replaced
@@ -125,6 +141,8 @@ service GraphService {
   MaybeProperties get_node_property(1: i64 id, 2: bool all_properties, 3: list<string> properties)
       throws (1: GraphError error),
   list<i64> get_node_ids(1: PropertyMap properties) throws (1: GraphError error),
+  // Search inside values (docs/search.md).
+  SearchAnswer search_node_ids(1: SearchRequest search) throws (1: GraphError error),
   // any_type=true ignores `type`.
   list<i64> get_neighbor_ids(1: i64 id, 2: bool any_type, 3: i64 type, 4: PropertyMap properties)
       throws (1: GraphError error),
@@ -174,6 +192,10 @@ service ShardService extends GraphService {
   list<i64> filter_nodes(1: list<i64> ids, 2: PropertyMap properties) throws (1: GraphError error),
   // get_node_ids over the listed shards, all hosted by this server; sorted.
   list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties)
+      throws (1: GraphError error),
+  // search_node_ids over the listed shards, all hosted by this server: the first limit + 1 ids,
+  // sorted (the extra one says that more exist).
+  list<i64> local_search_node_ids(1: list<i32> shards, 2: SearchRequest search)
       throws (1: GraphError error),
   // One traversal step (docs/traversal.md): the successors of `visits` (every node owned by a
   // shard hosted here) under `automaton`, distinct, in any order. Fails with DEADLINE_EXCEEDED
@@ -232,6 +254,8 @@ service LogStoreService extends ShardService {
   list<list<Edge>> fragment_edges_batch(1: list<FragmentAsk> asks) throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
+  // search_node_ids over the LogStore's fragments: the first limit + 1 ids, sorted.
+  list<i64> log_search_node_ids(1: SearchRequest search) throws (1: GraphError error),
   // The update feed of base shard `shard` after id `after`, for replica `member` catching up.
   UpdateFeedChunk updates_since(1: i32 shard, 2: i64 after, 3: string member)
       throws (1: GraphError error),
