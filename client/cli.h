@@ -91,6 +91,8 @@ StatusOr<nlohmann::json> CompactAndWait(rpc::RemoteGraph& client, const ClientOp
 int RunHotBench(const std::vector<std::string>& endpoints, const Args& args);
 int RunLoadBench(const std::vector<std::string>& endpoints, const Args& args);
 int RunTraversalBench(const Args& args);
+// `zipg bench --mix search` (client/cli_bench_search.cc).
+int RunSearchBench(const Args& args);
 
 int RunFile(int argc, char** argv);      // zipg file ...
 int RunGen(int argc, char** argv);       // zipg gen ...

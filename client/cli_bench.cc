@@ -72,7 +72,13 @@ const char kUsage[] =
     "      bfs from random starts at each depth, or each path expression of FILE (one per line)\n"
     "      from random sources: latency, answer size, calls and bytes between processes and\n"
     "      CPU per query, shipped (the operation) vs pulled (get_neighbor_ids per node and\n"
-    "      type); --embedded runs in-process on the store (docs/traversal.md)\n";
+    "      type); --embedded runs in-process on the store (docs/traversal.md)\n"
+    "  zipg bench (--connect ... | --store DIR [--embedded [--scan-store DIR2]]) --mix search\n"
+    "             [--patterns 20] [--repeat 5] [--connections 4] [--duration 10]\n"
+    "      search_node_ids with patterns cut from stored values, by hits (1, 10, 100, 10k) and\n"
+    "      match: p50 / p99 and CPU per search; through a cluster also searches/s over the\n"
+    "      patterns of at most 100 hits; --scan-store: the same on a store built with\n"
+    "      --search-index none, and the ratio (docs/search.md)\n";
 
 struct Op {
   const char* name;
@@ -368,6 +374,7 @@ int RunBench(int argc, char** argv) {
   if (auto mix = args->Get("mix"); mix && (*mix == "traversal" || *mix == "rpq")) {
     return RunTraversalBench(*args);
   }
+  if (args->Get("mix") == "search") return RunSearchBench(*args);
   Settings s;
   if (auto connect = args->Get("connect")) {
     std::string list = *connect;

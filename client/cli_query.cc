@@ -20,6 +20,7 @@ const char kUsage[] =
     "      one operation; VALUE is JSON when it parses as JSON, else a string, e.g.\n"
     "      zipg query --store s obj_get --id 7\n"
     "      zipg query --store s get_node_ids --properties '{\"city\": \"Paris\"}'\n"
+    "      zipg query --store s search_node_ids --pattern Ali --match prefix [--property name]\n"
     "  zipg query --connect HOST:PORT OP [--ARG VALUE ...]\n"
     "      the same against a cluster, through one of its aggregators\n"
     "  zipg query (--store DIR | --connect HOST:PORT) --batch FILE|- [--write-batch N]\n"
@@ -81,7 +82,8 @@ int RunQuery(int argc, char** argv) {
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   const auto store = args->Get("store");
   const auto connect = args->Get("connect");
-  if (!store == !connect) return UsageError("query needs --store DIR or --connect HOST:PORT", kUsage);
+  if (!store == !connect)
+    return UsageError("query needs --store DIR or --connect HOST:PORT", kUsage);
   std::unique_ptr<GraphApi> graph;
   GraphWriteApi* writer = nullptr;
   if (store) {
@@ -126,7 +128,8 @@ int RunQuery(int argc, char** argv) {
         std::find(kTraversalFlags.begin(), kTraversalFlags.end(), name) != kTraversalFlags.end()) {
       continue;
     }
-    if (name == "expr") {  // always text: "--expr 1" is the expression 1, not a number
+    // Always text: "--expr 1" is the expression 1, "--pattern 42" the two bytes "42".
+    if (name == "expr" || name == "pattern" || name == "property" || name == "match") {
       request[name] = value;
       continue;
     }

@@ -79,6 +79,12 @@ class Request {
     if (!v.is_string()) return Bad(name, "a string");
     return v.get<std::string>();
   }
+  StatusOr<std::optional<std::string>> OptionalString(const char* name) {
+    used_.insert(name);
+    if (!Has(name)) return std::optional<std::string>();
+    ZIPG_ASSIGN_OR_RETURN(std::string v, String(name));
+    return std::optional<std::string>(std::move(v));
+  }
   // An object of string values, as sorted Properties; absent -> empty unless required.
   StatusOr<Properties> Props(const char* name, bool required) {
     used_.insert(name);
@@ -168,6 +174,23 @@ const std::map<std::string, Handler>& Handlers() {
          ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
          ARG(ids, g.GetNodeIds(props));
          return json(ids);
+       }},
+      {"search_node_ids",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ARG(pattern, r.String("pattern"));
+         ARG(property, r.OptionalString("property"));
+         ARG(match, r.OptionalString("match"));
+         ARG(limit, r.OptionalInt("limit"));
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         NodeSearch q{std::move(pattern), std::move(property), SearchMatch::kContains,
+                      limit.value_or(kDefaultSearchLimit)};
+         if (match && !ParseSearchMatch(*match, &q.match)) {
+           return Status::InvalidArgument(
+               "search_node_ids: match must be contains, prefix, suffix or exact, not '" + *match +
+               "'");
+         }
+         ARG(result, g.SearchNodeIds(q));
+         return json{{"ids", result.ids}, {"truncated", result.truncated}};
        }},
       {"get_neighbor_ids",
        [](GraphApi& g, Request& r) -> StatusOr<json> {
@@ -398,7 +421,9 @@ namespace {
 class WriteRecorder final : public GraphWriteApi {
  public:
   std::optional<Write> write;
-  Status ObjAdd(int64_t id, const Properties& p) override { return Note({Write::Op::kObjAdd, id, 0, 0, 0, p}); }
+  Status ObjAdd(int64_t id, const Properties& p) override {
+    return Note({Write::Op::kObjAdd, id, 0, 0, 0, p});
+  }
   Status ObjUpdate(int64_t id, const Properties& p) override {
     return Note({Write::Op::kObjUpdate, id, 0, 0, 0, p});
   }
@@ -407,7 +432,8 @@ class WriteRecorder final : public GraphWriteApi {
     return false;
   }
   StatusOr<bool> AssocAdd(const Edge& e) override {
-    ZIPG_RETURN_IF_ERROR(Note({Write::Op::kAssocAdd, e.src, e.type, e.dst, e.timestamp, e.properties}));
+    ZIPG_RETURN_IF_ERROR(
+        Note({Write::Op::kAssocAdd, e.src, e.type, e.dst, e.timestamp, e.properties}));
     return false;
   }
   Status AssocUpdate(const Edge& e) override {

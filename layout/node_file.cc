@@ -26,10 +26,8 @@ constexpr char kIndexMagic[] = "ZIPGNIDX";
 // in a BlockFile and the value index after the offsets; 3, the same, and a search side file.
 constexpr uint32_t kIndexVersion = kNodeFileFormat;
 // The search side file (format 3):
-//   varint covered, { varint property } x covered        properties with a search index, ascending
-//   varint indexes, { varint property, varint bytes, SuffixIndex } x indexes
-//                                                          those of them that hold values,
-//                                                          ascending
+//   varint covered, { varint property } x covered   properties with a search index, ascending
+//   varint bytes, SuffixIndex                        over their values (0 bytes: no value to index)
 constexpr char kSearchMagic[] = "ZIPGNSFX";
 constexpr uint32_t kSearchVersion = 1;
 // Bytes of records read at a time by a scan.
@@ -231,7 +229,7 @@ Status NodeFile::BuildFromRecords(const std::string& base,
       }
     }
     ValueIndex::Builder values;
-    std::vector<SuffixIndex::Builder> search(property_names.size());
+    SuffixIndex::Builder search;
     uint64_t keys = 0;
     for (size_t i = 0; i + 1 < offsets.size(); ++i) {
       if (offsets[i] > offsets[i + 1]) {
@@ -247,7 +245,7 @@ Status NodeFile::BuildFromRecords(const std::string& base,
       ZIPG_RETURN_IF_ERROR(ForEachValue(text.substr(offsets[i], offsets[i + 1] - offsets[i]),
                                         [&](uint32_t p, std::string_view value) {
                                           if (p < covered.size() && covered[p]) {
-                                            search[p].Add(value, static_cast<uint32_t>(i));
+                                            search.Add(p, value, static_cast<uint32_t>(i));
                                           } else {
                                             values.Add(p, value, static_cast<uint32_t>(i));
                                           }
@@ -259,17 +257,14 @@ Status NodeFile::BuildFromRecords(const std::string& base,
       for (size_t p = 0; p < covered.size(); ++p) {
         if (covered[p]) PutVarint(&payload, p);
       }
-      PutVarint(&payload, std::count_if(search.begin(), search.end(),
-                                        [](const auto& b) { return b.size() > 0; }));
-      for (size_t p = 0; p < search.size(); ++p) {
-        if (search[p].size() == 0) continue;
-        ZIPG_ASSIGN_OR_RETURN(
-            std::string encoded,
-            search[p].Finish(static_cast<uint32_t>(ids.size()), options.search_options));
-        PutVarint(&payload, p);
-        PutVarint(&payload, encoded.size());
-        payload.append(encoded);
+      std::string encoded;
+      if (search.size() > 0) {
+        ZIPG_ASSIGN_OR_RETURN(encoded, search.Finish(static_cast<uint32_t>(ids.size()),
+                                                     static_cast<uint32_t>(property_names.size()),
+                                                     options.search_options));
       }
+      PutVarint(&payload, encoded.size());
+      payload.append(encoded);
       ZIPG_RETURN_IF_ERROR(WriteSideFile(base + ".sfx", kSearchMagic, kSearchVersion, payload));
     }
     const std::string encoded = values.Finish(static_cast<uint32_t>(ids.size()));
@@ -339,7 +334,7 @@ Status NodeFile::OpenSearch(const std::string& path, uint32_t num_records) {
   const Status bad = Status::Corruption(path + ": malformed search index file");
   const std::string_view s(payload);
   size_t pos = 0;
-  uint64_t covered, indexes, p, len;
+  uint64_t covered, p, len;
   int64_t previous = -1;
   if (!GetVarint(s, &pos, &covered) || covered > names_.size()) return bad;
   for (uint64_t i = 0; i < covered; ++i) {
@@ -349,20 +344,10 @@ Status NodeFile::OpenSearch(const std::string& path, uint32_t num_records) {
     covered_[p] = true;
     previous = static_cast<int64_t>(p);
   }
-  search_.resize(names_.size());
-  previous = -1;
-  if (!GetVarint(s, &pos, &indexes) || indexes > covered) return bad;
-  for (uint64_t i = 0; i < indexes; ++i) {
-    if (!GetVarint(s, &pos, &p) || p >= names_.size() || !covered_[p] ||
-        static_cast<int64_t>(p) <= previous || !GetVarint(s, &pos, &len) || len > s.size() - pos) {
-      return bad;
-    }
-    ZIPG_ASSIGN_OR_RETURN(search_[p], SuffixIndex::Decode(s.substr(pos, len), num_records,
-                                                          path + " (" + names_[p] + ")"));
-    pos += len;
-    previous = static_cast<int64_t>(p);
+  if (!GetVarint(s, &pos, &len) || len != s.size() - pos) return bad;
+  if (len > 0) {
+    ZIPG_ASSIGN_OR_RETURN(search_, SuffixIndex::Decode(s.substr(pos), num_records, path));
   }
-  if (pos != s.size()) return bad;
   search_bytes_ = payload.size() + 28;
   return Status::OK();
 }
@@ -386,17 +371,9 @@ SearchIndexSpec NodeFile::search_spec() const {
   return spec;
 }
 
-const SuffixIndex* NodeFile::SearchIndexOf(uint32_t p) const {
-  return p < search_.size() ? search_[p].get() : nullptr;
-}
-
 uint64_t NodeFile::search_index_bytes() const { return search_bytes_; }
 
-uint64_t NodeFile::search_text_bytes() const {
-  uint64_t bytes = 0;
-  for (const auto& index : search_) bytes += index ? index->text_bytes() : 0;
-  return bytes;
-}
+uint64_t NodeFile::search_text_bytes() const { return search_ ? search_->text_bytes() : 0; }
 
 int NodeFile::PropertyNumber(const std::string& name) const {
   auto it = std::lower_bound(names_.begin(), names_.end(), name);
@@ -573,8 +550,9 @@ StatusOr<std::vector<int64_t>> NodeFile::IndexIds(const Properties& match) const
     if (covered_[p]) {  // the search index answers exactly
       ValueIndex::Candidates exact;
       exact.exact = true;
-      if (const SuffixIndex* index = SearchIndexOf(p)) {
-        ZIPG_RETURN_IF_ERROR(index->Find(value, SearchMatch::kExact, UINT64_MAX, &exact.records));
+      if (search_) {
+        ZIPG_RETURN_IF_ERROR(search_->Find(value, SearchMatch::kExact, static_cast<uint32_t>(p),
+                                           UINT64_MAX, &exact.records));
       }
       terms.push_back(std::move(exact));
     } else {
@@ -667,24 +645,22 @@ StatusOr<std::vector<int64_t>> NodeFile::SearchValues(std::string_view pattern, 
                                                       const std::string* property,
                                                       uint64_t max_hits) const {
   std::vector<bool> scan(names_.size(), false);  // properties without an index, to read
-  std::vector<uint32_t> indexed;
+  bool indexed = false;                          // some property to search has an index
+  std::optional<uint32_t> number;                // `property`'s
   for (size_t p = 0; p < names_.size(); ++p) {
     if (property != nullptr && names_[p] != *property) continue;
+    if (property != nullptr) number = static_cast<uint32_t>(p);
     if (covered_[p]) {
-      indexed.push_back(static_cast<uint32_t>(p));
+      indexed = true;
     } else {
       scan[p] = true;
     }
   }
-  std::vector<uint32_t> records, found;
-  for (uint32_t p : indexed) {
-    const SuffixIndex* index = SearchIndexOf(p);
-    if (index == nullptr) continue;  // indexed, but holds no value here
-    ZIPG_RETURN_IF_ERROR(index->Find(pattern, match, max_hits, &found));
-    records.insert(records.end(), found.begin(), found.end());
+  if (property != nullptr && !number) return std::vector<int64_t>();  // no such property here
+  std::vector<uint32_t> records;
+  if (indexed && search_) {
+    ZIPG_RETURN_IF_ERROR(search_->Find(pattern, match, number, max_hits, &records));
   }
-  std::sort(records.begin(), records.end());
-  records.erase(std::unique(records.begin(), records.end()), records.end());
   std::vector<int64_t> ids;
   ids.reserve(records.size());
   for (uint32_t r : records) {

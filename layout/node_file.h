@@ -161,8 +161,6 @@ class NodeFile {
   StatusOr<std::vector<int64_t>> IndexIds(const Properties& match) const;
   // Reads the search side file (format 3).
   Status OpenSearch(const std::string& path, uint32_t num_records);
-  // The search index of property p, or null.
-  const SuffixIndex* SearchIndexOf(uint32_t p) const;
   // SearchValues by reading every record, for the properties marked in `wanted`.
   StatusOr<std::vector<int64_t>> ScanValues(std::string_view pattern, SearchMatch match,
                                             const std::vector<bool>& wanted) const;
@@ -170,8 +168,8 @@ class NodeFile {
   std::unique_ptr<RandomAccessText> text_;
   const CompressedFile* suffix_ = nullptr;  // text_, format 1
   std::unique_ptr<ValueIndex> values_;      // formats 2, 3
-  // Format 3: a search index per indexed property, by property number (null: none).
-  std::vector<std::unique_ptr<SuffixIndex>> search_;
+  // Format 3: the search index over the covered properties' values (null: no value to index).
+  std::unique_ptr<SuffixIndex> search_;
   std::vector<bool> covered_;  // by property number: has a search index (format 3)
   uint64_t search_bytes_ = 0;
   uint32_t format_ = kNodeFileFormat;

@@ -1,14 +1,15 @@
 // SuffixIndex: building, decoding and searching. The encoding (inside the NodeFile's search side
 // file, which is checksummed as a whole; docs/search.md):
 //
-//   varint sample_rate, varint values (D), varint text_bytes (n), varint max_value_len,
-//   varint postings (M)
+//   varint sample_rate, varint digits, varint keys (K), varint text_bytes (n),
+//   varint max_value_len, varint postings (M)
 //   { varint count } x 256            symbol counts of the BWT (symbol 0 = the sentinel, once)
 //   sdsl: wt_huff<rrr_vector<63>>     the BWT of text + sentinel, n + 1 rows
 //   sdsl: sd_vector<>                 rows sampled inside values (n + 1 bits)
-//   sdsl: int_vector<>                the value number of each sampled row, in row order
-//   sdsl: sd_vector<>                 posting starts: M + 1 bits, D + 1 ones (the last at M)
-//   sdsl: int_vector<>                the postings: record numbers, ascending within a value
+//   sdsl: int_vector<>                the key number of each sampled row, in row order
+//   sdsl: wt_int<rrr_vector<63>>      the property of each key, in key order (K entries)
+//   sdsl: sd_vector<>                 posting starts: M + 1 bits, K + 1 ones (the last at M)
+//   sdsl: int_vector<>                the postings: record numbers, ascending within a key
 // where "sdsl:" is varint(length) and the structure's serialization.
 
 #include "layout/suffix_index.h"
@@ -24,6 +25,7 @@
 #include <sdsl/rrr_vector.hpp>
 #include <sdsl/sd_vector.hpp>
 #include <sdsl/wt_huff.hpp>
+#include <sdsl/wt_int.hpp>
 
 #include "layout/sdsl_io.h"
 #include "util/call_deadline.h"
@@ -33,12 +35,30 @@ namespace zipg::layout {
 namespace {
 constexpr uint8_t kSentinel = 0, kEnd = 1, kStart = 2, kShift = 3;
 constexpr uint8_t kMaxValueByte = 0xF4;  // UTF-8 never uses 0xF5..0xFF
+constexpr uint8_t kDigit0 = 0xF8;        // property digits: 0xF8..0xFF, base 8
+constexpr uint32_t kMaxDigits = 11;      // enough for any uint32 property number
 // Rows located between two looks at the call deadline.
 constexpr uint64_t kDeadlineEvery = 1024;
 
 using WaveletTree = sdsl::wt_huff<sdsl::rrr_vector<63>>;
+using PropertyTree = sdsl::wt_int<sdsl::rrr_vector<63>>;
 
 uint8_t Mapped(uint8_t b) { return static_cast<uint8_t>(b + kShift); }
+
+// Base-8 digits that number `properties` values.
+uint32_t DigitsFor(uint32_t properties) {
+  uint32_t digits = 1;
+  while (digits < kMaxDigits && (uint64_t{1} << (3 * digits)) < properties) ++digits;
+  return digits;
+}
+
+// Appends d(p): `digits` big-endian base-8 digits.
+template <typename Out>
+void PutDigits(uint32_t p, uint32_t digits, Out* out) {
+  for (uint32_t i = digits; i-- > 0;) {
+    out->push_back(static_cast<typename Out::value_type>(kDigit0 + ((p >> (3 * i)) & 7)));
+  }
+}
 
 uint32_t BitsFor(uint64_t max_value) {
   uint32_t bits = 1;
@@ -81,13 +101,14 @@ Status SuffixIndexOptions::Validate() const {
 }
 
 struct SuffixIndex::Rep {
-  uint32_t sample_rate = 0;
-  uint64_t values = 0, text_bytes = 0, max_value_len = 0, postings_count = 0;
+  uint32_t sample_rate = 0, digits = 1;
+  uint64_t values = 0, text_bytes = 0, max_value_len = 0, postings_count = 0;  // values: keys
   std::array<uint64_t, 257> starts{};  // row of the first suffix starting with each symbol
   WaveletTree bwt;
   sdsl::sd_vector<> sampled;
   sdsl::sd_vector<>::rank_1_type sampled_rank;
   sdsl::int_vector<> sample_values;
+  PropertyTree properties;
   sdsl::sd_vector<> posting_starts;
   sdsl::sd_vector<>::select_1_type posting_select;
   sdsl::int_vector<> postings;
@@ -100,12 +121,13 @@ struct SuffixIndex::Rep {
   }
 };
 
-StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records,
+StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records, uint32_t num_properties,
                                                    const SuffixIndexOptions& options) {
   ZIPG_RETURN_IF_ERROR(options.Validate());
   for (const Entry& e : entries_) {
-    if (e.record >= num_records) {
+    if (e.record >= num_records || e.property >= num_properties) {
       return Status::InvalidArgument("search index: record " + std::to_string(e.record) +
+                                     " or property " + std::to_string(e.property) +
                                      " out of range");
     }
     for (char c : e.value) {
@@ -114,31 +136,39 @@ StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records,
       }
     }
   }
+  // Keys in (value, property) order, each key's records ascending.
   std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
-    return a.value != b.value ? a.value < b.value : a.record < b.record;
+    if (a.value != b.value) return a.value < b.value;
+    return a.property != b.property ? a.property < b.property : a.record < b.record;
   });
   entries_.erase(std::unique(entries_.begin(), entries_.end(),
                              [](const Entry& a, const Entry& b) {
-                               return a.value == b.value && a.record == b.record;
+                               return a.value == b.value && a.property == b.property &&
+                                      a.record == b.record;
                              }),
                  entries_.end());
+  const uint32_t digits = DigitsFor(num_properties);
 
-  // The text, the value number of every position, and the postings.
+  // The text, the keys' starts and properties, and the postings.
   std::vector<uint8_t> text;
-  std::vector<uint64_t> value_starts;  // text position of each value's S
+  std::vector<uint64_t> value_starts;  // text position of each key's S
+  std::vector<uint32_t> key_props;
   sdsl::bit_vector posting_marks(entries_.size() + 1, 0);
   sdsl::int_vector<> postings(entries_.size(), 0, BitsFor(num_records));
   uint64_t max_len = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
-    if (i == 0 || entries_[i].value != entries_[i - 1].value) {
+    const Entry& e = entries_[i];
+    if (i == 0 || e.value != entries_[i - 1].value || e.property != entries_[i - 1].property) {
       value_starts.push_back(text.size());
+      key_props.push_back(e.property);
       posting_marks[i] = 1;
       text.push_back(kStart);
-      for (char c : entries_[i].value) text.push_back(Mapped(static_cast<uint8_t>(c)));
+      for (char c : e.value) text.push_back(Mapped(static_cast<uint8_t>(c)));
       text.push_back(kEnd);
-      max_len = std::max<uint64_t>(max_len, entries_[i].value.size());
+      PutDigits(e.property, digits, &text);
+      max_len = std::max<uint64_t>(max_len, e.value.size());
     }
-    postings[i] = entries_[i].record;
+    postings[i] = e.record;
   }
   posting_marks[entries_.size()] = 1;
   const uint64_t n = text.size(), values = value_starts.size();
@@ -149,7 +179,7 @@ StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records,
   std::vector<uint64_t> pos_values;  // in text order
   for (uint64_t k = 0; k < values; ++k) {
     const uint64_t begin = value_starts[k] + 1;
-    const uint64_t end = (k + 1 < values ? value_starts[k + 1] : n) - 1;  // the E
+    const uint64_t end = (k + 1 < values ? value_starts[k + 1] : n) - 1 - digits;  // the E
     for (uint64_t p = begin + rate; p < end; p += rate) {
       sampled_pos[p] = 1;
       pos_values.push_back(k);
@@ -201,9 +231,25 @@ StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records,
   for (uint64_t r : row_marks) marks.set(r);
   sdsl::int_vector<> sample_values(row_values.size(), 0, BitsFor(values));
   for (size_t i = 0; i < row_values.size(); ++i) sample_values[i] = row_values[i];
+  PropertyTree properties;
+  if (!key_props.empty()) {
+    const std::string props_file = RamFileName();
+    {
+      sdsl::int_vector_buffer<> buf(props_file, std::ios::out, 1 << 20,
+                                    static_cast<uint8_t>(BitsFor(num_properties)));
+      for (uint32_t p : key_props) buf.push_back(p);
+      buf.close();
+    }
+    {
+      sdsl::int_vector_buffer<> buf(props_file, std::ios::in);
+      properties = PropertyTree(buf, key_props.size());
+    }
+    sdsl::ram_fs::remove(props_file);
+  }
 
   std::string out;
   PutVarint(&out, rate);
+  PutVarint(&out, digits);
   PutVarint(&out, values);
   PutVarint(&out, n);
   PutVarint(&out, max_len);
@@ -212,6 +258,7 @@ StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records,
   PutSdsl(&out, wt);
   PutSdsl(&out, sdsl::sd_vector<>(marks));
   PutSdsl(&out, sample_values);
+  PutSdsl(&out, properties);
   PutSdsl(&out, sdsl::sd_vector<>(posting_marks));
   PutSdsl(&out, postings);
   std::vector<Entry>().swap(entries_);
@@ -226,8 +273,9 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
   auto rep = std::make_unique<Rep>();
   const Status bad = Status::Corruption(where + ": malformed search index");
   size_t pos = 0;
-  uint64_t rate;
-  if (!GetVarint(s, &pos, &rate) || !GetVarint(s, &pos, &rep->values) ||
+  uint64_t rate, digits;
+  if (!GetVarint(s, &pos, &rate) || !GetVarint(s, &pos, &digits) || digits < 1 ||
+      digits > kMaxDigits || !GetVarint(s, &pos, &rep->values) ||
       !GetVarint(s, &pos, &rep->text_bytes) || !GetVarint(s, &pos, &rep->max_value_len) ||
       !GetVarint(s, &pos, &rep->postings_count) || rate < 1 || rate > 4096 ||
       rep->text_bytes >= (uint64_t{1} << 48) || rep->values > rep->text_bytes ||
@@ -235,6 +283,7 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
     return bad;
   }
   rep->sample_rate = static_cast<uint32_t>(rate);
+  rep->digits = static_cast<uint32_t>(digits);
   uint64_t total = 0;
   for (int c = 0; c < 256; ++c) {
     uint64_t count;
@@ -243,11 +292,11 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
     total += count;
   }
   rep->starts[256] = total;
-  // Exactly one sentinel, one S and one E per value, and nothing above the mapped value bytes.
+  // Exactly one sentinel, one S and one E per key, and `digits` digits per key.
   const auto count_of = [&](int c) { return rep->starts[c + 1] - rep->starts[c]; };
   if (total != rep->rows() || count_of(kSentinel) != 1 || count_of(kStart) != rep->values ||
       count_of(kEnd) != rep->values ||
-      rep->starts[256] != rep->starts[kMaxValueByte + kShift + 1]) {
+      rep->starts[256] - rep->starts[kDigit0] != rep->values * rep->digits) {
     return bad;
   }
   rep->parts.push_back({"header", pos});
@@ -265,6 +314,9 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
     if (v >= rep->values) return bad;
   }
   rep->parts.push_back({"samples", pos - at});
+  at = pos;
+  if (!GetSdsl(s, &pos, &rep->properties) || rep->properties.size() != rep->values) return bad;
+  rep->parts.push_back({"properties", pos - at});
   at = pos;
   if (!GetSdsl(s, &pos, &rep->posting_starts) ||
       rep->posting_starts.size() != rep->postings_count + 1 || !GetSdsl(s, &pos, &rep->postings) ||
@@ -287,26 +339,26 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
   return index;
 }
 
-uint64_t SuffixIndex::num_values() const { return rep_->values; }
+uint64_t SuffixIndex::num_keys() const { return rep_->values; }
 uint64_t SuffixIndex::text_bytes() const { return rep_->text_bytes; }
 std::vector<SuffixIndex::Part> SuffixIndex::Breakdown() const { return rep_->parts; }
 
-bool SuffixIndex::Range(std::string_view pattern, SearchMatch match, uint64_t* begin,
-                        uint64_t* end) const {
+bool SuffixIndex::Range(std::string_view pattern, SearchMatch match,
+                        std::optional<uint32_t> property, uint64_t* begin, uint64_t* end) const {
+  const Rep& r = *rep_;
+  const bool starts = match == SearchMatch::kPrefix || match == SearchMatch::kExact;
+  const bool ends = match == SearchMatch::kSuffix || match == SearchMatch::kExact;
+  if (property && (*property >> (3 * r.digits)) != 0) return false;  // no key has it
   std::string symbols;
-  symbols.reserve(pattern.size() + 2);
-  if (match == SearchMatch::kPrefix || match == SearchMatch::kExact) {
-    symbols.push_back(static_cast<char>(kStart));
-  }
+  symbols.reserve(pattern.size() + 2 + r.digits);
+  if (starts) symbols.push_back(static_cast<char>(kStart));
   for (char c : pattern) {
     if (static_cast<uint8_t>(c) > kMaxValueByte) return false;  // no value holds it
     symbols.push_back(static_cast<char>(Mapped(static_cast<uint8_t>(c))));
   }
-  if (match == SearchMatch::kSuffix || match == SearchMatch::kExact) {
-    symbols.push_back(static_cast<char>(kEnd));
-  }
+  if (ends) symbols.push_back(static_cast<char>(kEnd));
+  if (ends && property) PutDigits(*property, r.digits, &symbols);
   if (symbols.empty()) return false;
-  const Rep& r = *rep_;
   uint8_t c = static_cast<uint8_t>(symbols.back());
   uint64_t sp = r.starts[c], ep = r.starts[c + 1];
   for (size_t i = symbols.size() - 1; i-- > 0 && sp < ep;) {
@@ -320,40 +372,55 @@ bool SuffixIndex::Range(std::string_view pattern, SearchMatch match, uint64_t* b
   return sp < ep;
 }
 
-uint64_t SuffixIndex::Count(std::string_view pattern, SearchMatch match) const {
+uint64_t SuffixIndex::Count(std::string_view pattern, SearchMatch match,
+                            std::optional<uint32_t> property) const {
+  if (match == SearchMatch::kContains) property.reset();
   uint64_t begin, end;
-  return Range(pattern, match, &begin, &end) ? end - begin : 0;
+  if (!Range(pattern, match, property, &begin, &end)) return 0;
+  if (match != SearchMatch::kPrefix || !property) return end - begin;
+  const uint64_t first_key = rep_->starts[kStart];
+  return rep_->properties.rank(end - first_key, *property) -
+         rep_->properties.rank(begin - first_key, *property);
 }
 
-Status SuffixIndex::Find(std::string_view pattern, SearchMatch match, uint64_t max_hits,
+Status SuffixIndex::Find(std::string_view pattern, SearchMatch match,
+                         std::optional<uint32_t> property, uint64_t max_hits,
                          std::vector<uint32_t>* records) const {
   records->clear();
   uint64_t begin, end;
-  if (!Range(pattern, match, &begin, &end)) return Status::OK();
+  // A contains search cannot name the property in its pattern: its keys are kept below.
+  const auto in_pattern = match == SearchMatch::kContains ? std::nullopt : property;
+  if (!Range(pattern, match, in_pattern, &begin, &end)) return Status::OK();
   const Rep& r = *rep_;
-  const uint64_t first_value = r.starts[kStart];
-  std::vector<uint64_t> values;  // distinct value numbers, ascending
+  const uint64_t first_key = r.starts[kStart];
+  const auto too_many = [&](uint64_t n, const char* what) {
+    return Status::ResourceExhausted("search: " + std::to_string(n) + " " + what +
+                                     " pass the bound of " + std::to_string(max_hits));
+  };
+  std::vector<uint64_t> keys;  // distinct key numbers
   if (match == SearchMatch::kPrefix || match == SearchMatch::kExact) {
-    // Rows that start with S are the values themselves, in order.
-    if (begin < first_value || end > first_value + r.values) {
-      return Status::Corruption("search index: a value search left the values' rows");
+    // Rows that start with S are the keys themselves, in order.
+    if (begin < first_key || end > first_key + r.values) {
+      return Status::Corruption("search index: a value search left the keys' rows");
     }
-    const auto [a, b] = r.PostingRange(begin - first_value, end - first_value);
-    if (b - a > max_hits) {
-      return Status::ResourceExhausted("search: " + std::to_string(b - a) +
-                                       " matching values pass the bound of " +
-                                       std::to_string(max_hits));
+    const uint64_t a = begin - first_key, b = end - first_key;
+    if (property && match == SearchMatch::kPrefix) {
+      // That property's keys among [a, b): by rank and select on the keys' properties.
+      const uint64_t ra = r.properties.rank(a, *property), rb = r.properties.rank(b, *property);
+      if (rb - ra > max_hits) return too_many(rb - ra, "matching values");
+      for (uint64_t i = ra; i < rb; ++i) keys.push_back(r.properties.select(i + 1, *property));
+    } else {
+      if (b - a > max_hits) return too_many(b - a, "matching values");
+      const auto [first, last] = r.PostingRange(a, b);  // contiguous keys: contiguous postings
+      records->reserve(last - first);
+      for (uint64_t i = first; i < last; ++i) {
+        records->push_back(static_cast<uint32_t>(r.postings[i]));
+      }
     }
-    records->reserve(b - a);
-    for (uint64_t i = a; i < b; ++i) records->push_back(static_cast<uint32_t>(r.postings[i]));
   } else {
-    if (end - begin > max_hits) {
-      return Status::ResourceExhausted("search: " + std::to_string(end - begin) +
-                                       " occurrences pass the bound of " +
-                                       std::to_string(max_hits));
-    }
+    if (end - begin > max_hits) return too_many(end - begin, "occurrences");
     const auto deadline = CallDeadline::Current();
-    values.reserve(end - begin);
+    keys.reserve(end - begin);
     const uint64_t max_steps = std::min<uint64_t>(r.sample_rate, r.max_value_len) + 1;
     for (uint64_t row = begin; row < end; ++row) {
       if (deadline && (row - begin) % kDeadlineEvery == kDeadlineEvery - 1 &&
@@ -363,12 +430,12 @@ Status SuffixIndex::Find(std::string_view pattern, SearchMatch match, uint64_t m
       }
       uint64_t at = row;
       for (uint64_t step = 0;; ++step) {
-        if (at >= first_value && at < first_value + r.values) {
-          values.push_back(at - first_value);
+        if (at >= first_key && at < first_key + r.values) {
+          keys.push_back(at - first_key);
           break;
         }
         if (r.sampled[at]) {
-          values.push_back(r.sample_values[r.sampled_rank(at)]);
+          keys.push_back(r.sample_values[r.sampled_rank(at)]);
           break;
         }
         if (step == max_steps) {
@@ -378,11 +445,16 @@ Status SuffixIndex::Find(std::string_view pattern, SearchMatch match, uint64_t m
         at = r.starts[c] + rank;
       }
     }
-    std::sort(values.begin(), values.end());
-    values.erase(std::unique(values.begin(), values.end()), values.end());
-    for (uint64_t v : values) {
-      const auto [a, b] = r.PostingRange(v, v + 1);
-      for (uint64_t i = a; i < b; ++i) records->push_back(static_cast<uint32_t>(r.postings[i]));
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    if (property && match == SearchMatch::kContains) {
+      std::erase_if(keys, [&](uint64_t k) { return r.properties[k] != *property; });
+    }
+  }
+  for (uint64_t k : keys) {
+    const auto [first, last] = r.PostingRange(k, k + 1);
+    for (uint64_t i = first; i < last; ++i) {
+      records->push_back(static_cast<uint32_t>(r.postings[i]));
     }
   }
   std::sort(records->begin(), records->end());

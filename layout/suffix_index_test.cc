@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -19,6 +20,7 @@ namespace {
 struct Pair {
   uint32_t record;
   std::string value;
+  uint32_t property = 0;
 };
 
 const SearchMatch kMatches[] = {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
@@ -43,30 +45,35 @@ std::vector<Pair> MakePairs(uint32_t records, uint64_t seed) {
       const size_t pieces = rng() % 10 == 0 ? 0 : rng() % (rng() % 8 == 0 ? 80 : 6);
       for (size_t k = 0; k < pieces; ++k) value += kPieces[rng() % kPieces.size()];
       earlier.push_back(value);
-      pairs.push_back({r, value});
+      // Property numbers up to 70 (3 digits), the same value often under several of them.
+      const uint32_t property = rng() % 3 == 0 ? static_cast<uint32_t>(rng() % 70) : i;
+      pairs.push_back({r, value, property});
     }
   }
   return pairs;
 }
 
 std::vector<uint32_t> Scan(const std::vector<Pair>& pairs, const std::string& pattern,
-                           SearchMatch match) {
+                           SearchMatch match, std::optional<uint32_t> property) {
   std::set<uint32_t> out;
   for (const Pair& p : pairs) {
-    if (ValueMatches(p.value, pattern, match)) out.insert(p.record);
+    if ((!property || p.property == *property) && ValueMatches(p.value, pattern, match)) {
+      out.insert(p.record);
+    }
   }
   return {out.begin(), out.end()};
 }
 
-// Occurrences of `pattern` in the distinct values, counted as the index counts them.
-uint64_t Occurrences(const std::vector<Pair>& pairs, const std::string& pattern,
-                     SearchMatch match) {
-  std::set<std::string> distinct;
-  for (const Pair& p : pairs) distinct.insert(p.value);
+// Occurrences of `pattern` in the keys (distinct (value, property) pairs), counted as the index
+// counts them: every position for contains (of any property), else the matching keys.
+uint64_t Occurrences(const std::vector<Pair>& pairs, const std::string& pattern, SearchMatch match,
+                     std::optional<uint32_t> property) {
+  std::set<std::pair<std::string, uint32_t>> keys;
+  for (const Pair& p : pairs) keys.insert({p.value, p.property});
   uint64_t n = 0;
-  for (const std::string& v : distinct) {
+  for (const auto& [v, p] : keys) {
     if (match != SearchMatch::kContains) {
-      n += ValueMatches(v, pattern, match) ? 1 : 0;
+      n += (!property || p == *property) && ValueMatches(v, pattern, match) ? 1 : 0;
       continue;
     }
     for (size_t at = v.find(pattern); at != std::string::npos; at = v.find(pattern, at + 1)) ++n;
@@ -77,8 +84,8 @@ uint64_t Occurrences(const std::vector<Pair>& pairs, const std::string& pattern,
 std::unique_ptr<SuffixIndex> Build(const std::vector<Pair>& pairs, uint32_t records, uint32_t rate,
                                    std::string* encoded = nullptr) {
   SuffixIndex::Builder builder;
-  for (const Pair& p : pairs) builder.Add(p.value, p.record);
-  auto bytes = builder.Finish(records, SuffixIndexOptions{rate});
+  for (const Pair& p : pairs) builder.Add(p.property, p.value, p.record);
+  auto bytes = builder.Finish(records, 70, SuffixIndexOptions{rate});
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
   if (encoded) *encoded = *bytes;
   auto index = SuffixIndex::Decode(*bytes, records, "test");
@@ -122,14 +129,22 @@ TEST(SuffixIndexTest, AnswersAsAScanOfTheValues) {
           for (size_t k = 1 + rng() % 4; k > 0; --k) pattern += kBytes[rng() % 7];
         }
         if (q % 50 == 0) pattern += "\xFF";  // a byte no UTF-8 value holds
+        // Any property, the pattern's own value's, one of the shared ones, one beyond all.
+        const std::optional<uint32_t> properties[] = {std::nullopt,
+                                                      pairs[rng() % pairs.size()].property,
+                                                      static_cast<uint32_t>(rng() % 70), 69u};
         for (SearchMatch match : kMatches) {
-          std::vector<uint32_t> got;
-          ASSERT_TRUE(index->Find(pattern, match, UINT64_MAX, &got).ok());
-          EXPECT_EQ(got, Scan(pairs, pattern, match))
-              << "rate " << rate << " seed " << seed << " match " << SearchMatchName(match)
-              << " pattern '" << pattern << "'";
-          EXPECT_EQ(index->Count(pattern, match), Occurrences(pairs, pattern, match))
-              << SearchMatchName(match) << " '" << pattern << "'";
+          for (const auto& property : properties) {
+            std::vector<uint32_t> got;
+            ASSERT_TRUE(index->Find(pattern, match, property, UINT64_MAX, &got).ok());
+            EXPECT_EQ(got, Scan(pairs, pattern, match, property))
+                << "rate " << rate << " seed " << seed << " match " << SearchMatchName(match)
+                << " property " << (property ? std::to_string(*property) : "any") << " pattern '"
+                << pattern << "'";
+            EXPECT_EQ(index->Count(pattern, match, property),
+                      Occurrences(pairs, pattern, match, property))
+                << SearchMatchName(match) << " '" << pattern << "'";
+          }
         }
       }
     }
@@ -140,29 +155,38 @@ TEST(SuffixIndexTest, EmptyAndSingleValues) {
   // No values at all.
   auto none = Build({}, 5, 32);
   std::vector<uint32_t> got = {7};
-  ASSERT_TRUE(none->Find("a", SearchMatch::kContains, 10, &got).ok());
+  ASSERT_TRUE(none->Find("a", SearchMatch::kContains, std::nullopt, 10, &got).ok());
   EXPECT_TRUE(got.empty());
-  EXPECT_EQ(none->num_values(), 0u);
+  EXPECT_EQ(none->num_keys(), 0u);
   // Only the empty value: exact "" is not a valid request upstream, but the index answers it.
   auto empty = Build({{3, ""}}, 5, 32);
-  ASSERT_TRUE(empty->Find("", SearchMatch::kExact, 10, &got).ok());
+  ASSERT_TRUE(empty->Find("", SearchMatch::kExact, std::nullopt, 10, &got).ok());
   EXPECT_EQ(got, std::vector<uint32_t>{3});
-  ASSERT_TRUE(empty->Find("a", SearchMatch::kPrefix, 10, &got).ok());
+  ASSERT_TRUE(empty->Find("a", SearchMatch::kPrefix, std::nullopt, 10, &got).ok());
   EXPECT_TRUE(got.empty());
   // A long value: hits deep inside walk to a sample, not past it.
   std::string long_value;
   for (int i = 0; i < 5000; ++i) long_value += static_cast<char>('a' + i % 26);
   long_value += "needle";
   for (uint32_t rate : {1u, 4u, 64u}) {
-    auto one = Build({{0, long_value}, {1, "needle"}, {2, "needles"}}, 3, rate);
-    ASSERT_TRUE(one->Find("needle", SearchMatch::kContains, 10, &got).ok());
+    auto one = Build({{0, long_value, 5}, {1, "needle", 6}, {2, "needles", 5}}, 3, rate);
+    const auto any = std::nullopt;
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kContains, any, 10, &got).ok());
     EXPECT_EQ(got, (std::vector<uint32_t>{0, 1, 2}));
-    ASSERT_TRUE(one->Find("needle", SearchMatch::kSuffix, 10, &got).ok());
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kContains, 5u, 10, &got).ok());
+    EXPECT_EQ(got, (std::vector<uint32_t>{0, 2}));
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kSuffix, any, 10, &got).ok());
     EXPECT_EQ(got, (std::vector<uint32_t>{0, 1}));
-    ASSERT_TRUE(one->Find("needle", SearchMatch::kExact, 10, &got).ok());
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kSuffix, 6u, 10, &got).ok());
     EXPECT_EQ(got, (std::vector<uint32_t>{1}));
-    ASSERT_TRUE(one->Find("needle", SearchMatch::kPrefix, 10, &got).ok());
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kExact, any, 10, &got).ok());
+    EXPECT_EQ(got, (std::vector<uint32_t>{1}));
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kExact, 5u, 10, &got).ok());
+    EXPECT_TRUE(got.empty());
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kPrefix, any, 10, &got).ok());
     EXPECT_EQ(got, (std::vector<uint32_t>{1, 2}));
+    ASSERT_TRUE(one->Find("needle", SearchMatch::kPrefix, 5u, 10, &got).ok());
+    EXPECT_EQ(got, (std::vector<uint32_t>{2}));
     EXPECT_EQ(one->Count("abc", SearchMatch::kContains), 193u);  // 5000 / 26, rounded up
   }
 }
@@ -172,23 +196,27 @@ TEST(SuffixIndexTest, LocatingMoreThanTheBoundIsRefused) {
   for (uint32_t r = 0; r < 100; ++r) pairs.push_back({r, "xx" + std::to_string(r)});
   auto index = Build(pairs, 100, 8);
   std::vector<uint32_t> got;
-  EXPECT_EQ(index->Find("x", SearchMatch::kContains, 199, &got).code(),
+  const auto any = std::nullopt;
+  EXPECT_EQ(index->Find("x", SearchMatch::kContains, any, 199, &got).code(),
             StatusCode::kResourceExhausted);
-  EXPECT_TRUE(index->Find("x", SearchMatch::kContains, 200, &got).ok());
+  EXPECT_TRUE(index->Find("x", SearchMatch::kContains, any, 200, &got).ok());
   EXPECT_EQ(got.size(), 100u);
-  EXPECT_EQ(index->Find("xx", SearchMatch::kPrefix, 99, &got).code(),
+  EXPECT_EQ(index->Find("xx", SearchMatch::kPrefix, any, 99, &got).code(),
             StatusCode::kResourceExhausted);
-  EXPECT_TRUE(index->Find("xx", SearchMatch::kPrefix, 100, &got).ok());
+  EXPECT_TRUE(index->Find("xx", SearchMatch::kPrefix, any, 100, &got).ok());
 }
 
 TEST(SuffixIndexTest, RejectsValuesThatAreNotText) {
   SuffixIndex::Builder builder;
-  builder.Add("ok", 0);
-  builder.Add("bad\xF5", 1);
-  EXPECT_EQ(builder.Finish(2, {}).status().code(), StatusCode::kInvalidArgument);
+  builder.Add(0, "ok", 0);
+  builder.Add(0, "bad\xF5", 1);
+  EXPECT_EQ(builder.Finish(2, 1, {}).status().code(), StatusCode::kInvalidArgument);
   SuffixIndex::Builder out_of_range;
-  out_of_range.Add("ok", 5);
-  EXPECT_EQ(out_of_range.Finish(2, {}).status().code(), StatusCode::kInvalidArgument);
+  out_of_range.Add(0, "ok", 5);
+  EXPECT_EQ(out_of_range.Finish(2, 1, {}).status().code(), StatusCode::kInvalidArgument);
+  SuffixIndex::Builder bad_property;
+  bad_property.Add(3, "ok", 0);
+  EXPECT_EQ(bad_property.Finish(2, 3, {}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(SuffixIndexOptions{0}.Validate().code(), StatusCode::kInvalidArgument);
 }
 

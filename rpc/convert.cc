@@ -79,8 +79,9 @@ SearchRequest ToThrift(const NodeSearch& search) {
 StatusOr<NodeSearch> FromThrift(const SearchRequest& search) {
   NodeSearch q;
   if (!ParseSearchMatch(search.match, &q.match)) {
-    return Status::InvalidArgument("search_node_ids: match must be contains, prefix, suffix or "
-                                   "exact, got '" + search.match + "'");
+    return Status::InvalidArgument(
+        "search_node_ids: match must be contains, prefix, suffix or exact, got '" + search.match +
+        "'");
   }
   q.pattern = search.pattern;
   if (!search.any_property) q.property = search.property;

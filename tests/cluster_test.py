@@ -10,10 +10,10 @@ graph_model.py:
    `zipg query --store` answers; single --connect operations (exit codes 0 / 1); `zipg status`
    (5 members: 2 shard servers, the LogStore, 2 aggregators; cluster.json names the LogStore);
 3. SIGKILL one shard server: calls touching its shards fail fast with UNAVAILABLE (each < 1 s), the
-   others still answer correctly, get_node_ids and filtered get_neighbor_ids that need the dead
-   server fail with UNAVAILABLE (never a wrong answer); after the lease expires status shows the
-   shards unserved (exit 1) and errors stay UNAVAILABLE; the server restarted with its own command
-   line re-registers and the full comparison passes again;
+   others still answer correctly, get_node_ids, search_node_ids and filtered get_neighbor_ids
+   that need the dead server fail with UNAVAILABLE (never a wrong answer); after the lease expires
+   status shows the shards unserved (exit 1) and errors stay UNAVAILABLE; the server restarted with
+   its own command line re-registers and the full comparison passes again;
 4. malformed input never crashes a server: raw sockets to an aggregator, to both shard servers and
    to the LogStore (garbage, 1-4 GB frame headers, unknown method, wrong argument types, containers
    / strings claiming 2^31-1 elements, deep nesting, truncated messages, many half-open
@@ -400,6 +400,8 @@ def main():
     s0, t0 = max(model.records, key=lambda k: len(model.records[k]))
     flt_node = next(d for d in model.neighbors(s0) if d in model.nodes and model.nodes[d])
     flt = dict(sorted(model.nodes[flt_node].items())[:1])
+    flt_name, flt_value = next(iter(flt.items()))
+    search_pattern = flt_value.replace("\x00", "")[:2] or "re"  # no U+0000 in a command line
     for a in aggs:
         cases = [
             (["obj_get", "--id", str(n0)], {"op": "obj_get", "id": n0}),
@@ -407,6 +409,12 @@ def main():
             (["get_node_property", "--id", str(n0), "--properties", '["name", "city", "nope"]'],
              {"op": "get_node_property", "id": n0, "properties": ["name", "city", "nope"]}),
             (["get_node_ids", "--properties", json.dumps(flt)], {"op": "get_node_ids", "properties": flt}),
+            (["search_node_ids", "--pattern", search_pattern, "--match", "prefix"],
+             {"op": "search_node_ids", "pattern": search_pattern, "match": "prefix"}),
+            (["search_node_ids", "--pattern", search_pattern[-1:], "--property", flt_name,
+              "--limit", "2"],
+             {"op": "search_node_ids", "pattern": search_pattern[-1:], "property": flt_name,
+              "limit": 2}),
             (["get_neighbor_ids", "--id", str(s0), "--properties", json.dumps(flt)],
              {"op": "get_neighbor_ids", "id": s0, "properties": flt}),
             (["assoc_range", "--id", str(s0), "--type", str(t0), "--pos", "1", "--limit", "3"],
@@ -422,6 +430,11 @@ def main():
                            (["obj_get", "--id", "abc"], "INVALID_ARGUMENT"),
                            (["obj_gett", "--id", "1"], "INVALID_ARGUMENT"),
                            (["get_node_ids", "--properties", "{}"], "INVALID_ARGUMENT"),
+                           (["search_node_ids", "--pattern", ""], "INVALID_ARGUMENT"),
+                           (["search_node_ids", "--pattern", "a", "--match", "regex"],
+                            "INVALID_ARGUMENT"),
+                           (["search_node_ids", "--pattern", "a", "--limit", "0"],
+                            "INVALID_ARGUMENT"),
                            (["assoc_count", "--id", "1"], "INVALID_ARGUMENT")):
             rc, got, _ = single(a, *args)
             check(rc == 1 and got is not None and got.get("error", {}).get("code") == code,
@@ -533,9 +546,11 @@ def main():
         op = req["op"]
         if op in ("bfs", "rpq"):
             return model.degraded_wants(req, want, dead)
-        if "error" in want and (op == "get_node_ids" or req.get("id", 0) < 0):
+        if "error" in want and (op in ("get_node_ids", "search_node_ids") or req.get("id", 0) < 0):
             return [want]  # argument errors are found before routing
-        if op == "get_node_ids":
+        if op in ("get_node_ids", "search_node_ids"):
+            # Every shard holds nodes: any answer without the dead ones could miss ids (a search's
+            # first `limit` ids included), so the only correct one is UNAVAILABLE.
             return [{"error": "UNAVAILABLE"}]
         i = req["id"]
         if i in dead:
@@ -569,10 +584,20 @@ def main():
                     worst = max(worst, secs)
                     check(rc == 1 and got is not None and got.get("error", {}).get("code") == "UNAVAILABLE"
                           and secs < 1.0, f"{label}: {a} {args}: exit {rc}, {got}, {secs:.2f} s")
-            rc, got, secs = single(a, "get_node_ids", "--properties", json.dumps(flt))
-            worst = max(worst, secs)
-            check(rc == 1 and got is not None and got.get("error", {}).get("code") == "UNAVAILABLE"
-                  and secs < 1.0, f"{label}: {a} get_node_ids: exit {rc}, {got}, {secs:.2f} s")
+            for args in (["get_node_ids", "--properties", json.dumps(flt)],
+                         ["search_node_ids", "--pattern", search_pattern],
+                         ["search_node_ids", "--pattern", search_pattern, "--property", flt_name,
+                          "--match", "prefix", "--limit", "1"]):
+                rc, got, secs = single(a, *args)
+                worst = max(worst, secs)
+                check(rc == 1 and got is not None and
+                      got.get("error", {}).get("code") == "UNAVAILABLE" and secs < 1.0,
+                      f"{label}: {a} {args}: exit {rc}, {got}, {secs:.2f} s")
+            # An argument error is one whatever the shards: found before routing.
+            rc, got, secs = single(a, "search_node_ids", "--pattern", "")
+            check(rc == 1 and got is not None and
+                  got.get("error", {}).get("code") == "INVALID_ARGUMENT",
+                  f"{label}: {a} search_node_ids with an empty pattern: exit {rc}, {got}")
             for i in [i for i in live if i in model.nodes][:3]:
                 rc, got, secs = single(a, "obj_get", "--id", str(i))
                 check(rc == 0 and got == model.run({"op": "obj_get", "id": i}),

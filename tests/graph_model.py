@@ -4,7 +4,8 @@ quotes, CR, LF; ids up to INT64_MAX; timestamps at the INT64 extremes; repeated 
 rows), the model computed from the CSV files as Python's csv module reads them, and well-formed
 requests for every read operation of the contract (../shared/spec/interface.md), the traversals
 bfs and rpq included (the model's regular path expressions: a recursive-descent parser and a
-Thompson NFA, independent of the engine's Glushkov automata).
+Thompson NFA, independent of the engine's Glushkov automata), and search_node_ids (Python's `in`,
+startswith, endswith and == over the node values, independent of the engine's FM-indexes).
 
 Everything random takes an explicit random.Random, so a test is reproducible from its seed.
 Used by query_cli_test.py (embedded store) and cluster_test.py (a real local cluster)."""
@@ -26,6 +27,12 @@ EDGE_PROPS = ["w", "data"]
 TYPES = [0, 1, 5, 2**40]
 BFS_LIMIT, RPQ_LIMIT = 10000, 100000     # the contract's defaults
 MAX_LIMIT, MAX_DEPTH = 1000000, 10       # larger limits or depths are INVALID_ARGUMENT
+SEARCH_LIMIT, MAX_PATTERN = 10000, 4096  # search_node_ids: default limit, longest pattern (bytes)
+# search_node_ids's match kinds: whether a value matches a pattern. On str, as Python compares code
+# points; the same as comparing UTF-8 bytes (a valid UTF-8 pattern occurs in valid UTF-8 text only
+# at character boundaries).
+SEARCH_MATCHES = {"contains": lambda v, p: p in v, "prefix": str.startswith,
+                  "suffix": str.endswith, "exact": str.__eq__}
 
 
 def value(rnd):
@@ -406,6 +413,22 @@ class Model:
             return [{"error": "UNAVAILABLE"}, want]
         return [want]
 
+    def search(self, req):
+        """search_node_ids: the sorted ids of the live nodes with a value (of req["property"], or
+        of any property) that matches req["pattern"] as req["match"] says (default contains), the
+        first `limit`; an empty pattern, one over MAX_PATTERN bytes, an unknown match or a limit
+        outside 1..MAX_LIMIT is INVALID_ARGUMENT. A JSON null is an absent argument."""
+        pattern, prop = req["pattern"], req.get("property")
+        match = "contains" if req.get("match") is None else req["match"]
+        limit = SEARCH_LIMIT if req.get("limit") is None else req["limit"]
+        if not pattern or len(pattern.encode("utf-8")) > MAX_PATTERN or \
+                match not in SEARCH_MATCHES or not 1 <= limit <= MAX_LIMIT:
+            return {"error": "INVALID_ARGUMENT"}
+        test = SEARCH_MATCHES[match]
+        ids = sorted(i for i, n in self.nodes.items()
+                     if any(test(v, pattern) for k, v in n.items() if prop is None or k == prop))
+        return {"ok": {"ids": ids[:limit], "truncated": len(ids) > limit}}
+
     def run(self, req):
         """The expected response for a well-formed request (argument errors are tested apart)."""
         op = req["op"]
@@ -417,6 +440,8 @@ class Model:
             return self.bfs(a)
         if op == "rpq":
             return self.rpq(a)
+        if op == "search_node_ids":
+            return self.search(a)
         if op == "get_node_property":
             n = self.nodes.get(a["id"])
             if n is None:
@@ -463,7 +488,7 @@ def requests(model, inp, rnd):
     """Well-formed requests for every read operation, with edge cases: existing and missing ids,
     all types, time ranges with the INT64 extremes, filters, get_node_ids with 1-3 pairs, assoc_get
     id lists with duplicates and misses, limit / pos / time_order edge cases, negative arguments;
-    then the traversals (traversal_requests)."""
+    then the traversals (traversal_requests) and the searches (search_requests)."""
     out = []
     ids, node_ids = inp.ids, inp.node_ids
     some_ids = ids + [3, 999, INT64_MAX - 5]
@@ -527,8 +552,99 @@ def requests(model, inp, rnd):
             {"op": "assoc_count", "id": 1, "type": -1},
             {"op": "assoc_time_range", "id": 1, "type": 0, "low": 0, "high": 1, "limit": -5},
             {"op": "get_neighbor_ids", "id": 1, "type": -2},
-            {"op": "get_node_ids", "properties": {}}]
-    return out + traversal_requests(model, inp, rnd)
+            {"op": "get_node_ids", "properties": {}},
+            {"op": "search_node_ids", "pattern": ""},
+            {"op": "search_node_ids", "pattern": "red", "match": "regex"},
+            {"op": "search_node_ids", "pattern": "red", "limit": 0}]
+    return out + traversal_requests(model, inp, rnd) + search_requests(model, inp, rnd)
+
+
+# Patterns for search_node_ids besides COMMON and pieces of stored values: single awkward characters
+# (CSV syntax, U+0000, every UTF-8 length), case variants, and patterns no value holds.
+SEARCH_PATTERNS = ['"', ",", "\n", "\r", "\r\n", "\x00", "\x00\x00", "\t", " ", "\\", "\x7f",
+                   "\x80", "é", "\u07ff", "\u0800", "日", "\ufffd", "\uffff", "\U00010000", "😀",
+                   "\U0010ffff", 'a"', '",', "e", "r", "0", "RED", "Red", "BLUE", "no such value",
+                   "red\x00", "\x00red"]
+
+
+def search_requests(model, inp, rnd):
+    """search_node_ids requests (about 450): pieces of stored values cut at random code-point
+    boundaries, whole values, their prefixes and suffixes, values with a character added, the end
+    of one distinct value joined to the start of the next (adjacent in the engine's sorted text:
+    must not match across them), COMMON and SEARCH_PATTERNS; every match kind (and none: contains);
+    with the value's own property, another one, one no node has ("nope", "", an edge property) or
+    none; small limits (truncated) and limits around the number of matches; JSON nulls for the
+    optional arguments; patterns of 4096 bytes and just over it (multi-byte characters: the limit
+    is in bytes); then argument errors (empty pattern, unknown match, limits out of range)."""
+    out = []
+    kinds = sorted(SEARCH_MATCHES)
+    values = sorted({(k, v) for n in model.nodes.values() for k, v in n.items()})
+    distinct = sorted({v for _, v in values}, key=lambda v: v.encode("utf-8"))
+    other_props = NODE_PROPS + ["nope", "", "Name", EDGE_PROPS[0]]
+
+    def search(pattern, prop=None, match=None, limit=None):
+        q = {"op": "search_node_ids", "pattern": pattern}
+        if prop is not None:
+            q["property"] = prop
+        if match is not None:
+            q["match"] = match
+        if limit is not None:
+            q["limit"] = limit
+        return q
+
+    def prop_for(k):  # the value's own property, none, or any other name
+        x = rnd.random()
+        return k if x < 0.4 else None if x < 0.8 else rnd.choice(other_props)
+
+    def some_limit():
+        return rnd.choice([None, None, None, None, 1, 2, 3, 5])
+
+    if values:
+        for _ in range(100):
+            k, v = rnd.choice(values)
+            i = rnd.randrange(len(v))
+            j = rnd.randint(i + 1, min(len(v), i + rnd.choice([1, 2, 3, 12])))
+            out.append(search(v[i:j], prop_for(k), rnd.choice(kinds + [None]), some_limit()))
+        for k, v in rnd.sample(values, min(len(values), 30)):
+            out.append(search(v, prop_for(k), rnd.choice(kinds + [None]), some_limit()))
+            out.append(search(v[:rnd.randint(1, len(v))], prop_for(k), "prefix", some_limit()))
+            out.append(search(v[-rnd.randint(1, len(v)):], prop_for(k), "suffix", some_limit()))
+            out.append(search(v + rnd.choice(["x", " ", "\x00", "é"]), prop_for(k),
+                              rnd.choice(kinds)))
+            out.append(search(rnd.choice(["x", " ", "\x00"]) + v, prop_for(k), rnd.choice(kinds)))
+    adjacent = list(zip(distinct, distinct[1:]))
+    for a, b in rnd.sample(adjacent, min(len(adjacent), 15)):
+        out.append(search(a[-2:] + b[:2], None, rnd.choice(["contains", "contains", "exact"])))
+        out.append(search(a[-1:] + rnd.choice(["\x00", "\x01", "\x02", ""]) + b[:1], None))
+    for p in COMMON + SEARCH_PATTERNS:
+        for m in kinds:
+            out.append(search(p, rnd.choice([None, None, rnd.choice(NODE_PROPS)]), m,
+                              rnd.choice([None, None, 1, 2, 3])))
+    # Limits around the number of matches: truncated exactly when more ids match.
+    for p, prop in [("e", None), ("a", None), ("\x00", None), ("r", "name"), ("re", "city"),
+                    ("0", None)]:
+        n = len(model.search(search(p, prop, None, MAX_LIMIT))["ok"]["ids"])
+        for limit in sorted({1, max(n - 1, 1), max(n, 1), n + 1, MAX_LIMIT}):
+            out.append(search(p, prop, "contains", limit))
+    # Properties no node has; JSON nulls (absent arguments); the longest patterns.
+    out += [search("red", "nope"), search("re", "", "prefix"), search("red", "Name", "exact"),
+            search("a", EDGE_PROPS[0]), search("a", EDGE_PROPS[1], "suffix"),
+            {"op": "search_node_ids", "pattern": "re", "property": None, "match": None,
+             "limit": None},
+            {"op": "search_node_ids", "pattern": "é", "property": "city", "match": None,
+             "limit": 2},
+            search("a" * MAX_PATTERN), search("日" * (MAX_PATTERN // 3), None, "prefix"),
+            search("😀" * (MAX_PATTERN // 4), "name", "exact"), search("red" + "a" * 4093, None,
+                                                                     "prefix")]
+    # Argument errors (INVALID_ARGUMENT).
+    out += [search(""), search("", "name", "exact"), search("", None, "regex", 0),
+            search("a", None, "regex"), search("a", None, ""), search("a", "name", "Contains"),
+            search("a", None, "prefix "), search("a", None, None, 0),
+            search("a", "name", "prefix", MAX_LIMIT + 1), search("a", None, None, -1),
+            search("a", None, "exact", INT64_MAX), search("a", None, None, INT64_MIN),
+            search("a" * (MAX_PATTERN + 1)), search("日" * (MAX_PATTERN // 3 + 1)),
+            search("😀" * (MAX_PATTERN // 4) + "a", None, "suffix")]
+    return out
 
 
 def random_expr(rnd, depth=3):
@@ -700,6 +816,23 @@ BAD = [
     ('{"op": "rpq", "expr": "1", "sources": 1}', "INVALID_ARGUMENT"),
     ('{"op": "rpq", "expr": "1", "limit": 1.5}', "INVALID_ARGUMENT"),
     ('{"op": "rpq", "expr": "1", "source": [1]}', "INVALID_ARGUMENT"),  # extra
+    ('{"op": "search_node_ids"}', "INVALID_ARGUMENT"),                 # no pattern
+    ('{"op": "search_node_ids", "pattern": null}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": 5}', "INVALID_ARGUMENT"),   # mistyped
+    ('{"op": "search_node_ids", "pattern": ["red"]}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "property": ["name"]}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "property": 1}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "match": 1}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "match": ["exact"]}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "limit": "5"}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "limit": 1.5}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "limit": true}', "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "limit": 9223372036854775808}',
+     "INVALID_ARGUMENT"),
+    ('{"op": "search_node_ids", "pattern": "red", "properties": {"name": "red"}}',
+     "INVALID_ARGUMENT"),                                              # extra
+    ('{"op": "search_node_ids", "pattern": "red", "prop": "name"}', "INVALID_ARGUMENT"),
+    (b'{"op": "search_node_ids", "pattern": "\xff"}', "INVALID_ARGUMENT"),  # not UTF-8
 ]
 
 

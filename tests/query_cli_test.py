@@ -4,7 +4,8 @@ read operation through `--batch FILE`, `--batch -` (stdin) and single-operation 
 each JSON answer with a plain-Python model computed from the same CSV files (read back with Python's
 csv module). Also: malformed lines, unknown operations, missing / mistyped / extra arguments and
 write operations yield error lines (and later lines still run); blank lines are skipped; single
-operations exit 0 on success and 1 on error.
+operations exit 0 on success and 1 on error; search_node_ids also on stores compressed with other
+search settings (some properties indexed, none, other sampling, NodeFile formats 2 and 1).
 
 Usage: query_cli_test.py PATH/TO/zipg"""
 import json
@@ -149,14 +150,48 @@ with tempfile.TemporaryDirectory() as d:
     rc, got = single("get_edge_range", "--id", str(s), "--type", str(t), "--t_lo",
                      str(INT64_MIN), "--t_hi", str(INT64_MAX))
     check(rc == 0 and got == {"ok": [0, len(model.rec(s, t))]}, f"single get_edge_range: {got}")
+    for args, req in [(["search_node_ids", "--pattern", "re", "--match", "prefix", "--property",
+                        "name", "--limit", "2"],
+                       {"op": "search_node_ids", "pattern": "re", "match": "prefix",
+                        "property": "name", "limit": 2}),
+                      (["search_node_ids", "--pattern", "0"],  # text, not the number 0
+                       {"op": "search_node_ids", "pattern": "0"}),
+                      (["search_node_ids", "--pattern", "é", "--match", "suffix"],
+                       {"op": "search_node_ids", "pattern": "é", "match": "suffix"})]:
+        rc, got = single(*args)
+        check(rc == 0 and got == model.run(req), f"single {args}: exit {rc}, {got}")
     for args in (["obj_get", "--id", "-1"], ["obj_get", "--id", "abc"], ["obj_get"],
                  ["obj_gett", "--id", "1"], ["obj_get", "--id", "1", "--extra", "2"],
-                 ["obj_delete", "--id", "1"], ["get_node_ids", "--properties", "{}"]):
+                 ["obj_delete", "--id", "1"], ["get_node_ids", "--properties", "{}"],
+                 ["search_node_ids", "--pattern", ""], ["search_node_ids"],
+                 ["search_node_ids", "--pattern", "re", "--match", "regex"],
+                 ["search_node_ids", "--pattern", "re", "--limit", "0"]):
         rc, got = single(*args)
         check(rc == 1 and got is not None and got.get("error", {}).get("code") in CODES,
               f"single {args}: exit {rc}, {got}")
     r = run("query", "--store", store)
     check(r.returncode == 2, f"no operation is a usage error: {r.returncode}")
+
+    # --- search_node_ids on stores that search otherwise: only some properties indexed (the
+    # others' values scanned), every byte sampled; none indexed; NodeFile formats 2 and 1. ---
+    searches = [q for q in good if q["op"] == "search_node_ids"]
+    search_batch = b"\n".join(as_line(q, rnd) for q in searches) + b"\n"
+    for k, opts in enumerate([["--search-index", "name,名", "--search-sample-rate", "1"],
+                              ["--search-index", "none"], ["--search-sample-rate", "5"],
+                              ["--node-format", "2"], ["--node-format", "1"]]):
+        other = os.path.join(d, f"store-search-{k}")
+        r = run("compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out", other,
+                "--shards", "2", *opts)
+        if not check(r.returncode == 0, f"compress {opts}: {r.stderr[-300:]!r}"):
+            continue
+        r = run("query", "--store", other, "--batch", "-", stdin=search_batch)
+        out = r.stdout.decode("utf-8").split("\n")[:-1]
+        check(r.returncode == 0 and len(out) == len(searches),
+              f"search batch on a store with {opts}: exit {r.returncode}, {len(out)} lines")
+        for q, line in zip(searches, out):
+            got, want = json.loads(line), model.run(q)
+            check(same(got, want), f"store with {opts}: {str(q)[:160]}\n   got  {str(got)[:300]}"
+                                   f"\n   want {str(want)[:300]}")
     r = run("query", "--store", os.path.join(d, "nowhere"), "obj_get", "--id", "1")
     check(r.returncode == 1 and b"NOT_FOUND" in r.stderr, f"missing store: {r.returncode} {r.stderr!r}")
 

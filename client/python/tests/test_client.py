@@ -12,7 +12,9 @@ newlines, quotes, emoji, ...), compresses it into 2 shards, starts a cluster wit
 start` (etcd, 2 shard servers, the LogStore, 2 aggregators) and compares every operation's result
 for many arguments with `zipg query --store DIR --batch -` (the same JSON shapes). Then errors,
 argument checks, reconnection (through a TCP proxy that the test cuts, blackholes and takes down),
-the pure-Python protocol, threads, close().
+the pure-Python protocol, threads, close(). search_node_ids is also checked against a stand-in
+server that decodes its calls (the SearchRequest each argument combination becomes) and against
+Python's own string tests over the loaded values, and read back after writes.
 
 Writes (docs/writes.md) go into the same cluster: every acknowledged write is read back at once
 through the OTHER aggregator (read-your-writes). They use node ids from FRESH_IDS (outside the
@@ -49,6 +51,10 @@ INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
 # Node ids the write tests own: no loaded node or edge and no comparison request touches them.
 FRESH_IDS = range(7_000_000_000, 7_001_000_000)
+# search_node_ids's match kinds and what each means on one value (model/search.h ValueMatches);
+# on str, the same as on the UTF-8 bytes.
+SEARCH_MATCHES = {"contains": lambda v, p: p in v, "prefix": str.startswith,
+                  "suffix": str.endswith, "exact": str.__eq__}
 
 zipg = None          # the package under test, set by setUpModule
 _module_tmp = None   # where setUpModule built it
@@ -377,6 +383,60 @@ class ClientTest(unittest.TestCase):
         reqs.append({"op": "get_neighbor_ids", "id": 1, "type": -1})
         reqs += cls._node_id_requests(rng)
         reqs += cls._traversal_requests(rng, ids)
+        reqs += cls._search_requests(rng)
+        return reqs
+
+    @classmethod
+    def _search_requests(cls, rng):
+        """search_node_ids: pieces of the generated and the awkward values cut at random code-point
+        boundaries, whole values, prefixes and suffixes, single awkward characters and common words;
+        every match kind (None: the default); the value's own property, none, another one or one
+        no node has; small limits (truncated) and the largest; then argument errors (the client
+        refuses them before sending, the embedded engine after parsing: the codes must agree)."""
+        nodes = cls.nodes
+        names = cls.header[1:]
+        values = sorted({(k, v) for n in nodes.values() for k, v in n.items()})
+        kinds = list(SEARCH_MATCHES)
+
+        def search(pattern, prop=None, match=None, limit=None):
+            q = {"op": "search_node_ids", "pattern": pattern}
+            for k, v in (("property", prop), ("match", match), ("limit", limit)):
+                if v is not None or rng.random() < 0.1:  # an explicit None is the default too
+                    q[k] = v
+            return q
+
+        def prop_for(k):
+            x = rng.random()
+            return k if x < 0.4 else None if x < 0.8 else \
+                rng.choice(names + ["no_such_property", ""])
+
+        reqs = []
+        for _ in range(150):
+            k, v = rng.choice(values)
+            i = rng.randrange(len(v))
+            j = rng.randint(i + 1, min(len(v), i + rng.choice([1, 2, 4, 8, 30])))
+            reqs.append(search(v[i:j], prop_for(k), rng.choice(kinds + [None]),
+                               rng.choice([None, None, None, 1, 3, 50])))
+        for k, v in rng.sample(values, 20) + [(k, v) for props in TRICKY_NODES.values()
+                                              for k, v in props.items()]:
+            for m in kinds:
+                reqs.append(search(v, prop_for(k), m))
+            reqs.append(search(v[:rng.randint(1, len(v))], prop_for(k), "prefix"))
+            reqs.append(search(v[-rng.randint(1, len(v)):], prop_for(k), "suffix"))
+            reqs.append(search(v + "x", prop_for(k), rng.choice(kinds)))
+        for p in ["\x00", "\n", "\r\n", '"', ",", " ", "\U0001F600", "\u00fc", "\u2028", "\ufeff",
+                  "\x7f", "Pmmk", "pmmk", "PMMK", "Tea", "e", "orip", "no such value"]:
+            for m in kinds:
+                reqs.append(search(p, rng.choice([None, None, "p00", "p39"]), m,
+                                   rng.choice([None, 1, 2, 1000000])))
+        reqs += [search("a" * 4096), search("\u00fc" * 2048, None, "prefix"),
+                 search("\U0001F600" * 1024, "p03", "exact")]
+        # Argument errors.
+        reqs += [search(""), search("", "p00", "exact"), search("a", None, "regex"),
+                 search("a", None, "EXACT"), search("a", None, ""), search("a", None, None, 0),
+                 search("a", "p00", "prefix", 1000001), search("a", None, None, -1),
+                 search("a", None, None, INT64_MAX), search("a" * 4097),
+                 search("\u00fc" * 2049, "p00"), search("\U0001F600" * 1024 + "a")]
         return reqs
 
     @staticmethod
@@ -548,7 +608,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(ops, {"get_node_property", "get_node_ids", "get_neighbor_ids",
                                "get_edge_record", "get_edge_range", "get_edge_data", "obj_get",
                                "assoc_range", "assoc_count", "assoc_get", "assoc_time_range",
-                               "bfs", "rpq"})
+                               "bfs", "rpq", "search_node_ids"})
         # The reference itself must not be trivial: real answers, real nulls, real errors.
         oks = [e["ok"] for e in self.expected if "ok" in e]
         self.assertTrue(any(isinstance(x, list) and x and isinstance(x[0], dict) for x in oks))
@@ -584,7 +644,8 @@ class ClientTest(unittest.TestCase):
         try:
             with zipg.connect(self.aggregators[0]) as g:
                 pairs = [(r, e) for r, e in zip(self.requests, self.expected)
-                         if r.get("id") in TRICKY_NODES or r["op"] == "get_node_ids"]
+                         if r.get("id") in TRICKY_NODES or
+                         r["op"] in ("get_node_ids", "search_node_ids")]
                 pairs += list(zip(self.requests, self.expected))[::31]
                 failures = self._compare(g, pairs)
                 self._assert_none_differ(failures, len(pairs))
@@ -715,6 +776,197 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(g.rpq("9*", [123456789]), {"pairs": [[123456789, 123456789]],
                                                     "truncated": False})
         self.assertEqual(g.rpq("_", []), {"pairs": [], "truncated": False})
+        # search_node_ids: a dict of a list of ints and a bool; positional arguments; None is the
+        # default (match "contains", limit 10000).
+        r = g.search_node_ids("Pmmk")
+        self.assertEqual(set(r), {"ids", "truncated"})
+        self.assertIsInstance(r["ids"], list)
+        self.assertTrue(r["ids"] and all(isinstance(i, int) for i in r["ids"]))
+        self.assertIs(r["truncated"], False)
+        self.assertEqual(g.search_node_ids("Pmmk", None, None, None), r)
+        self.assertEqual(g.search_node_ids(pattern="Pmmk", match="contains", limit=10000), r)
+        self.assertEqual(g.search_node_ids("Pmmk", None, "contains", 2),
+                         {"ids": r["ids"][:2], "truncated": len(r["ids"]) > 2})
+        self.assertEqual(g.search_node_ids("Pmmk", "no_such_property"),
+                         {"ids": [], "truncated": False})
+
+    def test_search_node_ids_against_python(self):
+        # An independent reference: Python's own string tests over the loaded values (the
+        # comparisons above use the embedded engine, the same C++ as the servers).
+        g = self.g
+        values = sorted({(k, v) for n in self.nodes.values() for k, v in n.items()})
+        rng = random.Random(11)
+        cases = [("Pmmk", None), ("pmmk", None), ("\x00", None), ("\x00", "p39"), (" ", "p01"),
+                 ("e", "p02"), ("nul\x00in", "p00"), ("\U0001F600", None), ("T", "p00")]
+        for _ in range(40):
+            k, v = rng.choice(values)
+            i = rng.randrange(len(v))
+            cases.append((v[i:i + rng.randint(1, 6)], rng.choice([k, None])))
+        for pattern, prop in cases:
+            for match, test in SEARCH_MATCHES.items():
+                want = sorted(i for i, n in self.nodes.items() if any(
+                    test(v, pattern) for k, v in n.items() if prop is None or k == prop))
+                for limit in (1, 3, 1000000):
+                    with self.subTest(pattern=pattern, property=prop, match=match, limit=limit):
+                        self.assertEqual(g.search_node_ids(pattern, prop, match, limit),
+                                         {"ids": want[:limit], "truncated": len(want) > limit})
+
+    def test_search_node_ids_on_the_wire(self):
+        # A stand-in server decodes each search_node_ids call (its SearchRequest and the call
+        # context, field 32767) and answers with a SearchAnswer, or with a declared error for the
+        # pattern "fail": each argument combination becomes the request it should, with either
+        # encoder, and calls the client refuses never reach the server.
+        from thrift.protocol import TBinaryProtocol
+        from thrift.Thrift import TMessageType, TType
+        from thrift.transport import TTransport
+        from zipg.rpc import GraphService
+        from zipg.rpc.ttypes import ErrorCode, GraphError, SearchAnswer, SearchRequest
+        listener = socket.create_server(("127.0.0.1", 0))
+        listener.settimeout(0.1)
+        stop = threading.Event()
+        calls = []
+
+        def read_exactly(conn, n):
+            data = b""
+            while len(data) < n:
+                chunk = conn.recv(n - len(data))
+                if not chunk:
+                    return None
+                data += chunk
+            return data
+
+        def serve():
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except socket.timeout:
+                    continue
+                conn.settimeout(10)
+                with conn:
+                    while True:
+                        size = read_exactly(conn, 4)
+                        if size is None:
+                            break
+                        frame = read_exactly(conn, int.from_bytes(size, "big"))
+                        proto = TBinaryProtocol.TBinaryProtocol(TTransport.TMemoryBuffer(frame))
+                        name, _, seqid = proto.readMessageBegin()
+                        proto.readStructBegin()
+                        req, deadline = None, None
+                        while True:
+                            _, ftype, fid = proto.readFieldBegin()
+                            if ftype == TType.STOP:
+                                break
+                            if fid == 1 and ftype == TType.STRUCT:
+                                req = SearchRequest()
+                                req.read(proto)
+                            elif fid == 32767 and ftype == TType.I64:
+                                deadline = proto.readI64()
+                            else:
+                                proto.skip(ftype)
+                            proto.readFieldEnd()
+                        calls.append((name, req, deadline))
+                        if req is not None and req.pattern == "fail":
+                            result = GraphService.search_node_ids_result(error=GraphError(
+                                code=ErrorCode.RESOURCE_EXHAUSTED, message="too many"))
+                        else:
+                            truncated = req is not None and req.limit == 3
+                            result = GraphService.search_node_ids_result(success=SearchAnswer(
+                                ids=[3, 7, INT64_MAX], truncated=truncated))
+                        out = TTransport.TMemoryBuffer()
+                        reply = TBinaryProtocol.TBinaryProtocol(out)
+                        reply.writeMessageBegin(name, TMessageType.REPLY, seqid)
+                        result.write(reply)
+                        reply.writeMessageEnd()
+                        body = out.getvalue()
+                        conn.sendall(len(body).to_bytes(4, "big") + body)
+
+        server = threading.Thread(target=serve, daemon=True)
+        server.start()
+        endpoint = "127.0.0.1:%d" % listener.getsockname()[1]
+        saved = zipg.client._PROTOCOL
+
+        def want(pattern, prop, match, limit):
+            return SearchRequest(pattern=pattern, any_property=prop is None,
+                                 property="" if prop is None else prop, match=match, limit=limit)
+        cases = [  # (args, kwargs, the request the server must see)
+            (("red",), {}, want("red", None, "contains", 10000)),
+            (("red", "p00"), {}, want("red", "p00", "contains", 10000)),
+            (("red", None, "prefix", 3), {}, want("red", None, "prefix", 3)),
+            ((), {"pattern": "nul\x00 \U0001F600", "property": "", "match": "exact",
+                  "limit": 1000000}, want("nul\x00 \U0001F600", "", "exact", 1000000)),
+            (("\u00fc" * 2048,), {"match": "suffix", "limit": 1}, want("\u00fc" * 2048, None,
+                                                                       "suffix", 1)),
+            (("x",), {"property": "\u540d", "match": None, "limit": None},
+             want("x", "\u540d", "contains", 10000)),
+        ]
+        try:
+            for protocol in (saved, TBinaryProtocol.TBinaryProtocol):
+                zipg.client._PROTOCOL = protocol
+                del calls[:]
+                with zipg.connect(endpoint, timeout=2.5, connect_timeout=5) as g:
+                    for args, kwargs, _ in cases:
+                        limit = kwargs.get("limit", args[3] if len(args) > 3 else None)
+                        self.assertEqual(g.search_node_ids(*args, **kwargs),
+                                         {"ids": [3, 7, INT64_MAX], "truncated": limit == 3})
+                    e = self._assert_error("RESOURCE_EXHAUSTED", g.search_node_ids, "fail")
+                    self.assertEqual(e.message, "too many")
+                    for args, kwargs in [(("",), {}), (("a",), {"match": "regex"}),
+                                         (("a",), {"limit": 0}), (("a" * 4097,), {})]:
+                        self._assert_error("INVALID_ARGUMENT", g.search_node_ids, *args, **kwargs)
+                    # The connection is still in step after the declared error and the refusals.
+                    self.assertEqual(g.search_node_ids("red")["ids"], [3, 7, INT64_MAX])
+                self.assertEqual(
+                    calls, [("search_node_ids", c[2], 2500) for c in cases] +
+                    [("search_node_ids", want("fail", None, "contains", 10000), 2500),
+                     ("search_node_ids", want("red", None, "contains", 10000), 2500)],
+                    protocol.__name__)
+        finally:
+            zipg.client._PROTOCOL = saved
+            stop.set()
+            server.join(timeout=10)
+            listener.close()
+
+    def test_search_node_ids_sees_writes(self):
+        # Nodes written through one aggregator are found through the other: added, updated (the
+        # old values no longer match), given no properties, deleted, added again.
+        w, r = self.g, self.g2
+        a, b, c = self._fresh(), self._fresh(), self._fresh()
+        token = "wsearch-%d-" % a
+        self.assertEqual(r.search_node_ids(token), {"ids": [], "truncated": False})
+        w.obj_add(a, {"ws1": token + "alpha", "ws2": "\x00" + token + "\u00fc"})
+        w.obj_add(b, {"ws1": token + "beta", "ws3": token})
+        w.obj_add(c, {"ws2": "x" + token + "alpha"})
+
+        def ids(*args, **kwargs):
+            got = r.search_node_ids(*args, **kwargs)
+            self.assertFalse(got["truncated"], got)
+            return got["ids"]
+        self.assertEqual(ids(token), [a, b, c])
+        self.assertEqual(ids(token, "ws1"), [a, b])
+        self.assertEqual(ids(token, match="prefix"), [a, b])
+        self.assertEqual(ids(token, match="exact"), [b])
+        self.assertEqual(ids("alpha", match="suffix"), [a, c])
+        self.assertEqual(ids("\x00" + token, match="prefix"), [a])
+        self.assertEqual(ids(token + "\u00fc", "ws2", "suffix"), [a])
+        self.assertEqual(r.search_node_ids(token, limit=2), {"ids": [a, b], "truncated": True})
+        self.assertEqual(r.search_node_ids(token, limit=3), {"ids": [a, b, c], "truncated": False})
+        # obj_update replaces the whole list: the old values do not match any more.
+        r.obj_update(a, {"ws1": "gone", "ws4": token + "gamma"})
+        self.assertEqual(ids("alpha", match="suffix"), [c])
+        self.assertEqual(ids(token + "gamma", "ws4", "exact"), [a])
+        self.assertEqual(ids(token, "ws1"), [b])
+        self.assertEqual(ids(token, "ws2"), [c])
+        w.obj_update(b, {})
+        self.assertEqual(ids(token), [a, c])
+        self.assertEqual(w.obj_delete(c), {"deleted": True})
+        self.assertEqual(ids(token), [a])
+        self.assertEqual(ids("x" + token), [])
+        w.obj_add(c, {"ws5": token})
+        self.assertEqual(ids(token), [a, c])
+        self.assertEqual(ids(token, "ws5", "exact"), [c])
+        for node in (a, c):
+            self.assertEqual(w.obj_delete(node), {"deleted": True})
+        self.assertEqual(ids(token), [])
 
     def test_status(self):
         st = self.g.status()
@@ -994,6 +1246,11 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r.obj_get(node), {"id": node, "properties": {"wtok": token}})
         self.assertNotIn(node, r.get_node_ids({k: v}))
         self.assertEqual(r.get_node_ids({"wtok": token}), [node])
+        # search_node_ids sees the LogStore's list, not the loaded one that it replaces.
+        self.assertNotIn(node, r.search_node_ids(v, k, "exact", 1000000)["ids"])
+        self.assertEqual(r.search_node_ids(token, match="exact"), {"ids": [node],
+                                                                   "truncated": False})
+        self.assertEqual(w.search_node_ids(token[4:], "wtok"), {"ids": [node], "truncated": False})
         self.assertNotIn(node, r.get_neighbor_ids(pred, properties={k: v}))
         self.assertIn(node, r.get_neighbor_ids(pred, properties={"wtok": token}))
         for t in types:  # the edges are not touched by obj_update
@@ -1056,6 +1313,8 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(r.get_edge_record(node, t)["count"], 0)
         self.assertEqual(r.get_neighbor_ids(node), [])
         self.assertEqual(r.get_node_ids({"wtok": token}), [])
+        self.assertEqual(r.search_node_ids(token), {"ids": [], "truncated": False})
+        self.assertNotIn(node, r.search_node_ids(v, k, "exact", 1000000)["ids"])
         self.assertIn(node, r.get_neighbor_ids(pred))  # the edge into it is pred's
         self.assertNotIn(node, r.get_neighbor_ids(pred, properties={"wtok": token}))
         self.assertEqual(w.obj_delete(node), {"deleted": False})
@@ -1067,7 +1326,8 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(self._edge_reads(r, node, t), saved[t])
             self.assertEqual(self._edge_reads(w, node, t), saved[t])
         pairs = [(q, e) for q, e in zip(self.requests, self.expected)
-                 if q.get("id") in (node, pred) or q["op"] == "get_node_ids" or
+                 if q.get("id") in (node, pred) or
+                 q["op"] in ("get_node_ids", "search_node_ids") or
                  (q["op"] == "get_neighbor_ids" and q.get("properties"))]
         self.assertGreater(len(pairs), 100)
         for g in (self.g, self.g2):
@@ -1243,7 +1503,36 @@ class ClientTest(unittest.TestCase):
                     ("rpq", ("1",), {"sources": "1"}),
                     ("rpq", ("1",), {"sources": [1, "2"]}),
                     ("rpq", ("1",), {"limit": "5"}),
-                    ("rpq", ("1",), {"limit": 1 << 63})]:
+                    ("rpq", ("1",), {"limit": 1 << 63}),
+                    # search_node_ids checks its value ranges too (a type error first).
+                    ("search_node_ids", (), {"pattern": ""}),
+                    ("search_node_ids", ("",), {"property": "p00", "match": "exact"}),
+                    ("search_node_ids", (None,), {}),
+                    ("search_node_ids", (b"abc",), {}),
+                    ("search_node_ids", (5,), {}),
+                    ("search_node_ids", (["a"],), {}),
+                    ("search_node_ids", ("\ud800",), {}),
+                    ("search_node_ids", ("a\udfff",), {"match": "prefix"}),
+                    ("search_node_ids", ("a" * 4097,), {}),
+                    ("search_node_ids", ("\u00fc" * 2049,), {}),   # 2049 chars, 4098 bytes
+                    ("search_node_ids", ("\U0001F600" * 1024 + "a",), {}),
+                    ("search_node_ids", ("a",), {"property": 1}),
+                    ("search_node_ids", ("a",), {"property": b"p00"}),
+                    ("search_node_ids", ("a",), {"property": ["p00"]}),
+                    ("search_node_ids", ("a",), {"property": "\ud800"}),
+                    ("search_node_ids", ("a",), {"match": "regex"}),
+                    ("search_node_ids", ("a",), {"match": "Contains"}),
+                    ("search_node_ids", ("a",), {"match": ""}),
+                    ("search_node_ids", ("a",), {"match": b"exact"}),
+                    ("search_node_ids", ("a",), {"match": 0}),
+                    ("search_node_ids", ("a", None, "exact", 0), {}),
+                    ("search_node_ids", ("a",), {"limit": 0}),
+                    ("search_node_ids", ("a",), {"limit": -1}),
+                    ("search_node_ids", ("a",), {"limit": 1000001}),
+                    ("search_node_ids", ("a",), {"limit": 1 << 63}),
+                    ("search_node_ids", ("a",), {"limit": 5.0}),
+                    ("search_node_ids", ("a",), {"limit": "5"}),
+                    ("search_node_ids", ("a",), {"limit": True})]:
                 with self.subTest(endpoint=g.endpoint, op=name, args=args, kwargs=kwargs):
                     self._assert_error("INVALID_ARGUMENT", getattr(g, name), *args, **kwargs)
         dead.close()
@@ -1260,6 +1549,8 @@ class ClientTest(unittest.TestCase):
         self._assert_error("RESOURCE_EXHAUSTED", dead.obj_update, 1, big)
         self._assert_error("RESOURCE_EXHAUSTED", dead.assoc_add, 1, 0, 2, 3, big)
         self._assert_error("RESOURCE_EXHAUSTED", dead.assoc_update, 1, 0, 2, 3, big)
+        self._assert_error("RESOURCE_EXHAUSTED", dead.search_node_ids, "a",
+                           "p" * zipg.MAX_REQUEST_BYTES)
 
     def test_dead_endpoint_is_unavailable_quickly(self):
         endpoint = "127.0.0.1:%d" % _free_port()

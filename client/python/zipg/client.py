@@ -19,7 +19,7 @@ from thrift.transport import TSocket, TTransport
 
 try:  # generated at build time from thrift/zipg.thrift (see setup.py)
     from zipg.rpc import GraphService
-    from zipg.rpc.ttypes import BatchedWrite, ErrorCode, GraphError, WriteKind
+    from zipg.rpc.ttypes import BatchedWrite, ErrorCode, GraphError, SearchRequest, WriteKind
 except ImportError as _e:  # pragma: no cover - a broken install, reported clearly
     raise ImportError(
         "zipg.rpc (the Thrift code generated from thrift/zipg.thrift) is missing: install the "
@@ -49,6 +49,13 @@ _INT64_MAX = (1 << 63) - 1
 # The traversals' default limits (interface.md, "Traversals").
 _BFS_LIMIT = 10000
 _RPQ_LIMIT = 100000
+
+# search_node_ids (interface.md, "Search inside values"; model/search.h): its match kinds, its
+# default and largest limit, and the longest pattern (in bytes, UTF-8 encoded).
+SEARCH_MATCHES = ("contains", "prefix", "suffix", "exact")
+_SEARCH_LIMIT = 10000
+_SEARCH_MAX_LIMIT = 1000000
+_SEARCH_MAX_PATTERN = 4096
 
 
 class Error(Exception):
@@ -484,6 +491,36 @@ class Graph:
         props = _props(op, "properties", properties)
         _check_size(op, _request_bytes(props=props))
         return list(self._call(op, props))
+
+    def search_node_ids(self, pattern, property=None, match="contains", limit=None):
+        """{"ids": [id, ...], "truncated": bool}: the sorted ids of the live nodes with a property
+        value (of `property`, or of any property if None) that contains `pattern` (match
+        "contains", also if None), starts with it ("prefix"), ends with it ("suffix") or equals it
+        ("exact"), comparing the UTF-8 bytes, case-sensitive; each node once. At most `limit`
+        (1..1000000, default 10000) ids, the smallest; `truncated` says whether more match. An
+        empty pattern, one over 4096 bytes (UTF-8), an unknown `match` or a limit out of range is
+        INVALID_ARGUMENT, raised before anything is sent."""
+        op = "search_node_ids"
+        pattern = _str(op, "pattern", pattern, "a str")
+        size = len(pattern.encode("utf-8"))
+        if size == 0:
+            raise Error("INVALID_ARGUMENT", "%s: argument 'pattern' must not be empty" % op)
+        if size > _SEARCH_MAX_PATTERN:
+            raise Error("INVALID_ARGUMENT", "%s: argument 'pattern' has %d bytes (UTF-8), at most "
+                        "%d" % (op, size, _SEARCH_MAX_PATTERN))
+        prop = None if property is None else _str(op, "property", property, "a str or None")
+        match = "contains" if match is None else _str(op, "match", match, "a str")
+        if match not in SEARCH_MATCHES:
+            raise Error("INVALID_ARGUMENT", "%s: argument 'match' must be one of %s, not %r"
+                        % (op, ", ".join(SEARCH_MATCHES), match))
+        limit = _SEARCH_LIMIT if limit is None else _int(op, "limit", limit)
+        if not 1 <= limit <= _SEARCH_MAX_LIMIT:
+            raise Error("INVALID_ARGUMENT", "%s: argument 'limit' must be in 1..%d, not %d"
+                        % (op, _SEARCH_MAX_LIMIT, limit))
+        _check_size(op, _request_bytes(names=[pattern, match] + ([prop] if prop else [])))
+        r = self._call(op, SearchRequest(pattern=pattern, any_property=prop is None,
+                                         property=prop or "", match=match, limit=limit))
+        return {"ids": list(r.ids or []), "truncated": bool(r.truncated)}
 
     def get_neighbor_ids(self, id, type=None, properties=None):
         """Sorted distinct dst of the node's edges (of `type`, or all), kept if dst matches."""
