@@ -1454,7 +1454,7 @@ class GraphCorruptionTest : public testing::Test {
     graph_ = MakeGraph(51, spec);
     model_ = std::make_unique<Model>(graph_.input);
     store_ = tmp_.Sub("store");
-    Compress(graph_, store_, Options(3, kNodeLayouts[4], kEdgeLayouts[5]), *model_);
+    Compress(graph_, store_, Options(3, kNodeLayouts[6], kEdgeLayouts[5]), *model_);
   }
   // A fresh copy of the store to damage.
   std::string Copy(const std::string& name) {
@@ -1488,7 +1488,7 @@ class GraphCorruptionTest : public testing::Test {
 
 TEST_F(GraphCorruptionTest, FlippedOrTruncatedFilesFailToOpen) {
   const auto files = StoreFiles();
-  ASSERT_EQ(files.size(), 13u);  // MANIFEST + 4 per shard
+  ASSERT_EQ(files.size(), 16u);  // MANIFEST + 5 per shard (nodes.sfx: the search index)
   for (const std::string& file : files) {
     const uint64_t size = fs::file_size(store_ + "/" + file);
     for (uint64_t offset : {uint64_t{0}, uint64_t{9}, size / 3, size / 2, size - 9, size - 1}) {
@@ -1602,6 +1602,11 @@ TEST_F(GraphCorruptionTest, UnverifiedDamagedFilesNeverCrash) {
         (void)store->GetNeighborIds(id, std::nullopt, {{"name", "red"}});
       }
       (void)store->GetNodeIds({{"name", "red"}, {"city", "blue"}});
+      for (SearchMatch m : {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
+                            SearchMatch::kExact}) {
+        (void)store->SearchNodeIds({"re", std::nullopt, m, 100});
+        (void)store->SearchNodeIds({"e", std::string("city"), m, 100});
+      }
       for (const auto& [key, edges] : model_->records()) {
         const int64_t count = static_cast<int64_t>(edges.size());
         (void)store->AssocRange(key.first, key.second, 0, kMax);

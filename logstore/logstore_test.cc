@@ -684,6 +684,34 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
           << "node " << id << " " << when;
       EXPECT_EQ(got.at(id).second, want) << "node " << id << " " << when;
     }
+    // search_node_ids over the log shards (their search indexes) and the deletes that hide
+    // replaced and deleted nodes, against the model's live values ("a" = v, "b" = "x" + v).
+    std::mt19937_64 rng(7);
+    const SearchMatch kinds[] = {SearchMatch::kContains, SearchMatch::kPrefix,
+                                 SearchMatch::kSuffix, SearchMatch::kExact};
+    for (int q = 0; q < 200; ++q) {
+      NodeSearch search;
+      const std::string v = std::to_string(rng() % 1000);
+      search.pattern = q % 3 == 0 ? "x" + v : v.substr(0, 1 + rng() % v.size());
+      search.match = kinds[q % 4];
+      if (q % 2 == 0) search.property = q % 4 == 0 ? "a" : "b";
+      search.limit = q % 5 == 0 ? 3 : kDefaultSearchLimit;
+      std::vector<int64_t> want;
+      for (const auto& [id, p] : props) {
+        for (const auto& [name, value] : p) {
+          if ((!search.property || name == *search.property) &&
+              ValueMatches(value, search.pattern, search.match)) {
+            want.push_back(id);
+            break;
+          }
+        }
+      }
+      CutSearchPart(&want, search.limit);
+      auto got = store.SearchNodeIds(search);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(*got, want) << SearchMatchName(search.match) << " '" << search.pattern << "' in "
+                            << search.property.value_or("any") << " " << when;
+    }
   };
   expect_model(h->store(), "after the merges");
   // Every key is found through any one generation the merged shard covers.

@@ -343,12 +343,36 @@ def random_write(model, w, hot, universe):
 TRAVERSAL_EXPR = "(0|1)/_*"
 
 
+def value_searches(model, ids):
+    """search_node_ids requests cut from the live values of every 3rd node of `ids`, cycling
+    through the match kinds (a middle piece, the first or last 3 characters, the whole value),
+    every other one restricted to the value's property: after writes, deletes, compactions,
+    merges and rebuilds, the search index and the LogStore must find exactly the model's nodes."""
+    reqs = []
+    kinds = ["contains", "prefix", "suffix", "exact"]
+    for k, i in enumerate(ids[::3]):
+        props = model.nodes.get(i) or {}
+        values = [(n, v) for n, v in sorted(props.items()) if v]
+        if not values:
+            continue
+        name, v = values[k % len(values)]
+        match = kinds[k % 4]
+        pattern = {"contains": v[len(v) // 3:len(v) // 3 + 4], "prefix": v[:3], "suffix": v[-3:],
+                   "exact": v}[match]
+        req = {"op": "search_node_ids", "pattern": pattern, "match": match}
+        if k % 2:
+            req["property"] = name
+        reqs.append(req)
+    return reqs
+
+
 def node_reads(model, ids, traversals=False):
     """Every read that shows a node's state in `model`: its properties, its neighbors, and each of
     its edge lists whole with its count; with `traversals`, also a bfs (depth 3, any type) and an
-    rpq from it (TRAVERSAL_EXPR), which read other nodes' edges too (so not for a server asked
-    directly about its own shards, nor while some shard is down)."""
-    reqs = []
+    rpq from it (TRAVERSAL_EXPR), which read other nodes' edges too, and value searches, which
+    read every shard and the LogStore (so none of these for a server asked directly about its
+    own shards, nor while some shard is down)."""
+    reqs = value_searches(model, ids) if traversals else []
     for i in ids:
         reqs.append({"op": "obj_get", "id": i})
         reqs.append({"op": "get_neighbor_ids", "id": i})
