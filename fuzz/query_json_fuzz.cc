@@ -37,6 +37,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         R"({"op": "obj_get", "id": 3})",
         R"({"op": "get_node_property", "id": 2, "properties": ["name"]})",
         R"({"op": "get_node_ids", "properties": {"city": "red"}})",
+        R"({"op": "search_node_ids", "pattern": "re", "match": "prefix", "limit": 3})",
+        R"({"op": "search_node_ids", "pattern": "e\u0000\"", "property": "city"})",
         R"({"op": "get_neighbor_ids", "id": 0, "type": 5, "properties": {"city": "blue"}})",
         R"({"op": "get_edge_record", "id": 7, "type": 1})",
         R"({"op": "get_edge_range", "id": 7, "type": 1, "t_lo": 1000, "t_hi": 1010})",

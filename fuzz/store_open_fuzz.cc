@@ -21,6 +21,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using zipg::SearchMatch;
 using zipg::StatusCode;
 using zipg::fuzz::Check;
 
@@ -69,6 +70,17 @@ std::string Answers(zipg::Graph& g) {
     if (!Failed(ids, &out)) {
       for (int64_t id : *ids) out += std::to_string(id) + " ";
       out += "\n";
+    }
+  }
+  // The search index (nodes.sfx): every match, any property and one.
+  for (SearchMatch m : {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
+                        SearchMatch::kExact}) {
+    for (const auto& property : {std::optional<std::string>(), std::optional<std::string>("city")}) {
+      auto found = g.SearchNodeIds({"re", property, m, 100});
+      if (!Failed(found, &out)) {
+        for (int64_t id : found->ids) out += std::to_string(id) + " ";
+        out += found->truncated ? "+\n" : "\n";
+      }
     }
   }
   return out;

@@ -152,6 +152,11 @@ std::vector<std::string> Seeds() {
   c.send_get_node_property(1, true, {}), take();
   c.send_get_node_property(2, false, {"name", "nope"}), take();
   c.send_get_node_ids(red), take();
+  zipg::rpc::SearchRequest search;
+  search.pattern = "re", search.any_property = true, search.match = "contains", search.limit = 5;
+  c.send_search_node_ids(search), take();
+  search.any_property = false, search.property = "city", search.match = "suffix";
+  c.send_search_node_ids(search), take();
   c.send_get_neighbor_ids(0, true, 0, {}), take();
   c.send_get_neighbor_ids(1, false, 1, red), take();
   c.send_get_edge_record(0, 5), take();
@@ -179,6 +184,7 @@ std::vector<std::string> Seeds() {
   c.send_write_batch({w, w}), take();
   c.send_filter_nodes({1, 2, 3, 4}, red), take();
   c.send_local_node_ids({0, 1, 2}, red), take();
+  c.send_local_search_node_ids({0, 1, 2}, search), take();
   zipg::rpc::Transition t;
   t.from_state = 0, t.type = 1, t.to_state = 1;
   zipg::rpc::Visits v;
@@ -194,6 +200,7 @@ std::vector<std::string> Seeds() {
   ask.id = 1, ask.type = 1, ask.generations = {1}, ask.dsts = {2};
   c.send_fragment_edges_batch({ask}), take();
   c.send_log_node_ids(red), take();
+  c.send_log_search_node_ids(search), take();
   c.send_updates_since(0, 0, "shard-a"), take();
   // Two calls on one connection.
   c.send_obj_get(1), c.send_assoc_count(0, 5), take();

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <random>
 
+#include "util/call_deadline.h"
 #include "util/scratch_dir.h"
 
 namespace zipg::layout {
@@ -217,6 +219,12 @@ TEST_P(NodeFileTest, SearchValuesMatchesAScan) {
   }
   const std::string unknown = "nope";
   EXPECT_TRUE((*file)->SearchValues("a", SearchMatch::kContains, &unknown, 10)->empty());
+  // Reading records for a property without an index stops at the call's deadline.
+  if (GetParam() <= 2) {
+    CallDeadline::Scope passed(CallDeadline::Clock::now() - std::chrono::milliseconds(1));
+    EXPECT_EQ((*file)->SearchValues("a", SearchMatch::kContains, nullptr, 10).status().code(),
+              StatusCode::kDeadlineExceeded);
+  }
 }
 
 }  // namespace

@@ -6,8 +6,11 @@
 
 #include "layout/suffix_index.h"
 
+#include "util/call_deadline.h"
+
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <optional>
 #include <random>
 #include <set>
@@ -204,6 +207,26 @@ TEST(SuffixIndexTest, LocatingMoreThanTheBoundIsRefused) {
   EXPECT_EQ(index->Find("xx", SearchMatch::kPrefix, any, 99, &got).code(),
             StatusCode::kResourceExhausted);
   EXPECT_TRUE(index->Find("xx", SearchMatch::kPrefix, any, 100, &got).ok());
+}
+
+// A search that locates past the call's deadline fails whole with DEADLINE_EXCEEDED (the deadline
+// is looked at every 1024 occurrences); one within it answers.
+TEST(SuffixIndexTest, LocatingStopsAtTheCallsDeadline) {
+  std::vector<Pair> pairs;
+  for (uint32_t r = 0; r < 3000; ++r) pairs.push_back({r, "ab" + std::to_string(r)});
+  auto index = Build(pairs, 3000, 8);
+  std::vector<uint32_t> got;
+  {
+    CallDeadline::Scope passed(CallDeadline::Clock::now() - std::chrono::milliseconds(1));
+    EXPECT_EQ(index->Find("b", SearchMatch::kContains, std::nullopt, UINT64_MAX, &got).code(),
+              StatusCode::kDeadlineExceeded);
+    // Prefix and exact searches locate nothing: they answer.
+    EXPECT_TRUE(index->Find("ab", SearchMatch::kPrefix, std::nullopt, UINT64_MAX, &got).ok());
+    EXPECT_EQ(got.size(), 3000u);
+  }
+  CallDeadline::Scope later(CallDeadline::Clock::now() + std::chrono::seconds(60));
+  EXPECT_TRUE(index->Find("b", SearchMatch::kContains, std::nullopt, UINT64_MAX, &got).ok());
+  EXPECT_EQ(got.size(), 3000u);
 }
 
 TEST(SuffixIndexTest, RejectsValuesThatAreNotText) {

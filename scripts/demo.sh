@@ -42,6 +42,12 @@ q get_neighbor_ids --id 0 --properties "{\"p00\": \"$city\"}"
 q get_edge_range --id 0 --type 1 --t_lo 1483228800 --t_hi 1485000000
 q get_edge_data --id 0 --type 1 --time_order 0 | cut -c1-300
 q assoc_time_range --id 0 --type 1 --low 1483228800 --high 1490000000 --limit 2 | cut -c1-300
+echo "== search inside values, on the compressed suffix index (docs/search.md)"
+word=$(printf '%s' "${city:-a}" | cut -c1-3)
+q search_node_ids --pattern "$word" --match prefix --limit 5
+q search_node_ids --pattern "${city:-a}" --match exact --property p00 --limit 5
+q search_node_ids --pattern "ear" --limit 5
+q search_node_ids --pattern "a." --match suffix --limit 5
 echo "== traversals: shipped to the shard servers that hold each frontier (docs/traversal.md)"
 q bfs --id 0 --max_depth 2 --limit 5
 q rpq --expr '0/1*' --sources '[0, 42]' --limit 5
@@ -57,6 +63,7 @@ w obj_add --id 1000000 --properties '{"p00": "Ithaca", "name": "new node"}'
 w assoc_add --src 0 --type 1 --dst 1000000 --timestamp 1500000000 --properties '{"note": "newest"}'
 r assoc_range --id 0 --type 1 --pos 0 --limit 1
 r get_node_ids --properties '{"name": "new node"}'
+r search_node_ids --pattern "new no" --match prefix
 w obj_update --id 42 --properties '{"p00": "Ithaca"}'
 r obj_get --id 42
 echo "== compress the LogStore's log into a new shard now; the data stays the same"
@@ -81,6 +88,9 @@ print("get_node_ids(p00=%r): %d nodes" % (city, len(g.get_node_ids(properties={"
 print("assoc_range(0, 1, 0, 2):", [(e["dst"], e["timestamp"]) for e in g.assoc_range(id=0, type=1, pos=0, limit=2)])
 print("get_neighbor_ids(0, p00=%r):" % city, g.get_neighbor_ids(id=0, properties={"p00": city}))
 print("bfs(0, max_depth=2): %d ids" % len(g.bfs(id=0, max_depth=2)))
+word = (city or "a")[:3]
+print("search_node_ids(%r, match='prefix', limit=3):" % word,
+      g.search_node_ids(word, match="prefix", limit=3))
 print("rpq('_/_', sources=[0], limit=3):", g.rpq("_/_", sources=[0], limit=3))
 try:
     g.obj_get(id=-1)
