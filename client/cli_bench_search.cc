@@ -164,15 +164,12 @@ int RunSearchBench(const Args& args) {
     if (args.Has("scan-store")) {
       return Fail(Status::InvalidArgument("--scan-store goes with --embedded"));
     }
-    if (auto connect = args.Get("connect")) {
-      endpoint = connect->substr(0, connect->find(','));
-    } else if (auto store = args.Get("store")) {
-      auto aggregators = LocalAggregators(*store);
-      if (!aggregators.ok()) return Fail(aggregators.status());
-      endpoint = aggregators->front();
-    } else {
+    auto address = ClusterAddress(args);
+    if (!address.ok()) return Fail(address.status());
+    if (!*address) {
       return Fail(Status::InvalidArgument("bench needs --connect HOST:PORT or --store DIR"));
     }
+    endpoint = (*address)->substr(0, (*address)->find(','));
     ClientOptions options;
     options.timeout_ms = 60000;
     auto c = Connect(endpoint, options);

@@ -106,6 +106,17 @@ Status AddWork(const ShardMap& map, uint32_t shard, const std::vector<T>& items,
   return Status::OK();
 }
 
+// One server for each of `shards`, each shard its own item: the plan of a call made once per
+// server for the shards it is picked for (searches, traversal sources).
+inline StatusOr<WorkPlan<int32_t>> PlanShards(const ShardMap& map,
+                                              const std::vector<uint32_t>& shards) {
+  WorkPlan<int32_t> plan;
+  for (uint32_t s : shards) {
+    ZIPG_RETURN_IF_ERROR(AddWork(map, s, {static_cast<int32_t>(s)}, &plan));
+  }
+  return plan;
+}
+
 class Registration {
  public:
   // Grants a lease of ttl_seconds, puts the entry with it and starts keeping it alive (a refresh

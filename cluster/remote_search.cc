@@ -11,10 +11,7 @@ Status AddSearchCalls(const ClusterView& view, rpc::PoolSet* pools,
                       std::vector<rpc::IdsCall>* calls) {
   auto map = view.Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
-  WorkPlan<int32_t> plan;
-  for (uint32_t s : shards) {
-    ZIPG_RETURN_IF_ERROR(AddWork(*map, s, {static_cast<int32_t>(s)}, &plan));
-  }
+  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(*map, shards));
   for (const auto& [name, work] : plan) {
     calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
       auto call = [&](const ServerWork<int32_t>& w) {

@@ -54,11 +54,7 @@ Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
                        const graph::TraversalBudget& budget, std::vector<rpc::IdsCall>* calls) {
   const auto deadline = budget.deadline();
   const uint64_t max_ids = budget.memory_bytes() / sizeof(int64_t);
-  auto map = view.Current();
-  WorkPlan<int32_t> plan;
-  for (uint32_t s : shards) {
-    ZIPG_RETURN_IF_ERROR(AddWork(*map, s, {static_cast<int32_t>(s)}, &plan));
-  }
+  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(*view.Current(), shards));
   for (const auto& [name, work] : plan) {
     calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
       auto call = [&](const ServerWork<int32_t>& w) {

@@ -73,9 +73,10 @@ std::string Answers(zipg::Graph& g) {
     }
   }
   // The search index (nodes.sfx): every match, any property and one.
-  for (SearchMatch m : {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
-                        SearchMatch::kExact}) {
-    for (const auto& property : {std::optional<std::string>(), std::optional<std::string>("city")}) {
+  for (SearchMatch m :
+       {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix, SearchMatch::kExact}) {
+    for (const auto& property :
+         {std::optional<std::string>(), std::optional<std::string>("city")}) {
       auto found = g.SearchNodeIds({"re", property, m, 100});
       if (!Failed(found, &out)) {
         for (int64_t id : found->ids) out += std::to_string(id) + " ";

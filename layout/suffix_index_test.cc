@@ -6,8 +6,6 @@
 
 #include "layout/suffix_index.h"
 
-#include "util/call_deadline.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -16,6 +14,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "util/call_deadline.h"
 
 namespace zipg::layout {
 namespace {

@@ -106,6 +106,60 @@ def tearDownModule():
         shutil.rmtree(_module_tmp, ignore_errors=True)
 
 
+def _stand_in_server(respond):
+    """A stand-in Thrift server on 127.0.0.1 for the wire tests: each framed call's message
+    header is read, then respond(name, proto) reads the arguments from proto and returns the
+    *_result struct to send back. Returns (endpoint, close)."""
+    from thrift.protocol import TBinaryProtocol
+    from thrift.Thrift import TMessageType
+    from thrift.transport import TTransport
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def read_exactly(conn, n):
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                continue
+            conn.settimeout(10)
+            with conn:
+                while True:
+                    size = read_exactly(conn, 4)
+                    if size is None:
+                        break
+                    frame = read_exactly(conn, int.from_bytes(size, "big"))
+                    proto = TBinaryProtocol.TBinaryProtocol(TTransport.TMemoryBuffer(frame))
+                    name, _, seqid = proto.readMessageBegin()
+                    result = respond(name, proto)
+                    out = TTransport.TMemoryBuffer()
+                    reply = TBinaryProtocol.TBinaryProtocol(out)
+                    reply.writeMessageBegin(name, TMessageType.REPLY, seqid)
+                    result.write(reply)
+                    reply.writeMessageEnd()
+                    body = out.getvalue()
+                    conn.sendall(len(body).to_bytes(4, "big") + body)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+
+    def close():
+        stop.set()
+        server.join(timeout=10)
+        listener.close()
+    return "127.0.0.1:%d" % listener.getsockname()[1], close
+
+
 def _run(args, stdin=None, timeout=300):
     r = subprocess.run([ZIPG_BIN] + args, input=stdin, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=timeout)
@@ -659,58 +713,22 @@ class ClientTest(unittest.TestCase):
         # Python one alike, after the real arguments; no timeout, no field. A stand-in server
         # decodes each call field by field and answers assoc_count with 42.
         from thrift.protocol import TBinaryProtocol
-        from thrift.Thrift import TMessageType, TType
-        from thrift.transport import TTransport
+        from thrift.Thrift import TType
         from zipg.rpc import GraphService
-        listener = socket.create_server(("127.0.0.1", 0))
-        listener.settimeout(0.1)
-        stop = threading.Event()
         calls = []
 
-        def read_exactly(conn, n):
-            data = b""
-            while len(data) < n:
-                chunk = conn.recv(n - len(data))
-                if not chunk:
-                    return None
-                data += chunk
-            return data
-
-        def serve():
-            while not stop.is_set():
-                try:
-                    conn, _ = listener.accept()
-                except socket.timeout:
-                    continue
-                conn.settimeout(10)
-                with conn:
-                    while True:
-                        size = read_exactly(conn, 4)
-                        if size is None:
-                            break
-                        frame = read_exactly(conn, int.from_bytes(size, "big"))
-                        proto = TBinaryProtocol.TBinaryProtocol(TTransport.TMemoryBuffer(frame))
-                        name, _, seqid = proto.readMessageBegin()
-                        proto.readStructBegin()
-                        fields = {}
-                        while True:
-                            _, ftype, fid = proto.readFieldBegin()
-                            if ftype == TType.STOP:
-                                break
-                            fields[fid] = proto.readI64() if ftype == TType.I64 else None
-                            proto.readFieldEnd()
-                        calls.append((name, fields))
-                        out = TTransport.TMemoryBuffer()
-                        reply = TBinaryProtocol.TBinaryProtocol(out)
-                        reply.writeMessageBegin(name, TMessageType.REPLY, seqid)
-                        GraphService.assoc_count_result(success=42).write(reply)
-                        reply.writeMessageEnd()
-                        body = out.getvalue()
-                        conn.sendall(len(body).to_bytes(4, "big") + body)
-
-        server = threading.Thread(target=serve, daemon=True)
-        server.start()
-        endpoint = "127.0.0.1:%d" % listener.getsockname()[1]
+        def respond(name, proto):
+            proto.readStructBegin()
+            fields = {}
+            while True:
+                _, ftype, fid = proto.readFieldBegin()
+                if ftype == TType.STOP:
+                    break
+                fields[fid] = proto.readI64() if ftype == TType.I64 else None
+                proto.readFieldEnd()
+            calls.append((name, fields))
+            return GraphService.assoc_count_result(success=42)
+        endpoint, close = _stand_in_server(respond)
         saved = zipg.client._PROTOCOL
         self.assertIs(saved, TBinaryProtocol.TBinaryProtocolAccelerated,
                       "the C encoder (thrift.protocol.fastbinary) is not there to test")
@@ -730,9 +748,7 @@ class ClientTest(unittest.TestCase):
                                      "%s, timeout %r" % (protocol.__name__, timeout))
         finally:
             zipg.client._PROTOCOL = saved
-            stop.set()
-            server.join(timeout=10)
-            listener.close()
+            close()
 
     def test_result_shapes_and_positional_arguments(self):
         g = self.g
@@ -817,72 +833,33 @@ class ClientTest(unittest.TestCase):
         # pattern "fail": each argument combination becomes the request it should, with either
         # encoder, and calls the client refuses never reach the server.
         from thrift.protocol import TBinaryProtocol
-        from thrift.Thrift import TMessageType, TType
-        from thrift.transport import TTransport
+        from thrift.Thrift import TType
         from zipg.rpc import GraphService
         from zipg.rpc.ttypes import ErrorCode, GraphError, SearchAnswer, SearchRequest
-        listener = socket.create_server(("127.0.0.1", 0))
-        listener.settimeout(0.1)
-        stop = threading.Event()
         calls = []
 
-        def read_exactly(conn, n):
-            data = b""
-            while len(data) < n:
-                chunk = conn.recv(n - len(data))
-                if not chunk:
-                    return None
-                data += chunk
-            return data
-
-        def serve():
-            while not stop.is_set():
-                try:
-                    conn, _ = listener.accept()
-                except socket.timeout:
-                    continue
-                conn.settimeout(10)
-                with conn:
-                    while True:
-                        size = read_exactly(conn, 4)
-                        if size is None:
-                            break
-                        frame = read_exactly(conn, int.from_bytes(size, "big"))
-                        proto = TBinaryProtocol.TBinaryProtocol(TTransport.TMemoryBuffer(frame))
-                        name, _, seqid = proto.readMessageBegin()
-                        proto.readStructBegin()
-                        req, deadline = None, None
-                        while True:
-                            _, ftype, fid = proto.readFieldBegin()
-                            if ftype == TType.STOP:
-                                break
-                            if fid == 1 and ftype == TType.STRUCT:
-                                req = SearchRequest()
-                                req.read(proto)
-                            elif fid == 32767 and ftype == TType.I64:
-                                deadline = proto.readI64()
-                            else:
-                                proto.skip(ftype)
-                            proto.readFieldEnd()
-                        calls.append((name, req, deadline))
-                        if req is not None and req.pattern == "fail":
-                            result = GraphService.search_node_ids_result(error=GraphError(
-                                code=ErrorCode.RESOURCE_EXHAUSTED, message="too many"))
-                        else:
-                            truncated = req is not None and req.limit == 3
-                            result = GraphService.search_node_ids_result(success=SearchAnswer(
-                                ids=[3, 7, INT64_MAX], truncated=truncated))
-                        out = TTransport.TMemoryBuffer()
-                        reply = TBinaryProtocol.TBinaryProtocol(out)
-                        reply.writeMessageBegin(name, TMessageType.REPLY, seqid)
-                        result.write(reply)
-                        reply.writeMessageEnd()
-                        body = out.getvalue()
-                        conn.sendall(len(body).to_bytes(4, "big") + body)
-
-        server = threading.Thread(target=serve, daemon=True)
-        server.start()
-        endpoint = "127.0.0.1:%d" % listener.getsockname()[1]
+        def respond(name, proto):
+            proto.readStructBegin()
+            req, deadline = None, None
+            while True:
+                _, ftype, fid = proto.readFieldBegin()
+                if ftype == TType.STOP:
+                    break
+                if fid == 1 and ftype == TType.STRUCT:
+                    req = SearchRequest()
+                    req.read(proto)
+                elif fid == 32767 and ftype == TType.I64:
+                    deadline = proto.readI64()
+                else:
+                    proto.skip(ftype)
+                proto.readFieldEnd()
+            calls.append((name, req, deadline))
+            if req is not None and req.pattern == "fail":
+                return GraphService.search_node_ids_result(error=GraphError(
+                    code=ErrorCode.RESOURCE_EXHAUSTED, message="too many"))
+            return GraphService.search_node_ids_result(success=SearchAnswer(
+                ids=[3, 7, INT64_MAX], truncated=req is not None and req.limit == 3))
+        endpoint, close = _stand_in_server(respond)
         saved = zipg.client._PROTOCOL
 
         def want(pattern, prop, match, limit):
@@ -922,9 +899,7 @@ class ClientTest(unittest.TestCase):
                     protocol.__name__)
         finally:
             zipg.client._PROTOCOL = saved
-            stop.set()
-            server.join(timeout=10)
-            listener.close()
+            close()
 
     def test_search_node_ids_sees_writes(self):
         # Nodes written through one aggregator are found through the other: added, updated (the
