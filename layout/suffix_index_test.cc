@@ -114,13 +114,13 @@ TEST(ValueMatchesTest, FollowsTheStringOperations) {
 
 TEST(SuffixIndexTest, AnswersAsAScanOfTheValues) {
   for (uint32_t rate : {1u, 3u, 32u}) {
-    for (uint64_t seed = 1; seed <= 3; ++seed) {
+    for (uint64_t seed = 1; seed <= 2; ++seed) {
       const uint32_t records = 400;
       const auto pairs = MakePairs(records, seed * 100 + rate);
       const auto index = Build(pairs, records, rate);
       ASSERT_NE(index, nullptr);
       std::mt19937_64 rng(seed);
-      for (int q = 0; q < 300; ++q) {
+      for (int q = 0; q < 200; ++q) {
         std::string pattern;
         const std::string& from = pairs[rng() % pairs.size()].value;
         if (q % 3 != 0 && !from.empty()) {  // a piece of a stored value (on any byte boundary)
