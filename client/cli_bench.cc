@@ -74,7 +74,7 @@ const char kUsage[] =
     "      CPU per query, shipped (the operation) vs pulled (get_neighbor_ids per node and\n"
     "      type); --embedded runs in-process on the store (docs/traversal.md)\n"
     "  zipg bench (--connect ... | --store DIR [--embedded [--scan-store DIR2]]) --mix search\n"
-    "             [--patterns 20] [--repeat 5] [--connections 4] [--duration 10]\n"
+    "             [--patterns 20] [--repeat 5] [--connections 4] [--duration 10] [--sample-ms 300]\n"
     "      search_node_ids with patterns cut from stored values, by hits (1, 10, 100, 10k) and\n"
     "      match: p50 / p99 and CPU per search; through a cluster also searches/s over the\n"
     "      patterns of at most 100 hits; --scan-store: the same on a store built with\n"
