@@ -348,7 +348,7 @@ bool SuffixIndex::Range(std::string_view pattern, SearchMatch match,
   const Rep& r = *rep_;
   const bool starts = match == SearchMatch::kPrefix || match == SearchMatch::kExact;
   const bool ends = match == SearchMatch::kSuffix || match == SearchMatch::kExact;
-  if (property && (*property >> (3 * r.digits)) != 0) return false;  // no key has it
+  if (property && (uint64_t{*property} >> (3 * r.digits)) != 0) return false;  // no key has it
   std::string symbols;
   symbols.reserve(pattern.size() + 2 + r.digits);
   if (starts) symbols.push_back(static_cast<char>(kStart));

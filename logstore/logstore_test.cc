@@ -732,7 +732,10 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
     }
   }
   if (budget > 0) {
-    EXPECT_GE(status["last_merge"]["partitions"].get<uint32_t>(), 2u)
+    // The shard the merges left, not "last_merge": a merge publishes its shard before it records
+    // its summary, so the status read above may still hold the merge before it (a failed run
+    // showed a 4-partition shard of generations 1-11 beside a last_merge of 1-10).
+    EXPECT_GE(merged["partitions"].get<uint32_t>(), 2u)
         << "the budget did not split the merged shard: " << status.dump();
   }
   h.reset();
