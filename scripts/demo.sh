@@ -47,7 +47,7 @@ word=$(printf '%s' "${city:-a}" | cut -c1-3)
 q search_node_ids --pattern "$word" --match prefix --limit 5
 q search_node_ids --pattern "${city:-a}" --match exact --property p00 --limit 5
 q search_node_ids --pattern "ear" --limit 5
-q search_node_ids --pattern "a." --match suffix --limit 5
+q search_node_ids --pattern "$(printf '%s' "${city:-a}" | tail -c 3)" --match suffix --limit 5
 echo "== traversals: shipped to the shard servers that hold each frontier (docs/traversal.md)"
 q bfs --id 0 --max_depth 2 --limit 5
 q rpq --expr '0/1*' --sources '[0, 42]' --limit 5
