@@ -69,10 +69,14 @@ std::vector<uint32_t> Scan(const std::vector<Pair>& pairs, const std::string& pa
 
 // Occurrences of `pattern` in the keys (distinct (value, property) pairs), counted as the index
 // counts them: every position for contains (of any property), else the matching keys.
-uint64_t Occurrences(const std::vector<Pair>& pairs, const std::string& pattern, SearchMatch match,
-                     std::optional<uint32_t> property) {
-  std::set<std::pair<std::string, uint32_t>> keys;
+using Keys = std::set<std::pair<std::string, uint32_t>>;
+Keys KeysOf(const std::vector<Pair>& pairs) {
+  Keys keys;
   for (const Pair& p : pairs) keys.insert({p.value, p.property});
+  return keys;
+}
+uint64_t Occurrences(const Keys& keys, const std::string& pattern, SearchMatch match,
+                     std::optional<uint32_t> property) {
   uint64_t n = 0;
   for (const auto& [v, p] : keys) {
     if (match != SearchMatch::kContains) {
@@ -119,6 +123,7 @@ TEST(SuffixIndexTest, AnswersAsAScanOfTheValues) {
       const auto pairs = MakePairs(records, seed * 100 + rate);
       const auto index = Build(pairs, records, rate);
       ASSERT_NE(index, nullptr);
+      const Keys keys = KeysOf(pairs);
       std::mt19937_64 rng(seed);
       for (int q = 0; q < 200; ++q) {
         std::string pattern;
@@ -145,7 +150,7 @@ TEST(SuffixIndexTest, AnswersAsAScanOfTheValues) {
                 << " property " << (property ? std::to_string(*property) : "any") << " pattern '"
                 << pattern << "'";
             EXPECT_EQ(index->Count(pattern, match, property),
-                      Occurrences(pairs, pattern, match, property))
+                      Occurrences(keys, pattern, match, property))
                 << SearchMatchName(match) << " '" << pattern << "'";
           }
         }
