@@ -27,7 +27,6 @@ namespace zipg::logstore {
 namespace fs = std::filesystem;
 using engine::NodeUpdates;
 using engine::Update;
-using engine::UpdateOp;
 using nlohmann::json;
 using internal::Contains;
 using internal::DirBytes;

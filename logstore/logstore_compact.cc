@@ -43,6 +43,18 @@ namespace {
 // compressed in 6.3 s what level 19 did in 15.1 s, for EdgeFiles 7% larger).
 constexpr layout::BlockFileOptions kLogShardBlocks = {4096, 3, 64 << 10};
 
+// How a compaction or a merge builds its log shard: one partition unless `budget` needs more,
+// one build at a time (the builder runs at nice 10), in kLogShardBlocks.
+graph::CompressOptions LogShardOptions(uint64_t budget) {
+  graph::CompressOptions options;
+  options.auto_shards = 1;
+  options.threads = 1;
+  options.memory_limit = budget;
+  options.overwrite = true;
+  options.edge_file.blocks = options.node_file.blocks = kLogShardBlocks;
+  return options;
+}
+
 }  // namespace
 
 LogStore::CommitPause::CommitPause(LogStore* store) : store_(store) {
@@ -110,13 +122,7 @@ Status LogStore::BuildFrozen(json* summary) {
   built.generation = g;
   graph::CompressReport report;
   if (!table->empty()) {
-    // One partition unless the memory budget needs more; one build at a time (at nice 10).
-    graph::CompressOptions options;
-    options.auto_shards = 1;
-    options.threads = 1;
-    options.memory_limit = BuildBudget();
-    options.overwrite = true;
-    options.edge_file.blocks = options.node_file.blocks = kLogShardBlocks;
+    graph::CompressOptions options = LogShardOptions(BuildBudget());
     graph::GraphSource source;
     source.feed = [&table](graph::InputSink* sink,
                            const graph::CompressProgress&) -> StatusOr<uint64_t> {
@@ -406,12 +412,7 @@ StatusOr<bool> LogStore::MergeNow() {
       for (const auto& n : part->edges().property_names()) edge_names.insert(n);
     }
   }
-  graph::CompressOptions options;
-  options.auto_shards = 1;
-  options.threads = 1;
-  options.memory_limit = BuildBudget();
-  options.overwrite = true;
-  options.edge_file.blocks = options.node_file.blocks = kLogShardBlocks;
+  graph::CompressOptions options = LogShardOptions(BuildBudget());
   // Reading an input part's edge text whole (5 bytes per text byte while it decodes) is several
   // times faster than by chunks; half the budget may go to it, as the build's partitions are
   // built only after the rows are read (docs/graph-layout.md, "Compress pipeline").

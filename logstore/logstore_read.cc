@@ -28,11 +28,7 @@
 
 namespace zipg::logstore {
 
-namespace fs = std::filesystem;
 using engine::NodeUpdates;
-using engine::Update;
-using engine::UpdateOp;
-using nlohmann::json;
 using internal::Contains;
 
 const engine::Shard* LogStore::LogShard::PartFor(int64_t id) const {

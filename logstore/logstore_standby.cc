@@ -28,9 +28,7 @@
 namespace zipg::logstore {
 
 namespace fs = std::filesystem;
-using engine::NodeUpdates;
 using engine::Update;
-using engine::UpdateOp;
 using nlohmann::json;
 using internal::Seconds;
 using internal::ShipMismatch;

@@ -28,11 +28,8 @@
 
 namespace zipg::logstore {
 
-namespace fs = std::filesystem;
-using engine::NodeUpdates;
 using engine::Update;
 using engine::UpdateOp;
-using nlohmann::json;
 using internal::ShipMismatch;
 
 namespace {
