@@ -27,11 +27,11 @@ namespace zipg::logstore {
 namespace fs = std::filesystem;
 using engine::NodeUpdates;
 using engine::Update;
-using nlohmann::json;
 using internal::Contains;
 using internal::DirBytes;
-using internal::ShipMismatch;
 using internal::kStateName;
+using internal::ShipMismatch;
+using nlohmann::json;
 
 namespace {
 // The property names this LogStore has taken (logstore/property_names.h).

@@ -1,8 +1,6 @@
 // LogStore: freezing the memtable and compressing it into a log shard, and merging log shards
 // in the background (docs/writes.md, "Compaction" and "Merges").
 
-#include "logstore/logstore.h"
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,6 +19,7 @@
 #include "graph/memory_plan.h"
 #include "graph/partition.h"
 #include "layout/record_coding.h"
+#include "logstore/logstore.h"
 #include "logstore/logstore_internal.h"
 #include "util/file.h"
 #include "util/memory.h"
@@ -31,10 +30,10 @@ namespace fs = std::filesystem;
 using engine::NodeUpdates;
 using engine::Update;
 using engine::UpdateOp;
-using nlohmann::json;
 using internal::DirBytes;
 using internal::Seconds;
 using internal::ShipMismatch;
+using nlohmann::json;
 
 namespace {
 // The log shards' blocks: they are built while writes arrive, on the same cores, and live only
@@ -60,9 +59,8 @@ graph::CompressOptions LogShardOptions(uint64_t budget) {
 LogStore::CommitPause::CommitPause(LogStore* store) : store_(store) {
   std::unique_lock lock(store->commit_mu_);
   store->freezing_ = true;
-  store->order_cv_.wait(lock, [&] {
-    return !store->logging_ && store->applied_ticket_ == store->next_ticket_;
-  });
+  store->order_cv_.wait(
+      lock, [&] { return !store->logging_ && store->applied_ticket_ == store->next_ticket_; });
 }
 
 LogStore::CommitPause::~CommitPause() {

@@ -31,8 +31,8 @@ inline double Seconds(std::chrono::steady_clock::time_point since) {
 inline uint64_t DirBytes(const std::string& dir) {
   uint64_t bytes = 0;
   std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
-       it.increment(ec)) {
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::end(it); it.increment(ec)) {
     if (it->is_regular_file(ec)) bytes += it->file_size(ec);
   }
   return bytes;
@@ -41,7 +41,7 @@ inline uint64_t DirBytes(const std::string& dir) {
 // Why a log shipping answer leaves the standby out of step with this log: "" if it answered ok
 // and is at (generation, next_index), as it must be after the request.
 inline std::string ShipMismatch(const StatusOr<ShipReply>& reply, uint64_t generation,
-                         uint64_t next_index) {
+                                uint64_t next_index) {
   if (!reply.ok()) return reply.status().ToString();
   if (reply->code == ShipCode::kOk && reply->generation == generation &&
       reply->next_index == next_index) {

@@ -2,8 +2,6 @@
 // fragments in the memtables and log shards, get_node_ids and search_node_ids over them, and the
 // update feed of a base shard (docs/writes.md).
 
-#include "logstore/logstore.h"
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include "graph/memory_plan.h"
 #include "graph/partition.h"
 #include "layout/record_coding.h"
+#include "logstore/logstore.h"
 #include "logstore/logstore_internal.h"
 #include "util/file.h"
 #include "util/memory.h"

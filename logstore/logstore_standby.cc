@@ -1,8 +1,6 @@
 // LogStore: the leader's side and the standby's side of log shipping: catching a standby up,
 // reseeding it, and applying what a leader ships (docs/logstore-ha.md).
 
-#include "logstore/logstore.h"
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,6 +19,7 @@
 #include "graph/memory_plan.h"
 #include "graph/partition.h"
 #include "layout/record_coding.h"
+#include "logstore/logstore.h"
 #include "logstore/logstore_internal.h"
 #include "util/file.h"
 #include "util/memory.h"
@@ -29,10 +28,10 @@ namespace zipg::logstore {
 
 namespace fs = std::filesystem;
 using engine::Update;
-using nlohmann::json;
+using internal::kStateName;
 using internal::Seconds;
 using internal::ShipMismatch;
-using internal::kStateName;
+using nlohmann::json;
 
 Status LogStore::Degrade(const std::string& reason) {
   if (degraded_) return Status::OK();
@@ -59,12 +58,11 @@ Status LogStore::CatchUpStandby() {
   std::lock_guard compacting(compact_mu_);
   if (!ship_ || !degraded_ || standby_) return Status::OK();
   constexpr size_t kChunk = 4096;
-  ZIPG_ASSIGN_OR_RETURN(ShipReply where, ship_->Send(ShipKind::kProbe, epoch_, 0, 0, {},
-                                                     options_.ship_timeout_ms));
+  ZIPG_ASSIGN_OR_RETURN(ShipReply where,
+                        ship_->Send(ShipKind::kProbe, epoch_, 0, 0, {}, options_.ship_timeout_ms));
   if (where.code != ShipCode::kOk) {
     return Status::Unavailable("the standby answered the probe with code " +
-                               std::to_string(static_cast<int>(where.code)) + ": " +
-                               where.message);
+                               std::to_string(static_cast<int>(where.code)) + ": " + where.message);
   }
   uint64_t generation = where.generation, next = where.next_index;
   auto ship = [&](ShipKind kind, uint64_t g, uint64_t first,
@@ -99,7 +97,8 @@ Status LogStore::CatchUpStandby() {
     while (!beyond) {
       records.clear();
       ZIPG_RETURN_IF_ERROR(Wal::ReadRecords(path, next, kChunk, &records));
-      if (!records.empty()) ZIPG_RETURN_IF_ERROR(ship(ShipKind::kAppend, generation, next, records));
+      if (!records.empty())
+        ZIPG_RETURN_IF_ERROR(ship(ShipKind::kAppend, generation, next, records));
       if (records.size() < kChunk) break;
     }
     ZIPG_RETURN_IF_ERROR(
@@ -125,8 +124,8 @@ Status LogStore::CatchUpStandby() {
     ZIPG_RETURN_IF_ERROR(ship(ShipKind::kAppend, generation, next, records));
   }
   if (next != records_in_generation_) {
-    return Status::Internal("the standby is at record " + std::to_string(next) +
-                            " of generation " + std::to_string(generation) + "; this log has " +
+    return Status::Internal("the standby is at record " + std::to_string(next) + " of generation " +
+                            std::to_string(generation) + "; this log has " +
                             std::to_string(records_in_generation_));
   }
   degraded_ = false;  // the next group is shipped (groups are held back until `pause` ends)
@@ -135,8 +134,8 @@ Status LogStore::CatchUpStandby() {
     degraded_reason_.clear();
     ++resyncs_;
   }
-  std::cerr << "LogStore: the standby caught up at generation " << generation << " record "
-            << next << "; in sync again\n";
+  std::cerr << "LogStore: the standby caught up at generation " << generation << " record " << next
+            << "; in sync again\n";
   if (options_.on_sync) {
     // Not recorded: the standby is not counted in sync by the cluster (it cannot take over), but
     // it gets every group; the next catch-up is not needed for that.
@@ -188,10 +187,10 @@ StatusOr<ShipReply> LogStore::ReseedStandby() {
   }
   for (int64_t g : logs) files.push_back("wal-" + std::to_string(g) + ".log");
 
-  auto send = [&](ShipKind kind, uint64_t first, std::vector<std::string_view> records)
-      -> StatusOr<ShipReply> {
+  auto send = [&](ShipKind kind, uint64_t first,
+                  std::vector<std::string_view> records) -> StatusOr<ShipReply> {
     ZIPG_ASSIGN_OR_RETURN(ShipReply r, ship_->Send(kind, epoch_, 0, first, records,
-                                                  std::max(options_.ship_timeout_ms, 10000)));
+                                                   std::max(options_.ship_timeout_ms, 10000)));
     if (r.code != ShipCode::kOk) {
       return Status::Unavailable("re-seeding the standby: it answered code " +
                                  std::to_string(static_cast<int>(r.code)) + ": " + r.message);
@@ -223,8 +222,8 @@ StatusOr<ShipReply> LogStore::ReseedStandby() {
     ++reseeds_;
   }
   std::cerr << "LogStore: re-seeded the standby with " << files.size() << " files, " << bytes
-            << " bytes, in " << Seconds(start) << " s; it is at generation "
-            << installed.generation << " record " << installed.next_index << "\n";
+            << " bytes, in " << Seconds(start) << " s; it is at generation " << installed.generation
+            << " record " << installed.next_index << "\n";
   return installed;
 }
 
@@ -358,7 +357,8 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
     return Position(ShipCode::kOk);
   }
   // An append: records first_index.. of wal-<generation>.
-  if (q.generation != static_cast<uint64_t>(generation_) || q.first_index != records_in_generation_) {
+  if (q.generation != static_cast<uint64_t>(generation_) ||
+      q.first_index != records_in_generation_) {
     return Position(ShipCode::kElsewhere);
   }
   std::vector<LogRecord> records(q.records.size());

@@ -2,8 +2,6 @@
 // append and sync for a group of writers, shipped to the standby) and applied to the memtable
 // (docs/writes.md, "Group commit"; docs/logstore-ha.md).
 
-#include "logstore/logstore.h"
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include "graph/memory_plan.h"
 #include "graph/partition.h"
 #include "layout/record_coding.h"
+#include "logstore/logstore.h"
 #include "logstore/logstore_internal.h"
 #include "util/file.h"
 #include "util/memory.h"
@@ -275,8 +274,8 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
     if (mismatch.empty()) {
       ++shipped_groups_;
     } else if (reply.ok() && reply->code == ShipCode::kFenced) {
-      StopWrites("fenced: the standby has a newer leader (epoch " +
-                 std::to_string(reply->epoch) + "); write to it");
+      StopWrites("fenced: the standby has a newer leader (epoch " + std::to_string(reply->epoch) +
+                 "); write to it");
       return Status::Unavailable(Refusal());
     } else {
       ZIPG_RETURN_IF_ERROR(Degrade(mismatch));
