@@ -168,6 +168,17 @@ with tempfile.TemporaryDirectory() as d:
     r = run("compress", "--nodes", good_nodes, "--edges", good_edges, "--out",
             os.path.join(d, "x"), "--sa-rate", "3")
     check(r.returncode == 2 and not os.path.exists(os.path.join(d, "x")), "--sa-rate 3")
+    # The search index's options: a list with an empty name is a usage error; a name that is no
+    # node property of the input is refused once the input is read, and leaves nothing behind.
+    for spec in (",", "name,", ""):
+        r = run("compress", "--nodes", good_nodes, "--edges", good_edges, "--out",
+                os.path.join(d, "x"), "--search-index", spec)
+        check(r.returncode == 2 and not os.path.exists(os.path.join(d, "x")),
+              f"--search-index {spec!r}: {r.returncode} {r.stderr!r}")
+    r = run("compress", "--nodes", good_nodes, "--edges", good_edges, "--out",
+            os.path.join(d, "x"), "--search-index", "name,nope")
+    check(r.returncode != 0 and b"'nope'" in r.stderr and not os.path.exists(os.path.join(d, "x")),
+          f"--search-index naming no property: {r.returncode} {r.stderr!r}")
     for leftover in os.listdir(d):
         check(".tmp-" not in leftover and ".old-" not in leftover, f"leftover {leftover}")
 
@@ -193,6 +204,16 @@ with tempfile.TemporaryDirectory() as d:
         check(name in parts, f"breakdown has {name}: {sorted(parts)}")
     check(any(p.startswith("nodes.text.") for p in parts) and any(p.startswith("edges.text.") for p in parts),
           f"breakdown has the compressed texts: {sorted(parts)}")
+    check("nodes.search_index" in parts, f"breakdown has the search index: {sorted(parts)}")
+    m = re.search(r"search index\s+(\d+) bytes for (\d+) bytes of value text", out)
+    check(m is not None and int(m.group(1)) == parts.get("nodes.search_index"),
+          f"the report gives the search index's bytes: {out!r}")
+    manifest = json.loads(store_files(store)["MANIFEST"])
+    check(manifest["node_file"].get("search_index") == "all" and
+          manifest["node_file"]["format"] == 3, f"manifest: {manifest['node_file']}")
+    r = run("query", "--store", store, "search_node_ids", "--pattern", "me", "--match", "suffix")
+    check(r.returncode == 0 and json.loads(r.stdout) == {"ok": {"ids": [3], "truncated": False}},
+          f"search: {r.stdout!r} {r.stderr!r}")
     rc, resp = query(store, "obj_get", id=2)
     check(rc == 0 and resp == {"ok": {"id": 2, "properties": {"name": 'b,o"b'}}}, f"obj_get 2: {resp}")
     rc, resp = query(store, "assoc_range", id=1, type=0, pos=0, limit=10)
