@@ -289,25 +289,22 @@ StatusOr<std::vector<int64_t>> MergedShard::GetNodeIds(const Properties& propert
   // Live properties of a written node are either still here (not props_dead) or in the LogStore,
   // which answers for its own fragments (log_node_ids).
   ZIPG_ASSIGN_OR_RETURN(auto ids, base_->GetNodeIds(properties));
-  if (delta_->size() == 0) return ids;
-  std::vector<int64_t> kept;
-  for (int64_t id : ids) {
-    auto node = delta_->Lookup(id);
-    if (!node || !node->props_dead) kept.push_back(id);
-  }
-  return kept;
+  return WithBaseProperties(std::move(ids));
 }
 
 StatusOr<std::vector<int64_t>> MergedShard::SearchNodeIds(const NodeSearch& q) const {
   // As GetNodeIds: the base answers for the nodes whose properties were not written since.
   ZIPG_ASSIGN_OR_RETURN(auto ids, base_->SearchNodeIds(q));
+  return WithBaseProperties(std::move(ids));
+}
+
+std::vector<int64_t> MergedShard::WithBaseProperties(std::vector<int64_t> ids) const {
   if (delta_->size() == 0) return ids;
-  std::vector<int64_t> kept;
-  for (int64_t id : ids) {
+  std::erase_if(ids, [&](int64_t id) {
     auto node = delta_->Lookup(id);
-    if (!node || !node->props_dead) kept.push_back(id);
-  }
-  return kept;
+    return node && node->props_dead;
+  });
+  return ids;
 }
 
 StatusOr<std::vector<int64_t>> MergedShard::NeighborIds(int64_t id,

@@ -84,6 +84,8 @@ class MergedShard final : public ShardReader {
   class TypeView;
   // The merged view of (id, type), or nullopt if the base alone answers (no write touched it).
   StatusOr<std::optional<TypeView>> View(int64_t id, int64_t type) const;
+  // `ids` (the base's answer to a node query) less the nodes whose properties were written since.
+  std::vector<int64_t> WithBaseProperties(std::vector<int64_t> ids) const;
   // The node's live properties: the base's unless deleted, else the LogStore's.
   StatusOr<std::optional<zipg::Properties>> LiveProperties(int64_t id, const NodeDelta& node) const;
 

@@ -102,7 +102,7 @@ Status SuffixIndexOptions::Validate() const {
 
 struct SuffixIndex::Rep {
   uint32_t sample_rate = 0, digits = 1;
-  uint64_t values = 0, text_bytes = 0, max_value_len = 0, postings_count = 0;  // values: keys
+  uint64_t keys = 0, text_bytes = 0, max_value_len = 0, postings_count = 0;
   std::array<uint64_t, 257> starts{};  // row of the first suffix starting with each symbol
   WaveletTree bwt;
   sdsl::sd_vector<> sampled;
@@ -275,11 +275,11 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
   size_t pos = 0;
   uint64_t rate, digits;
   if (!GetVarint(s, &pos, &rate) || !GetVarint(s, &pos, &digits) || digits < 1 ||
-      digits > kMaxDigits || !GetVarint(s, &pos, &rep->values) ||
+      digits > kMaxDigits || !GetVarint(s, &pos, &rep->keys) ||
       !GetVarint(s, &pos, &rep->text_bytes) || !GetVarint(s, &pos, &rep->max_value_len) ||
       !GetVarint(s, &pos, &rep->postings_count) || rate < 1 || rate > 4096 ||
-      rep->text_bytes >= (uint64_t{1} << 48) || rep->values > rep->text_bytes ||
-      rep->postings_count < rep->values || rep->max_value_len > rep->text_bytes) {
+      rep->text_bytes >= (uint64_t{1} << 48) || rep->keys > rep->text_bytes ||
+      rep->postings_count < rep->keys || rep->max_value_len > rep->text_bytes) {
     return bad;
   }
   rep->sample_rate = static_cast<uint32_t>(rate);
@@ -294,9 +294,9 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
   rep->starts[256] = total;
   // Exactly one sentinel, one S and one E per key, and `digits` digits per key.
   const auto count_of = [&](int c) { return rep->starts[c + 1] - rep->starts[c]; };
-  if (total != rep->rows() || count_of(kSentinel) != 1 || count_of(kStart) != rep->values ||
-      count_of(kEnd) != rep->values ||
-      rep->starts[256] - rep->starts[kDigit0] != rep->values * rep->digits) {
+  if (total != rep->rows() || count_of(kSentinel) != 1 || count_of(kStart) != rep->keys ||
+      count_of(kEnd) != rep->keys ||
+      rep->starts[256] - rep->starts[kDigit0] != rep->keys * rep->digits) {
     return bad;
   }
   rep->parts.push_back({"header", pos});
@@ -311,11 +311,11 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
   rep->sampled_rank.set_vector(&rep->sampled);
   if (rep->sampled_rank(rep->rows()) != rep->sample_values.size()) return bad;
   for (uint64_t v : rep->sample_values) {
-    if (v >= rep->values) return bad;
+    if (v >= rep->keys) return bad;
   }
   rep->parts.push_back({"samples", pos - at});
   at = pos;
-  if (!GetSdsl(s, &pos, &rep->properties) || rep->properties.size() != rep->values) return bad;
+  if (!GetSdsl(s, &pos, &rep->properties) || rep->properties.size() != rep->keys) return bad;
   rep->parts.push_back({"properties", pos - at});
   at = pos;
   if (!GetSdsl(s, &pos, &rep->posting_starts) ||
@@ -324,7 +324,7 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
     return bad;
   }
   sdsl::sd_vector<>::rank_1_type posting_rank(&rep->posting_starts);
-  if (posting_rank(rep->postings_count + 1) != rep->values + 1 ||
+  if (posting_rank(rep->postings_count + 1) != rep->keys + 1 ||
       (rep->postings_count > 0 && rep->posting_starts[0] != 1) ||
       rep->posting_starts[rep->postings_count] != 1) {
     return bad;
@@ -339,7 +339,7 @@ StatusOr<std::unique_ptr<SuffixIndex>> SuffixIndex::Decode(std::string_view s, u
   return index;
 }
 
-uint64_t SuffixIndex::num_keys() const { return rep_->values; }
+uint64_t SuffixIndex::num_keys() const { return rep_->keys; }
 uint64_t SuffixIndex::text_bytes() const { return rep_->text_bytes; }
 std::vector<SuffixIndex::Part> SuffixIndex::Breakdown() const { return rep_->parts; }
 
@@ -400,7 +400,7 @@ Status SuffixIndex::Find(std::string_view pattern, SearchMatch match,
   std::vector<uint64_t> keys;  // distinct key numbers
   if (match == SearchMatch::kPrefix || match == SearchMatch::kExact) {
     // Rows that start with S are the keys themselves, in order.
-    if (begin < first_key || end > first_key + r.values) {
+    if (begin < first_key || end > first_key + r.keys) {
       return Status::Corruption("search index: a value search left the keys' rows");
     }
     const uint64_t a = begin - first_key, b = end - first_key;
@@ -430,7 +430,7 @@ Status SuffixIndex::Find(std::string_view pattern, SearchMatch match,
       }
       uint64_t at = row;
       for (uint64_t step = 0;; ++step) {
-        if (at >= first_key && at < first_key + r.values) {
+        if (at >= first_key && at < first_key + r.keys) {
           keys.push_back(at - first_key);
           break;
         }

@@ -188,8 +188,8 @@ class LogStore final : public GraphWriteApi {
     // It holds the live data of generations first_generation..generation (one, unless merged).
     int64_t first_generation = 0;
     int64_t generation = 0;
-    uint64_t bytes = 0;     // its files' size on disk
-    bool merging = false;   // (data lock) its deletes are also logged in merge_log_
+    uint64_t bytes = 0;    // its files' size on disk
+    bool merging = false;  // (data lock) its deletes are also logged in merge_log_
     std::vector<std::unique_ptr<engine::Shard>> parts;  // hash partitions, one or more
     std::unique_ptr<engine::UpdateIndex> deletes;       // of all parts
     const engine::Shard* PartFor(int64_t id) const;
@@ -351,6 +351,14 @@ class LogStore final : public GraphWriteApi {
   // node `id` the part holding it, or with no id every part.
   std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> ShardsIn(
       const std::vector<int64_t>* generations, std::optional<int64_t> id) const;
+  // The nodes whose live written properties answer a node query (get_node_ids,
+  // search_node_ids), any order: in_table's from the memtables (minus the frozen one's
+  // overlay), in_shard's from every log shard minus its generation's deletes.
+  using TableIds =
+      std::function<void(const Memtable&, const std::unordered_map<int64_t, engine::NodeUpdates>*,
+                         std::vector<int64_t>*)>;
+  using ShardIds = std::function<StatusOr<std::vector<int64_t>>(const engine::Shard&)>;
+  StatusOr<std::vector<int64_t>> WrittenNodeIds(const TableIds& in_table, const ShardIds& in_shard);
 
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.
   // `force`: a new generation even if the live log is empty (a takeover).
@@ -450,7 +458,7 @@ class LogStore final : public GraphWriteApi {
   std::atomic<bool> degraded_{false};
   std::atomic<uint64_t> shipped_groups_{0};
   std::string degraded_reason_;  // guarded by stats_mu_
-  std::string ship_endpoint_;  // guarded by stats_mu_
+  std::string ship_endpoint_;    // guarded by stats_mu_
   // Marks the standby out of sync: the leader acknowledges alone from now on. Fails (and stays
   // in sync) if on_sync could not record it.
   Status Degrade(const std::string& reason);

@@ -130,24 +130,33 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
   return out;
 }
 
-StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
-  Properties filter = properties;
-  std::sort(filter.begin(), filter.end());
+StatusOr<std::vector<int64_t>> LogStore::WrittenNodeIds(const TableIds& in_table,
+                                                        const ShardIds& in_shard) {
   std::vector<int64_t> ids;
   std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> shards;
   {
     std::shared_lock data(data_mu_);
-    memtable_->NodeIds(filter, nullptr, &ids);
-    if (frozen_) frozen_->table->NodeIds(filter, &frozen_->overlay, &ids);
+    in_table(*memtable_, nullptr, &ids);
+    if (frozen_) in_table(*frozen_->table, &frozen_->overlay, &ids);
     shards = ShardsIn(nullptr, std::nullopt);
   }
   for (const auto& [log_shard, deletes] : shards) {
-    ZIPG_ASSIGN_OR_RETURN(auto found, log_shard->GetNodeIds(filter));
+    ZIPG_ASSIGN_OR_RETURN(auto found, in_shard(*log_shard));
     for (int64_t id : found) {
       auto entry = deletes->Lookup(id);
       if (!(entry && entry->props_dead)) ids.push_back(id);
     }
   }
+  return ids;
+}
+
+StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
+  Properties filter = properties;
+  std::sort(filter.begin(), filter.end());
+  ZIPG_ASSIGN_OR_RETURN(
+      auto ids, WrittenNodeIds([&](const Memtable& t, const auto* dead,
+                                   std::vector<int64_t>* out) { t.NodeIds(filter, dead, out); },
+                               [&](const engine::Shard& s) { return s.GetNodeIds(filter); }));
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
@@ -155,21 +164,10 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
 
 StatusOr<std::vector<int64_t>> LogStore::SearchNodeIds(const NodeSearch& q) {
   ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
-  std::vector<int64_t> ids;
-  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> shards;
-  {
-    std::shared_lock data(data_mu_);
-    memtable_->SearchNodeIds(q, nullptr, &ids);
-    if (frozen_) frozen_->table->SearchNodeIds(q, &frozen_->overlay, &ids);
-    shards = ShardsIn(nullptr, std::nullopt);
-  }
-  for (const auto& [log_shard, deletes] : shards) {
-    ZIPG_ASSIGN_OR_RETURN(auto found, log_shard->SearchNodeIds(q));
-    for (int64_t id : found) {
-      auto entry = deletes->Lookup(id);
-      if (!(entry && entry->props_dead)) ids.push_back(id);
-    }
-  }
+  ZIPG_ASSIGN_OR_RETURN(
+      auto ids, WrittenNodeIds([&](const Memtable& t, const auto* dead,
+                                   std::vector<int64_t>* out) { t.SearchNodeIds(q, dead, out); },
+                               [&](const engine::Shard& s) { return s.SearchNodeIds(q); }));
   CutSearchPart(&ids, q.limit);
   return ids;
 }

@@ -165,11 +165,11 @@ void Memtable::CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>&
   }
 }
 
-void Memtable::NodeIds(const Properties& filter,
-                       const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
-                       std::vector<int64_t>* out) const {
+void Memtable::NodeIdsWhere(const std::function<bool(const Properties&)>& match,
+                            const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+                            std::vector<int64_t>* out) const {
   for (const auto& [id, entry] : nodes_) {
-    if (!entry.props || !MatchesAll(*entry.props, filter)) continue;
+    if (!entry.props || !match(*entry.props)) continue;
     if (dead) {
       auto d = dead->find(id);
       if (d != dead->end() && d->second.props_dead) continue;
@@ -178,21 +178,23 @@ void Memtable::NodeIds(const Properties& filter,
   }
 }
 
+void Memtable::NodeIds(const Properties& filter,
+                       const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+                       std::vector<int64_t>* out) const {
+  NodeIdsWhere([&](const Properties& props) { return MatchesAll(props, filter); }, dead, out);
+}
+
 void Memtable::SearchNodeIds(const NodeSearch& q,
                              const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
                              std::vector<int64_t>* out) const {
-  for (const auto& [id, entry] : nodes_) {
-    if (!entry.props) continue;
-    const bool hit = std::any_of(entry.props->begin(), entry.props->end(), [&](const auto& p) {
-      return (!q.property || p.first == *q.property) && ValueMatches(p.second, q.pattern, q.match);
-    });
-    if (!hit) continue;
-    if (dead) {
-      auto d = dead->find(id);
-      if (d != dead->end() && d->second.props_dead) continue;
-    }
-    out->push_back(id);
-  }
+  NodeIdsWhere(
+      [&](const Properties& props) {
+        return std::any_of(props.begin(), props.end(), [&](const auto& p) {
+          return (!q.property || p.first == *q.property) &&
+                 ValueMatches(p.second, q.pattern, q.match);
+        });
+      },
+      dead, out);
 }
 
 Status Memtable::Feed(graph::InputSink* sink) const {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -60,6 +61,11 @@ class Memtable {
   uint64_t num_edges() const { return edges_; }
 
  private:
+  // Appends the ids of nodes whose live properties satisfy `match`, minus those `dead` marks.
+  void NodeIdsWhere(const std::function<bool(const Properties&)>& match,
+                    const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+                    std::vector<int64_t>* out) const;
+
   // One (src, type)'s edges: a tree in contract order, and each dst's timestamp to find its
   // version, so that an upsert on a hot node is O(log n), not a scan and a shift of its list.
   struct ByNewestFirst {

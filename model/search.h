@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
@@ -18,14 +19,16 @@ namespace zipg {
 
 enum class SearchMatch { kContains, kPrefix, kSuffix, kExact };
 
+// The match kinds by name, as the contract spells them.
+inline constexpr std::pair<std::string_view, SearchMatch> kSearchMatchNames[] = {
+    {"contains", SearchMatch::kContains},
+    {"prefix", SearchMatch::kPrefix},
+    {"suffix", SearchMatch::kSuffix},
+    {"exact", SearchMatch::kExact}};
+
 // "contains", "prefix", "suffix", "exact"; false for anything else.
 inline bool ParseSearchMatch(std::string_view name, SearchMatch* match) {
-  static constexpr std::pair<std::string_view, SearchMatch> kNames[] = {
-      {"contains", SearchMatch::kContains},
-      {"prefix", SearchMatch::kPrefix},
-      {"suffix", SearchMatch::kSuffix},
-      {"exact", SearchMatch::kExact}};
-  for (const auto& [n, m] : kNames) {
+  for (const auto& [n, m] : kSearchMatchNames) {
     if (n == name) {
       *match = m;
       return true;
@@ -35,15 +38,8 @@ inline bool ParseSearchMatch(std::string_view name, SearchMatch* match) {
 }
 
 inline const char* SearchMatchName(SearchMatch match) {
-  switch (match) {
-    case SearchMatch::kPrefix:
-      return "prefix";
-    case SearchMatch::kSuffix:
-      return "suffix";
-    case SearchMatch::kExact:
-      return "exact";
-    case SearchMatch::kContains:
-      break;
+  for (const auto& [n, m] : kSearchMatchNames) {
+    if (m == match) return n.data();  // the literals are NUL-terminated
   }
   return "contains";
 }
