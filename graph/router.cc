@@ -18,7 +18,9 @@ Status CheckEdgeArgs(int64_t id, int64_t type) {
 }  // namespace
 
 StatusOr<ShardRouter::ShardRef> ShardRouter::Owner(int64_t id) {
-  return LocalShard(ShardOf(id, num_shards_));
+  const uint32_t shard = ShardOf(id, num_shards_);
+  ZIPG_RETURN_IF_ERROR(AwaitCommitted(shard, id));
+  return LocalShard(shard);  // after the wait: the version that holds what it waited for
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::NodeIdsOnAllShards(const Properties& properties) {
@@ -61,7 +63,8 @@ StatusOr<std::vector<int64_t>> ShardRouter::FilterLocal(const std::vector<int64_
   std::vector<int64_t> kept;
   for (int64_t id : ids) {
     ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
+    // A filter reads many nodes and is not a single-object operation: no commit wait.
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(ShardOf(id, num_shards_)));
     ZIPG_ASSIGN_OR_RETURN(bool ok, shard->NodeMatches(id, properties));
     if (ok) kept.push_back(id);
   }

@@ -84,6 +84,10 @@ class ShardRouter : public GraphApi {
   using ShardRef = std::shared_ptr<const engine::ShardReader>;
   // Shard `index` if it is open in this process; UNAVAILABLE otherwise.
   virtual StatusOr<ShardRef> LocalShard(uint32_t index) = 0;
+  // Before an operation on node `id` of shard `shard` (the contract's single-object operations):
+  // waits until the node's applied writes are committed (a replica, docs/consistency.md).
+  // Default: nothing to wait for.
+  virtual Status AwaitCommitted(uint32_t shard, int64_t id) { return Status::OK(); }
   // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
   virtual StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties);
   // search_node_ids's parts from every shard of the store, concatenated (FinishSearch merges

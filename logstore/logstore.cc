@@ -287,6 +287,8 @@ Status LogStore::Recover(bool post) {
       if (!posted[s]) ZIPG_RETURN_IF_ERROR(send(s, {}));
     }
   }
+  // Every record of the live logs is applied here and resent: committed once the lanes confirm.
+  if (post) sink_->SetApplied(static_cast<uint64_t>(generation_) << 32 | records_in_generation_);
   // What the replay found again, for the file's next reader (FlushDeletes without its lock: Open
   // runs alone, Reload holds the data lock).
   for (auto& ls : log_shards_) ZIPG_RETURN_IF_ERROR(ls.deletes->Flush());

@@ -323,6 +323,7 @@ class LogStore final : public GraphWriteApi {
     // A log shard never changes, so this is looked up while the base shards work, without the
     // exclusive data lock; ApplyLocal adds the deletes made since.
     std::vector<std::vector<std::pair<const engine::UpdateIndex*, bool>>> stored;
+    uint64_t last_id = 0;  // the id of the group's last record
   };
   // Appends the group to `wal` and posts its updates (commit_mu_ not held; one group at a time).
   Status LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,

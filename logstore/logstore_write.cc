@@ -223,6 +223,9 @@ void LogStore::LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self) {
   lock.unlock();
   if (logged.ok()) {
     ApplyGroup(group, generation, fanout);
+    // The commit point (docs/consistency.md): applied here, and on every replica once its lane
+    // confirmed; the lanes tell the replicas, whose reads of these nodes wait for it.
+    sink_->SetApplied(fanout.last_id);
   } else {
     for (Commit* c : group) c->status = logged;
   }
@@ -296,6 +299,7 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
     fanout->members[ShardOf(group[i]->record->node, num_shards)].push_back(i);
   }
   records_in_generation_ += group.size();
+  fanout->last_id = UpdateId(generation, first + group.size() - 1);
   for (uint32_t s = 0; s < num_shards; ++s) {
     if (fanout->members[s].empty()) continue;
     std::vector<Update> updates;

@@ -1,5 +1,7 @@
 #include "shard/server.h"
 
+#include "util/call_deadline.h"
+
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -45,6 +47,7 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   g->rebuild_ = rebuild;
   g->updates_dir_ = updates_dir;
   g->apply_mu_.resize(g->store_.shards.size());
+  g->commits_.resize(g->store_.shards.size());
   for (uint32_t s : g->hosted_) {
     const std::string base = updates_dir + "/shard-" + std::to_string(s);
     if (std::filesystem::exists(base + ".log")) {
@@ -61,6 +64,7 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     ZIPG_ASSIGN_OR_RETURN(g->live_[s], engine::LiveShard::Open(g->store_.shards[s].get(), base,
                                                                g->log_.get(), live_options));
     g->apply_mu_[s] = std::make_unique<std::mutex>();
+    g->commits_[s] = std::make_unique<CommitTracker>(g->live_[s]->last_id());
     g->shard_rebuild_mu_[s] = std::make_unique<std::mutex>();
     std::filesystem::remove_all(base + ".fetch", ec);  // an adoption a crash interrupted
   }
@@ -329,6 +333,7 @@ StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
     std::lock_guard lock(*apply_mu_[shard]);
     if (prev <= live_[shard]->last_id()) {
       ZIPG_ASSIGN_OR_RETURN(answer.found, live_[shard]->Apply(batch));
+      commits_[shard]->Applied(batch);
       return answer;
     }
     answer.behind = true;
@@ -360,7 +365,60 @@ Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>&
     return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   }
   std::lock_guard lock(*apply_mu_[shard]);
-  return live_[shard]->Apply(batch).status();
+  ZIPG_RETURN_IF_ERROR(live_[shard]->Apply(batch).status());
+  commits_[shard]->Applied(batch);
+  return Status::OK();
+}
+
+void ServerGraph::ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed) {
+  if (shard >= live_.size() || !live_[shard]) return;
+  if (prev > 0) {
+    bool behind;
+    {
+      std::lock_guard lock(*apply_mu_[shard]);
+      behind = prev > live_[shard]->last_id();
+    }
+    // Missed a batch (its lease lapsed during a stall, say): only a serving replica reacts; one
+    // catching up reads the feed anyway.
+    if (behind) {
+      bool was_serving;
+      {
+        std::lock_guard lock(serving_mu_);
+        was_serving = serving_.exchange(false);
+        if (was_serving) ++refused_;
+      }
+      if (was_serving && on_behind_) on_behind_();
+    }
+  }
+  commits_[shard]->Commit(committed);
+}
+
+void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
+  lease_valid_ = std::move(lease_valid);
+  linearizable_ = on;
+}
+
+Status ServerGraph::AwaitCommitted(uint32_t shard, int64_t id) {
+  if (!linearizable_.load()) return Status::OK();
+  // A shard not hosted, or a replica catching up: LocalShard refuses the read.
+  if (shard >= commits_.size() || !commits_[shard] || !serving_.load()) return Status::OK();
+  if (lease_valid_ && !lease_valid_()) {
+    return Status::Unavailable(
+        "this replica's membership lease may have expired: it may have missed writes");
+  }
+  const auto deadline = CallDeadline::Current().value_or(
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommitWaitMs));
+  return commits_[shard]->Await(id, deadline);
+}
+
+nlohmann::json ServerGraph::CommitStats() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (uint32_t s : hosted_) {
+    j[std::to_string(s)] = {{"committed", commits_[s]->committed()},
+                            {"pending_nodes", commits_[s]->pending()},
+                            {"waits", commits_[s]->waits()}};
+  }
+  return j;
 }
 
 uint64_t ServerGraph::LastId(uint32_t shard) const {

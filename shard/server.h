@@ -31,6 +31,7 @@
 #include "rpc/connection_pool.h"
 #include "rpc/graph_handler.h"
 #include "rpc/remote_graph.h"
+#include "shard/commit_tracker.h"
 #include "shard/update_channel.h"
 #include "util/thread_pool.h"
 #include "zipg_rpc/ShardService.h"
@@ -68,6 +69,16 @@ class ServerGraph final : public ShardRouter {
   // the shard's last applied id; a serving server then stops serving and calls on_behind.
   StatusOr<PushAnswer> ApplyPush(uint32_t shard, uint64_t prev,
                                  const std::vector<engine::Update>& batch);
+  // A commit notice (shard/update_channel.h): every update of `shard` up to `committed` is
+  // committed. `prev` (0: none) is the sender's last update; a serving replica that has not
+  // applied it stops serving and catches up, as for a push.
+  void ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed);
+  // Reads of one node wait for its applied updates' commit (docs/consistency.md), and are refused
+  // while `lease_valid` says this server's membership lease may have expired. Off (the default):
+  // reads see whatever this replica has applied (read-your-writes only).
+  void SetLinearizable(bool on, std::function<bool()> lease_valid = nullptr);
+  // Per hosted shard: the committed id, nodes waiting for a commit, reads that waited.
+  nlohmann::json CommitStats() const;
   // Applies updates read from the LogStore's feed (catching up); already applied ones are skipped.
   Status ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch);
   // The last update id applied to hosted shard `shard`.
@@ -114,6 +125,7 @@ class ServerGraph final : public ShardRouter {
 
  protected:
   StatusOr<ShardRef> LocalShard(uint32_t index) override;
+  Status AwaitCommitted(uint32_t shard, int64_t id) override;
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
   StatusOr<std::vector<int64_t>> SearchOnAllShards(const NodeSearch& q) override;
   StatusOr<std::vector<int64_t>> FilterGroups(
@@ -155,6 +167,12 @@ class ServerGraph final : public ShardRouter {
   std::vector<uint32_t> hosted_;
   // Per shard: serializes the prev check with the apply, so pushes and feed reads apply in order.
   std::vector<std::unique_ptr<std::mutex>> apply_mu_;
+  // Per shard (null if not hosted): which nodes wait for a commit (linearizable reads).
+  std::vector<std::unique_ptr<CommitTracker>> commits_;
+  std::atomic<bool> linearizable_{false};
+  std::function<bool()> lease_valid_;
+  // How long a read waits for a commit when its call has no deadline.
+  static constexpr int kCommitWaitMs = 10000;
   std::mutex serving_mu_;  // orders refusals with StartServing
   std::atomic<bool> serving_{true};
   std::atomic<uint64_t> refused_{0};

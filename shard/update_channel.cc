@@ -10,7 +10,7 @@ namespace zipg::shard {
 
 namespace {
 constexpr size_t kMaxBatch = 4096;  // updates per round trip
-constexpr size_t kRequestHeader = 8 + 8 + 4 + 8 + 8;
+constexpr size_t kRequestHeader = 8 + 8 + 4 + 8 + 8 + 8;
 constexpr size_t kReplyHeader = 8 + 8 + 1;
 }  // namespace
 
@@ -76,7 +76,47 @@ StatusOr<std::vector<bool>> UpdateSender::Await(Reply* reply, uint32_t shard,
 }
 
 void UpdateSender::SetPrev(uint32_t shard, uint64_t id) {
-  if (shard < lanes_.size()) lanes_[shard]->prev = id;
+  if (shard >= lanes_.size()) return;
+  // What the feed held before: delivered then, or its replicas are behind and catch up.
+  lanes_[shard]->prev = id;
+  lanes_[shard]->delivered = id;
+}
+
+void UpdateSender::SetApplied(uint64_t id) {
+  if (id <= applied_.load()) return;
+  applied_ = id;
+  // Wake only the lanes with something new to tell: the shards the last groups touched.
+  for (auto& lane : lanes_) {
+    if (std::min(id, lane->delivered.load()) <= lane->told_relaxed.load()) continue;
+    std::lock_guard lock(lane->mu);
+    lane->cv.notify_one();
+  }
+}
+
+uint64_t UpdateSender::Committed(uint32_t shard) const {
+  if (shard >= lanes_.size()) return 0;
+  return std::min(applied_.load(), lanes_[shard]->delivered.load());
+}
+
+void UpdateSender::Notify(uint32_t shard, uint64_t committed) {
+  Lane& lane = *lanes_[shard];
+  std::string notice;
+  PutFixed64(&notice, sender_id_);
+  PutFixed64(&notice, 0);
+  PutFixed32(&notice, shard);
+  PutFixed64(&notice, lane.prev.load());
+  PutFixed64(&notice, epoch_.load());
+  PutFixed64(&notice, committed);
+  for (const UpdateTarget& t : locate_(shard)) {
+    try {
+      auto& socket = lane.sockets[t.endpoint];
+      if (socket == nullptr) socket = ConnectDealer(*context_, t.endpoint, curve_);
+      socket->send(zmq::buffer(notice), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      lane.sockets.erase(t.endpoint);
+    }
+  }
+  ++notices_;
 }
 
 bool UpdateSender::IsTarget(uint32_t shard, const std::string& member) const {
@@ -89,12 +129,28 @@ bool UpdateSender::IsTarget(uint32_t shard, const std::string& member) const {
 void UpdateSender::Run(uint32_t shard) {
   Lane& lane = *lanes_[shard];
   uint64_t batch_id = 0;
+  auto heartbeat = std::chrono::steady_clock::now();
   while (true) {
     std::vector<std::shared_ptr<Pending>> batch;
     {
       std::unique_lock lock(lane.mu);
-      lane.cv.wait(lock, [&] { return stopping_ || !lane.queue.empty(); });
+      lane.cv.wait_until(lock, heartbeat + std::chrono::milliseconds(kNoticeIntervalMs), [&] {
+        return stopping_ || !lane.queue.empty() || Committed(shard) > lane.told;
+      });
       if (stopping_) return;
+      if (lane.queue.empty()) {
+        // Nothing to carry the committed id: a notice, now if it grew, else as the heartbeat.
+        lock.unlock();
+        const uint64_t committed = Committed(shard);
+        if (committed > lane.told || std::chrono::steady_clock::now() >=
+                                         heartbeat + std::chrono::milliseconds(kNoticeIntervalMs)) {
+          if (applied_.load() > 0) Notify(shard, committed);
+          lane.told = committed;
+          lane.told_relaxed = committed;
+          heartbeat = std::chrono::steady_clock::now();
+        }
+        continue;
+      }
       size_t n = 0;
       while (!lane.queue.empty() && (batch.empty() || n < kMaxBatch)) {
         n += lane.queue.front()->updates.size();
@@ -110,11 +166,21 @@ void UpdateSender::Run(uint32_t shard) {
     PutFixed32(&request, shard);
     PutFixed64(&request, lane.prev.load());
     PutFixed64(&request, epoch_.load());
+    const uint64_t committed = applied_.load() > 0 ? Committed(shard) : 0;
+    PutFixed64(&request, committed);
     request += engine::EncodeUpdates(updates, nullptr, /*with_ids=*/true);
     auto [failure, found] = Deliver(shard, batch_id, request, updates.size());
-    for (const auto& u : updates) {
-      if (u.id > lane.prev.load()) lane.prev = u.id;
+    if (committed > lane.told) {
+      lane.told = committed;
+      lane.told_relaxed = committed;
     }
+    heartbeat = std::chrono::steady_clock::now();
+    uint64_t last = lane.prev.load();
+    for (const auto& u : updates) last = std::max(last, u.id);
+    lane.prev = last;
+    // Delivered unless no replica could be reached at all (a timeout keeps Deliver retrying, so
+    // it does not return before every replica in the map answered or left it).
+    if (!stopping_ && !fenced_) lane.delivered = last;
     ++batches_;
     size_t at = 0;
     for (auto& p : batch) {
@@ -254,9 +320,10 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
 
 StatusOr<std::unique_ptr<UpdateReceiver>> UpdateReceiver::Start(const std::string& host, int port,
                                                                 Apply apply, CurveKeys curve,
-                                                                Fence* fence) {
+                                                                Fence* fence, Commit commit) {
   std::unique_ptr<UpdateReceiver> r(new UpdateReceiver());
   r->apply_ = std::move(apply);
+  r->commit_ = std::move(commit);
   r->fence_ = fence;
   ZIPG_ASSIGN_OR_RETURN(r->socket_, RouterEndpoint::Bind(host, port, curve, "the update socket"));
   r->thread_ = std::thread([p = r.get()] { p->Run(); });
@@ -282,6 +349,13 @@ void UpdateReceiver::Run() {
     const uint32_t shard = DecodeFixed32(p + 16);
     const uint64_t prev = DecodeFixed64(p + 20);
     const uint64_t epoch = DecodeFixed64(p + 28);
+    const uint64_t committed = DecodeFixed64(p + 36);
+    if (batch == 0) {  // a commit notice: no reply
+      if (commit_ && (fence_ == nullptr || fence_->Admit(shard, epoch).ok())) {
+        commit_(shard, prev, committed);
+      }
+      continue;
+    }
     std::string reply;
     PutFixed64(&reply, sender);
     PutFixed64(&reply, batch);
@@ -300,6 +374,8 @@ void UpdateReceiver::Run() {
         continue;
       }
     }
+    // The committed id first: it covers only updates of earlier batches.
+    if (commit_ && committed > 0) commit_(shard, 0, committed);
     std::vector<engine::Update> updates;
     Status s = engine::DecodeUpdates(
         std::string_view(p + kRequestHeader, request.size() - kRequestHeader), &updates, nullptr);

@@ -4,9 +4,14 @@
 // round trip to every registered replica of the shard (a DEALER socket each). Each shard server's
 // UpdateReceiver binds a ROUTER socket, applies each batch (persisted) and replies.
 //
-// Request frame: u64 sender | u64 batch | u32 shard | u64 prev | u64 epoch | updates
-//                (EncodeUpdates with ids, no flags); prev: the id of the feed's last update
-//                before this batch; epoch: the sending LogStore leader's (docs/logstore-ha.md).
+// Request frame: u64 sender | u64 batch | u32 shard | u64 prev | u64 epoch | u64 committed |
+//                updates (EncodeUpdates with ids, no flags); prev: the id of the feed's last
+//                update before this batch; epoch: the sending LogStore leader's
+//                (docs/logstore-ha.md); committed: every update of this shard with an id up to it
+//                is committed (docs/consistency.md, "Commit notices").
+// Commit notice: the same header with batch 0 and no updates (prev: the feed's last id sent);
+//                no reply. Sent when the shard's committed id grows and no batch is queued to carry
+//                it, and every kNoticeIntervalMs to every replica (one that restarted learns it).
 // Reply frame:   u64 sender | u64 batch | u8 code | 1 (ok): one "found" byte per update;
 //                2 (behind: the replica has not applied `prev`, applied nothing); 3 (fenced:
 //                the replica has seen a larger epoch, applied nothing): a message; 0: an error
@@ -91,6 +96,15 @@ class UpdateSender {
   bool IsTarget(uint32_t shard, const std::string& member) const;
   // The epoch every batch carries from now on (0 until a leader election sets it).
   void SetEpoch(uint64_t epoch) { epoch_ = epoch; }
+  // Every update with an id up to `id` is applied in the LogStore's own fragments (a leader's
+  // commit pipeline, in id order). A shard's updates up to min(id, what every replica of the
+  // shard confirmed) are committed: the lane tells the replicas (docs/consistency.md).
+  void SetApplied(uint64_t id);
+  // The committed id of `shard` (what its replicas were or are about to be told).
+  uint64_t Committed(uint32_t shard) const;
+  static constexpr int kNoticeIntervalMs = 500;
+  uint64_t notices() const { return notices_.load(); }
+
   // A replica answered that it has seen a larger epoch: a newer leader exists. Every batch since,
   // and every later Post, fails with UNAVAILABLE ("fenced: ...").
   bool fenced() const { return fenced_.load(); }
@@ -108,12 +122,19 @@ class UpdateSender {
     std::condition_variable cv;
     std::deque<std::shared_ptr<Pending>> queue;
     std::atomic<uint64_t> prev{0};
+    // The last id every replica in the map confirmed (or the lane moved past: no replica, all
+    // behind; they catch up before they serve).
+    std::atomic<uint64_t> delivered{0};
+    uint64_t told = 0;  // the committed id last sent (the lane's thread only)
+    std::atomic<uint64_t> told_relaxed{0};  // the same, for SetApplied's check
     // Its connection to each replica, by endpoint (the lane's thread only): kept across batches,
     // replaced after a timeout.
     std::map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
     std::thread thread;
   };
   void Run(uint32_t shard);
+  // Sends a commit notice to every replica of the shard (no reply awaited).
+  void Notify(uint32_t shard, uint64_t committed);
   // Sends one request to every replica of the shard until each answered or left the map;
   // returns the combined outcome for the batch's n updates.
   std::pair<Status, std::vector<bool>> Deliver(uint32_t shard, uint64_t batch_id,
@@ -130,6 +151,8 @@ class UpdateSender {
   std::atomic<uint64_t> behind_{0};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> fenced_{false};
+  std::atomic<uint64_t> applied_{0};
+  std::atomic<uint64_t> notices_{0};
 };
 
 class UpdateReceiver {
@@ -137,12 +160,16 @@ class UpdateReceiver {
   // Applies a pushed batch whose predecessor in the feed is `prev`.
   using Apply = std::function<StatusOr<PushAnswer>(uint32_t shard, uint64_t prev,
                                                    const std::vector<engine::Update>&)>;
+  // Takes a committed id (from a batch's header, before the batch is applied, or a notice) whose
+  // sender's feed ended at `prev`.
+  using Commit = std::function<void(uint32_t shard, uint64_t prev, uint64_t committed)>;
   // Binds tcp://host:port (port 0: any free port) and starts applying batches. With `curve`, only
   // clients holding the cluster's key pair get through (a ZAP handler checks their key). With
   // `fence` (which must outlive the receiver), a batch is applied only if its epoch is admitted.
   static StatusOr<std::unique_ptr<UpdateReceiver>> Start(const std::string& host, int port,
                                                          Apply apply, CurveKeys curve = {},
-                                                         Fence* fence = nullptr);
+                                                         Fence* fence = nullptr,
+                                                         Commit commit = nullptr);
   ~UpdateReceiver();
 
   const std::string& endpoint() const { return socket_->endpoint(); }
@@ -157,6 +184,7 @@ class UpdateReceiver {
   void Run();
 
   Apply apply_;
+  Commit commit_;
   std::unique_ptr<RouterEndpoint> socket_;
   Fence* fence_ = nullptr;
   std::atomic<uint64_t> fenced_batches_{0};
