@@ -70,6 +70,8 @@ const char kUsage[] =
     "  --rebuild-delta SIZE  rebuild a base shard when its writes' delta holds SIZE (default\n"
     "                   64M; 0: only on zipg admin rebuild)\n"
     "  --rebuild-memory SIZE  memory one rebuild may use (default 80% of what is available)\n"
+    "  --read-consistency linearizable|replica  shard servers' reads (default linearizable;\n"
+    "                   docs/consistency.md)\n"
     "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
     "  --compaction-memory SIZE  memory a LogStore compaction may use (default 80% of what is\n"
     "                   available when it starts; shared with a merge running meanwhile)\n"
@@ -220,6 +222,12 @@ class Starter {
         argv.insert(argv.end(), {"--updates-dir", store_ + "/updates/server-" + std::to_string(k)});
       }
       if (args_.Has("no-verify")) argv.push_back("--no-verify");
+      if (auto c = args_.Get("read-consistency")) {
+        if (*c != "linearizable" && *c != "replica") {
+          return Status::InvalidArgument("--read-consistency must be linearizable or replica");
+        }
+        argv.insert(argv.end(), {"--read-consistency", *c});
+      }
       for (const char* flag : {"rebuild-delta", "rebuild-memory"}) {
         if (auto size = args_.Get(flag)) {
           ZIPG_RETURN_IF_ERROR(ParseByteSize(*size).status());
@@ -512,7 +520,7 @@ int RunLocal(int argc, char** argv) {
        "no-verify",      "memtable-mb",   "compaction-memory", "merge-width", "merge-ratio",
        "max-log-shards", "rebuild-delta", "rebuild-memory",    "no-sync",     "write-batches",
        "replicas",       "tls-ca",        "tls-cert",          "tls-key",     "tls-curve-key",
-       "logstores",      "edge-cache"},
+       "logstores",      "edge-cache",    "read-consistency"},
       kTraversalFlags));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();

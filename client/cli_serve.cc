@@ -61,6 +61,9 @@ const char kUsage[] =
     "                  files) when its delta holds SIZE in memory (default 64M; 0: only on zipg\n"
     "                  admin rebuild)\n"
     "  --rebuild-memory SIZE  shard: memory one rebuild may use (default 80% of the available)\n"
+    "  --read-consistency linearizable|replica  shard: linearizable (default): a read of a node\n"
+    "                  with a write in flight waits for its commit (docs/consistency.md);\n"
+    "                  replica: reads see what this replica applied (read-your-writes only)\n"
     "  --tls-ca F --tls-cert F --tls-key F  mutual TLS on every Thrift connection (served and\n"
     "                  made), https to etcd, CURVE on the update channel (docs/deploy.md)\n"
     "  --tls-curve-key F  the cluster's CURVE key pair (default: curve.key next to --tls-ca)\n"
@@ -153,7 +156,8 @@ int RunServe(int argc, char** argv) {
                                                      "ship-timeout-ms",
                                                      "logstore-dir",
                                                      "elect",
-                                                     "leader-ttl"}),
+                                                     "leader-ttl",
+                                                     "read-consistency"}),
                                             kTraversalFlags));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   const auto etcd_endpoint = args->Get("etcd");
@@ -249,6 +253,7 @@ int RunServe(int argc, char** argv) {
   info.pid = getpid();
   std::mutex info_mu;  // info is read by status() and updated when the LogStore publishes
   std::unique_ptr<cluster::Registration>* registration_slot = nullptr;
+  std::atomic<const cluster::Registration*> registration_ptr{nullptr};  // for the lease check
 
   std::unique_ptr<shard::ServerGraph> shard_graph;
   std::unique_ptr<shard::Fence> fence;  // outlives update_receiver, which uses it
@@ -284,6 +289,14 @@ int RunServe(int argc, char** argv) {
     if (!g.ok()) return Fail(g.status());
     shard_graph = std::move(*g);
     shard_graph->set_traversal_limits(*traversal);
+    const std::string consistency = args->Get("read-consistency").value_or("linearizable");
+    if (consistency != "linearizable" && consistency != "replica") {
+      return UsageError("--read-consistency must be linearizable or replica", kUsage);
+    }
+    shard_graph->SetLinearizable(consistency == "linearizable", [&registration_ptr] {
+      const cluster::Registration* r = registration_ptr.load();
+      return r == nullptr || r->LeaseValid();  // not registered yet: not serving either
+    });
     // Not serving until caught up (below, after registering); a refused push then wakes it.
     shard_graph->StopServing();
     shard_graph->OnBehind([&catch_up] {
@@ -314,7 +327,10 @@ int RunServe(int argc, char** argv) {
                                 const std::vector<engine::Update>& batch) {
           return g->ApplyPush(s, prev, batch);
         },
-        curve, fence.get());
+        curve, fence.get(),
+        [g = shard_graph.get()](uint32_t s, uint64_t prev, uint64_t committed) {
+          g->ApplyCommit(s, prev, committed);
+        });
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
     info.update_endpoint = advertise_update ? "tcp://" + advertise_update->ToString()
@@ -333,6 +349,7 @@ int RunServe(int argc, char** argv) {
           for (uint32_t s : shard_graph->hosted()) last[std::to_string(s)] = shard_graph->LastId(s);
           j["last_update_ids"] = last;
           j["refused_pushes"] = shard_graph->refused();
+          j["commits"] = shard_graph->CommitStats();
           j["rebuilds"] = shard_graph->RebuildStats();
           if (catch_up) {
             j["catch_up"] = {{"reads", catch_up->reads()}, {"applied", catch_up->applied()}};
@@ -617,6 +634,7 @@ int RunServe(int argc, char** argv) {
   {
     std::lock_guard lock(info_mu);
     registration_slot = &*registration;
+    registration_ptr = registration->get();
     if (log_store && log_store->LogShards() != info.generations) {  // published while starting
       info.generations = log_store->LogShards();
       (void)(*registration)->Update(info);
@@ -646,6 +664,19 @@ int RunServe(int argc, char** argv) {
           return (*registration_slot)->Update(info);
         });
   }
+  if (shard_graph) {
+    // A lease that expired while this server stalled: the writes since may have been committed
+    // without it. Stop serving and catch up before the entry says serving again.
+    (*registration)->OnLost([&] {
+      shard_graph->StopServing();
+      {
+        std::lock_guard lock(info_mu);
+        info.serving = false;
+        if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
+      }
+      catch_up->Wake();
+    });
+  }
   std::cout << "zipg " << role << " " << info.name << " serving on " << bound.ToString()
             << (advertise ? " (advertised as " + advertise->ToString() + ")" : std::string())
             << " (cluster " << cluster_name << ", etcd " << etcd->endpoint() << ")" << std::endl;
@@ -654,11 +685,14 @@ int RunServe(int argc, char** argv) {
   std::cout << "zipg " << role << " " << info.name << ": signal " << sig << ", stopping"
             << std::endl;
   ha.reset();  // a leader resigns: its standby takes over at once
+  std::unique_ptr<cluster::Registration> leaving;
   {
     std::lock_guard lock(info_mu);
     registration_slot = nullptr;
-    registration->reset();  // leave the shard map first, so routers stop sending us work
+    registration_ptr = nullptr;
+    leaving = std::move(*registration);
   }
+  leaving.reset();  // leave the shard map first, so routers stop sending us work
   if (shard_graph) shard_graph->StopServing();  // no more wake-ups
   update_receiver.reset();
   catch_up.reset();

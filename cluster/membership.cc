@@ -165,7 +165,9 @@ StatusOr<std::unique_ptr<Registration>> Registration::Start(std::shared_ptr<Etcd
   r->etcd_ = std::move(etcd);
   r->key_ = prefix + "servers/" + info.name;
   r->value_ = info.ToJson().dump();
+  const auto granted_at = std::chrono::steady_clock::now();
   ZIPG_ASSIGN_OR_RETURN(r->lease_, r->etcd_->LeaseGrant(ttl_seconds, &r->ttl_));
+  r->Refreshed(granted_at);
   ZIPG_RETURN_IF_ERROR(r->etcd_->Put(r->key_, r->value_, r->lease_));
   r->thread_ = std::thread([p = r.get()] { p->KeepAlive(); });
   return r;
@@ -177,17 +179,25 @@ void Registration::KeepAlive() {
   while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
     const std::string value = value_;
     const int64_t lease_id = lease_;
+    std::function<void()> on_lost = on_lost_;
     lock.unlock();
+    const auto sent_at = std::chrono::steady_clock::now();
     Status s = etcd_->LeaseKeepAlive(lease_id);
+    if (s.ok()) Refreshed(sent_at);
     if (s.code() == StatusCode::kNotFound) {
       // The lease expired (e.g. we were stalled): register again under a new one.
+      if (on_lost) on_lost();
+      const auto granted_at = std::chrono::steady_clock::now();
       auto lease = etcd_->LeaseGrant(ttl_, nullptr);
       if (lease.ok()) {
+        std::string current;
         {
           std::lock_guard<std::mutex> relock(mu_);
           lease_ = *lease;
+          current = value_;  // as the callback left it
         }
-        s = etcd_->Put(key_, value, *lease);
+        s = etcd_->Put(key_, current, *lease);
+        if (s.ok()) Refreshed(granted_at);
       } else {
         s = lease.status();
       }
@@ -195,6 +205,25 @@ void Registration::KeepAlive() {
     if (!s.ok()) std::cerr << "registration " << key_ << ": " << s.ToString() << "\n";
     lock.lock();
   }
+}
+
+void Registration::Refreshed(std::chrono::steady_clock::time_point sent_at) {
+  const int64_t until = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            (sent_at + std::chrono::seconds(ttl_)).time_since_epoch())
+                            .count();
+  valid_until_ns_ = until;
+}
+
+bool Registration::LeaseValid() const {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  return now < valid_until_ns_.load();
+}
+
+void Registration::OnLost(std::function<void()> f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_lost_ = std::move(f);
 }
 
 Status Registration::Update(const MemberInfo& info) {

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,18 +128,31 @@ class Registration {
                                                        const MemberInfo& info, int64_t ttl_seconds);
   // Replaces the entry's value (same key, same lease).
   Status Update(const MemberInfo& info);
+  // Whether the lease is surely still alive in etcd: its last refresh was sent less than the TTL
+  // ago (etcd counts the TTL from when the refresh arrived, which is later). A member that
+  // stalled past it may have been dropped from the map meanwhile, and writes committed without
+  // it (docs/consistency.md).
+  bool LeaseValid() const;
+  // Called (on the keep-alive thread) when the lease turns out to have expired, before the entry
+  // is put again under a new lease: the callback may Update the entry (a shard server says it is
+  // not serving, and catches up first).
+  void OnLost(std::function<void()> f);
   // Stops the keep-alive and revokes the lease: the entry disappears at once.
   ~Registration();
 
  private:
   Registration() = default;
   void KeepAlive();
+  // A refresh (or the grant) sent at `sent_at` succeeded.
+  void Refreshed(std::chrono::steady_clock::time_point sent_at);
 
   std::shared_ptr<EtcdClient> etcd_;
   std::string key_;
   std::string value_;
   int64_t ttl_ = 0;
   int64_t lease_ = 0;
+  std::atomic<int64_t> valid_until_ns_{0};  // steady clock
+  std::function<void()> on_lost_;           // guarded by mu_
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
