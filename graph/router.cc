@@ -17,10 +17,17 @@ Status CheckEdgeArgs(int64_t id, int64_t type) {
 }
 }  // namespace
 
-StatusOr<ShardRouter::ShardRef> ShardRouter::Owner(int64_t id) {
-  const uint32_t shard = ShardOf(id, num_shards_);
-  ZIPG_RETURN_IF_ERROR(AwaitCommitted(shard, id));
-  return LocalShard(shard);  // after the wait: the version that holds what it waited for
+template <typename Read>
+auto ShardRouter::ReadOwner(int64_t id, Read&& read)
+    -> decltype(read(std::declval<const engine::ShardReader&>())) {
+  const uint32_t s = ShardOf(id, num_shards_);
+  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
+  auto result = read(*shard);
+  if (!result.ok()) return result;
+  // After the read, not before: an update applied while it ran may be in the answer, and then
+  // the answer waits for its commit (docs/consistency.md, "Single-object operations").
+  ZIPG_RETURN_IF_ERROR(AwaitCommitted(s, id));
+  return result;
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::NodeIdsOnAllShards(const Properties& properties) {
@@ -85,8 +92,9 @@ StatusOr<std::vector<int64_t>> ShardRouter::FilterGroups(
 StatusOr<std::optional<Properties>> ShardRouter::GetNodeProperty(
     int64_t id, const std::vector<std::string>* names) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  return shard->GetNodeProperty(id, names);
+  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+    return shard.GetNodeProperty(id, names);
+  });
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::GetNodeIds(const Properties& properties) {
@@ -102,8 +110,9 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
                                                            const Properties& properties) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
   if (type) ZIPG_RETURN_IF_ERROR(CheckId(*type, "type"));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  ZIPG_ASSIGN_OR_RETURN(auto neighbors, shard->NeighborIds(id, type));
+  ZIPG_ASSIGN_OR_RETURN(
+      auto neighbors,
+      ReadOwner(id, [&](const engine::ShardReader& shard) { return shard.NeighborIds(id, type); }));
   if (properties.empty()) return neighbors;
   std::map<uint32_t, std::vector<int64_t>> groups;
   for (int64_t dst : neighbors) groups[ShardOf(dst, num_shards_)].push_back(dst);
@@ -114,30 +123,34 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
 
 StatusOr<EdgeRecordInfo> ShardRouter::GetEdgeRecord(int64_t id, int64_t type) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  ZIPG_ASSIGN_OR_RETURN(int64_t count, shard->AssocCount(id, type));
+  ZIPG_ASSIGN_OR_RETURN(int64_t count, ReadOwner(id, [&](const engine::ShardReader& shard) {
+                          return shard.AssocCount(id, type);
+                        }));
   return EdgeRecordInfo{id, type, count};
 }
 
 StatusOr<std::pair<int64_t, int64_t>> ShardRouter::GetEdgeRange(int64_t id, int64_t type,
                                                                 int64_t t_lo, int64_t t_hi) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  return shard->EdgeRange(id, type, t_lo, t_hi);
+  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+    return shard.EdgeRange(id, type, t_lo, t_hi);
+  });
 }
 
 StatusOr<std::optional<Edge>> ShardRouter::GetEdgeData(int64_t id, int64_t type,
                                                        int64_t time_order) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   if (time_order < 0) return std::optional<Edge>();
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  return shard->EdgeData(id, type, time_order);
+  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+    return shard.EdgeData(id, type, time_order);
+  });
 }
 
 StatusOr<std::optional<Node>> ShardRouter::ObjGet(int64_t id) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  ZIPG_ASSIGN_OR_RETURN(auto props, shard->GetNodeProperty(id, nullptr));
+  ZIPG_ASSIGN_OR_RETURN(auto props, ReadOwner(id, [&](const engine::ShardReader& shard) {
+                          return shard.GetNodeProperty(id, nullptr);
+                        }));
   if (!props) return std::optional<Node>();
   return std::optional<Node>(Node{id, std::move(*props)});
 }
@@ -147,30 +160,33 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocRange(int64_t id, int64_t type, in
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   ZIPG_RETURN_IF_ERROR(CheckId(pos, "pos"));
   ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  return shard->AssocRange(id, type, pos, limit);
+  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+    return shard.AssocRange(id, type, pos, limit);
+  });
 }
 
 StatusOr<int64_t> ShardRouter::AssocCount(int64_t id, int64_t type) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  return shard->AssocCount(id, type);
+  return ReadOwner(id,
+                   [&](const engine::ShardReader& shard) { return shard.AssocCount(id, type); });
 }
 
 StatusOr<std::vector<Edge>> ShardRouter::AssocGet(int64_t id, int64_t type,
                                                   const std::vector<int64_t>& ids, int64_t low,
                                                   int64_t high) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  return shard->AssocGet(id, type, ids, low, high);
+  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+    return shard.AssocGet(id, type, ids, low, high);
+  });
 }
 
 StatusOr<std::vector<Edge>> ShardRouter::AssocTimeRange(int64_t id, int64_t type, int64_t low,
                                                         int64_t high, int64_t limit) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, Owner(id));
-  return shard->AssocTimeRange(id, type, low, high, limit);
+  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+    return shard.AssocTimeRange(id, type, low, high, limit);
+  });
 }
 
 }  // namespace zipg

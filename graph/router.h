@@ -84,8 +84,8 @@ class ShardRouter : public GraphApi {
   using ShardRef = std::shared_ptr<const engine::ShardReader>;
   // Shard `index` if it is open in this process; UNAVAILABLE otherwise.
   virtual StatusOr<ShardRef> LocalShard(uint32_t index) = 0;
-  // Before an operation on node `id` of shard `shard` (the contract's single-object operations):
-  // waits until the node's applied writes are committed (a replica, docs/consistency.md).
+  // After a read of node `id` of shard `shard` (the contract's single-object operations): waits
+  // until the node's applied writes are committed (a replica, docs/consistency.md), or fails.
   // Default: nothing to wait for.
   virtual Status AwaitCommitted(uint32_t shard, int64_t id) { return Status::OK(); }
   // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
@@ -114,7 +114,10 @@ class ShardRouter : public GraphApi {
 
  private:
   class Expander;
-  StatusOr<ShardRef> Owner(int64_t id);
+  // read(shard) on the shard that owns node `id`, then AwaitCommitted.
+  template <typename Read>
+  auto ReadOwner(int64_t id, Read&& read)
+      -> decltype(read(std::declval<const engine::ShardReader&>()));
   uint32_t num_shards_ = 0;
   graph::TraversalLimits traversal_limits_;
 };

@@ -400,8 +400,11 @@ void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
 
 Status ServerGraph::AwaitCommitted(uint32_t shard, int64_t id) {
   if (!linearizable_.load()) return Status::OK();
-  // A shard not hosted, or a replica catching up: LocalShard refuses the read.
-  if (shard >= commits_.size() || !commits_[shard] || !serving_.load()) return Status::OK();
+  if (shard >= commits_.size() || !commits_[shard]) return Status::OK();  // LocalShard refused
+  // Stopped serving (found behind, lease lost) while the read ran: it may have read stale data.
+  if (!serving_.load()) {
+    return Status::Unavailable("this replica is catching up with the LogStore's writes");
+  }
   if (lease_valid_ && !lease_valid_()) {
     return Status::Unavailable(
         "this replica's membership lease may have expired: it may have missed writes");
@@ -441,6 +444,10 @@ nlohmann::json ServerGraph::UpdateStats() const {
 StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
   if (!serving_.load()) {
     return Status::Unavailable("this replica is catching up with the LogStore's writes");
+  }
+  if (linearizable_.load() && lease_valid_ && !lease_valid_()) {
+    return Status::Unavailable(
+        "this replica's membership lease may have expired: it may have missed writes");
   }
   if (index < live_.size() && live_[index]) return ShardRef(live_[index]->Current());
   return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
