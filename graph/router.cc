@@ -17,17 +17,20 @@ Status CheckEdgeArgs(int64_t id, int64_t type) {
 }
 }  // namespace
 
+Status ShardRouter::ReadNode(uint32_t shard, int64_t, const NodeRead& read) {
+  ZIPG_ASSIGN_OR_RETURN(ShardRef ref, LocalShard(shard));
+  return read(*ref);
+}
+
 template <typename Read>
 auto ShardRouter::ReadOwner(int64_t id, Read&& read)
     -> decltype(read(std::declval<const engine::ShardReader&>())) {
-  const uint32_t s = ShardOf(id, num_shards_);
-  ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
-  auto result = read(*shard);
-  if (!result.ok()) return result;
-  // After the read, not before: an update applied while it ran may be in the answer, and then
-  // the answer waits for its commit (docs/consistency.md, "Single-object operations").
-  ZIPG_RETURN_IF_ERROR(AwaitCommitted(s, id));
-  return result;
+  std::optional<decltype(read(std::declval<const engine::ShardReader&>()))> answer;
+  ZIPG_RETURN_IF_ERROR(ReadNode(ShardOf(id, num_shards_), id, [&](const engine::ShardReader& s) {
+    answer.emplace(read(s));
+    return answer->status();
+  }));
+  return std::move(*answer);
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::NodeIdsOnAllShards(const Properties& properties) {

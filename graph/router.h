@@ -11,7 +11,9 @@
 // safe for concurrent use.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -84,10 +86,11 @@ class ShardRouter : public GraphApi {
   using ShardRef = std::shared_ptr<const engine::ShardReader>;
   // Shard `index` if it is open in this process; UNAVAILABLE otherwise.
   virtual StatusOr<ShardRef> LocalShard(uint32_t index) = 0;
-  // After a read of node `id` of shard `shard` (the contract's single-object operations): waits
-  // until the node's applied writes are committed (a replica, docs/consistency.md), or fails.
-  // Default: nothing to wait for.
-  virtual Status AwaitCommitted(uint32_t shard, int64_t id) { return Status::OK(); }
+  // A read of node `id` on shard `shard`, one of the contract's single-object operations:
+  // calls read with the shard, once or more; returns its status or the failure to read. A
+  // replica makes it linearizable (docs/consistency.md). Default: LocalShard, then read.
+  using NodeRead = std::function<Status(const engine::ShardReader&)>;
+  virtual Status ReadNode(uint32_t shard, int64_t id, const NodeRead& read);
   // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
   virtual StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties);
   // search_node_ids's parts from every shard of the store, concatenated (FinishSearch merges
@@ -114,7 +117,7 @@ class ShardRouter : public GraphApi {
 
  private:
   class Expander;
-  // read(shard) on the shard that owns node `id`, then AwaitCommitted.
+  // read(shard) on the shard that owns node `id`, through ReadNode; read's answer.
   template <typename Read>
   auto ReadOwner(int64_t id, Read&& read)
       -> decltype(read(std::declval<const engine::ShardReader&>()));

@@ -9,7 +9,7 @@ void CommitTracker::Applied(const std::vector<engine::Update>& batch) {
   std::lock_guard lock(mu_);
   for (const engine::Update& u : batch) {
     if (u.id == 0 || u.id <= committed_) continue;
-    uint64_t& newest = pending_[u.node];
+    uint64_t& newest = newest_[u.node];
     newest = std::max(newest, u.id);
     order_.emplace_back(u.id, u.node);
   }
@@ -19,20 +19,47 @@ void CommitTracker::Commit(uint64_t id) {
   std::lock_guard lock(mu_);
   if (id <= committed_) return;
   committed_ = id;
-  while (!order_.empty() && order_.front().first <= id) {
-    auto it = pending_.find(order_.front().second);
-    if (it != pending_.end() && it->second <= id) pending_.erase(it);
-    order_.pop_front();
-  }
+  Prune();
   if (waiting_ > 0) cv_.notify_all();
 }
 
-Status CommitTracker::Await(int64_t node, Clock::time_point deadline) {
+void CommitTracker::Prune() {
+  const uint64_t upto = reads_.empty() ? committed_ : std::min(committed_, *reads_.begin());
+  while (!order_.empty() && order_.front().first <= upto) {
+    auto it = newest_.find(order_.front().second);
+    if (it != newest_.end() && it->second <= upto) newest_.erase(it);
+    order_.pop_front();
+  }
+}
+
+uint64_t CommitTracker::BeginRead() {
+  std::lock_guard lock(mu_);
+  reads_.insert(committed_);
+  return committed_;
+}
+
+bool CommitTracker::EndRead(uint64_t began, int64_t node) {
+  std::lock_guard lock(mu_);
+  reads_.erase(reads_.find(began));
+  bool again = floor_ > began;
+  if (auto it = newest_.find(node); it != newest_.end()) again |= it->second > began;
+  if (again) ++rereads_;
+  Prune();  // it may have held the prune point
+  return again;
+}
+
+bool CommitTracker::Settled(int64_t node) const {
+  std::lock_guard lock(mu_);
+  if (floor_ > committed_) return false;
+  auto it = newest_.find(node);
+  return it == newest_.end() || it->second <= committed_;
+}
+
+Status CommitTracker::AwaitNode(int64_t node, Clock::time_point deadline) {
   std::unique_lock lock(mu_);
   uint64_t needed = floor_;
-  if (auto it = pending_.find(node); it != pending_.end()) needed = std::max(needed, it->second);
+  if (auto it = newest_.find(node); it != newest_.end()) needed = std::max(needed, it->second);
   if (needed <= committed_) return Status::OK();
-  ++waits_;
   ++waiting_;
   const bool done = cv_.wait_until(lock, deadline, [&] { return committed_ >= needed; });
   --waiting_;
@@ -46,14 +73,14 @@ uint64_t CommitTracker::committed() const {
   return committed_;
 }
 
-size_t CommitTracker::pending() const {
+size_t CommitTracker::tracked() const {
   std::lock_guard lock(mu_);
-  return pending_.size();
+  return newest_.size();
 }
 
-uint64_t CommitTracker::waits() const {
+uint64_t CommitTracker::rereads() const {
   std::lock_guard lock(mu_);
-  return waits_;
+  return rereads_;
 }
 
 }  // namespace zipg::shard

@@ -5,10 +5,11 @@
 // says the update is committed; a read of any other node answers at once. So once any read has
 // seen a write, every replica has it, and every later read, on any replica, sees it too.
 //
-// Per hosted shard: the nodes whose newest applied update is above the committed id, and that id
-// (commit notices, shard/update_channel.h). Updates applied before the tracker existed (the delta
-// file replayed at open) are covered by a floor: every read waits until the committed id reaches
-// it.
+// Per hosted shard: the committed id (commit notices, shard/update_channel.h) and each recently
+// written node's newest update id. A read that began while one of its node's updates was applied
+// but not committed reads again once it is (no update applies meanwhile), so what it returns is
+// a committed state. Updates applied before the tracker existed (the delta file replayed at open)
+// are covered by a floor: a read that began below it reads again once a commit reaches it.
 //
 // Thread-safety: every method may be called concurrently.
 #pragma once
@@ -18,6 +19,8 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <set>
+#include <shared_mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -34,28 +37,51 @@ class CommitTracker {
   // `floor`: the last update id applied before the tracker existed.
   explicit CommitTracker(uint64_t floor) : floor_(floor) {}
 
-  // Updates just applied (ids ascending; unnumbered ones, id 0, are not tracked).
+  // Updates just applied (ids ascending; unnumbered ones, id 0, are not tracked). Call with the
+  // gate held exclusively.
   void Applied(const std::vector<engine::Update>& batch);
   // Every update with an id up to `id` is committed. Ids only grow; a smaller one is ignored.
   void Commit(uint64_t id);
+
+  // A read of one node: BeginRead before it (the committed id then), EndRead after it, which
+  // says whether the node has an update that was applied and not committed when the read began
+  // (the read may have seen its pointer and not yet its data in the LogStore, or a state another
+  // replica does not have). If so: AwaitNode, then take the gate shared (no update applies
+  // meanwhile) and, if the node is Settled, read again under it; else release it and wait again.
+  // Never wait for a commit with the gate held: the commit may come behind a batch that waits for
+  // the gate.
+  uint64_t BeginRead();
+  bool EndRead(uint64_t began, int64_t node);
+  // Every update applied to `node` (and the floor) is committed.
+  bool Settled(int64_t node) const;
   // Returns once every update applied to `node` (and the floor) is committed; UNAVAILABLE if
   // that has not happened by `deadline` (the write's commit is held up: a replica that does not
   // confirm, a LogStore that cannot be reached; a retry elsewhere waits the same way).
-  Status Await(int64_t node, Clock::time_point deadline);
+  Status AwaitNode(int64_t node, Clock::time_point deadline);
+  // Applying holds it exclusively, a read that reads again shared.
+  std::shared_mutex& gate() { return gate_; }
 
   uint64_t committed() const;
-  // Nodes waiting for a commit now; reads that had to wait so far.
-  size_t pending() const;
-  uint64_t waits() const;
+  // Nodes with an update newer than a running read's start or the committed id; reads that
+  // had to read again so far.
+  size_t tracked() const;
+  uint64_t rereads() const;
 
  private:
+  // Forgets updates that no running read can have missed the commit of.
+  void Prune();
+
+  std::shared_mutex gate_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t floor_;
   uint64_t committed_ = 0;
-  std::unordered_map<int64_t, uint64_t> pending_;  // node -> its newest uncommitted update's id
+  // node -> its newest update's id, for every update above the prune point (the committed id,
+  // or the oldest running read's start if lower).
+  std::unordered_map<int64_t, uint64_t> newest_;
   std::deque<std::pair<uint64_t, int64_t>> order_;  // (id, node), ids ascending
-  uint64_t waits_ = 0;
+  std::multiset<uint64_t> reads_;                   // running reads' starts
+  uint64_t rereads_ = 0;
   int waiting_ = 0;
 };
 

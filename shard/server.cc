@@ -330,6 +330,7 @@ StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
   }
   PushAnswer answer;
   {
+    std::unique_lock gate(commits_[shard]->gate());
     std::lock_guard lock(*apply_mu_[shard]);
     if (prev <= live_[shard]->last_id()) {
       ZIPG_ASSIGN_OR_RETURN(answer.found, live_[shard]->Apply(batch));
@@ -364,6 +365,7 @@ Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>&
   if (shard >= live_.size() || !live_[shard]) {
     return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   }
+  std::unique_lock gate(commits_[shard]->gate());
   std::lock_guard lock(*apply_mu_[shard]);
   ZIPG_RETURN_IF_ERROR(live_[shard]->Apply(batch).status());
   commits_[shard]->Applied(batch);
@@ -398,9 +400,20 @@ void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
   linearizable_ = on;
 }
 
-Status ServerGraph::AwaitCommitted(uint32_t shard, int64_t id) {
-  if (!linearizable_.load()) return Status::OK();
-  if (shard >= commits_.size() || !commits_[shard]) return Status::OK();  // LocalShard refused
+Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
+  if (!linearizable_.load() || shard >= commits_.size() || !commits_[shard]) {
+    return ShardRouter::ReadNode(shard, id, read);
+  }
+  CommitTracker& tracker = *commits_[shard];
+  Status status;
+  bool again;
+  {
+    ZIPG_ASSIGN_OR_RETURN(ShardRef ref, LocalShard(shard));  // serving, and the lease held
+    const uint64_t began = tracker.BeginRead();
+    status = read(*ref);
+    again = tracker.EndRead(began, id);
+  }
+  if (!status.ok()) return status;
   // Stopped serving (found behind, lease lost) while the read ran: it may have read stale data.
   if (!serving_.load()) {
     return Status::Unavailable("this replica is catching up with the LogStore's writes");
@@ -409,17 +422,26 @@ Status ServerGraph::AwaitCommitted(uint32_t shard, int64_t id) {
     return Status::Unavailable(
         "this replica's membership lease may have expired: it may have missed writes");
   }
+  if (!again) return status;
+  // The node had an update applied here and not yet committed: wait for its commit, then read
+  // the committed state with no update applied meanwhile.
   const auto deadline = CallDeadline::Current().value_or(
       std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommitWaitMs));
-  return commits_[shard]->Await(id, deadline);
+  while (true) {
+    ZIPG_RETURN_IF_ERROR(tracker.AwaitNode(id, deadline));
+    std::shared_lock gate(tracker.gate());
+    if (!tracker.Settled(id)) continue;  // another update arrived: wait for it too
+    ZIPG_ASSIGN_OR_RETURN(ShardRef ref, LocalShard(shard));
+    return read(*ref);
+  }
 }
 
 nlohmann::json ServerGraph::CommitStats() const {
   nlohmann::json j = nlohmann::json::object();
   for (uint32_t s : hosted_) {
     j[std::to_string(s)] = {{"committed", commits_[s]->committed()},
-                            {"pending_nodes", commits_[s]->pending()},
-                            {"waits", commits_[s]->waits()}};
+                            {"tracked_nodes", commits_[s]->tracked()},
+                            {"rereads", commits_[s]->rereads()}};
   }
   return j;
 }

@@ -73,11 +73,12 @@ class ServerGraph final : public ShardRouter {
   // committed. `prev` (0: none) is the sender's last update; a serving replica that has not
   // applied it stops serving and catches up, as for a push.
   void ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed);
-  // Reads of one node wait for its applied updates' commit (docs/consistency.md), and are refused
-  // while `lease_valid` says this server's membership lease may have expired. Off (the default):
-  // reads see whatever this replica has applied (read-your-writes only).
+  // Reads of one node return only committed states (docs/consistency.md): one that began while
+  // the node had an uncommitted update reads again once it is committed. Reads are refused while
+  // `lease_valid` says this server's membership lease may have expired. Off (the default): reads
+  // see whatever this replica has applied (read-your-writes only).
   void SetLinearizable(bool on, std::function<bool()> lease_valid = nullptr);
-  // Per hosted shard: the committed id, nodes waiting for a commit, reads that waited.
+  // Per hosted shard: the committed id, recently written nodes tracked, reads read again.
   nlohmann::json CommitStats() const;
   // Applies updates read from the LogStore's feed (catching up); already applied ones are skipped.
   Status ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch);
@@ -125,7 +126,7 @@ class ServerGraph final : public ShardRouter {
 
  protected:
   StatusOr<ShardRef> LocalShard(uint32_t index) override;
-  Status AwaitCommitted(uint32_t shard, int64_t id) override;
+  Status ReadNode(uint32_t shard, int64_t id, const NodeRead& read) override;
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
   StatusOr<std::vector<int64_t>> SearchOnAllShards(const NodeSearch& q) override;
   StatusOr<std::vector<int64_t>> FilterGroups(
