@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 namespace zipg::shard {
 namespace {
@@ -42,7 +43,10 @@ class Replica {
           }
           return StatusOr<PushAnswer>(answer);
         },
-        CurveKeys{}, fence);
+        CurveKeys{}, fence, [this](uint32_t, uint64_t, uint64_t committed) {
+          std::lock_guard lock(mu_);
+          committed_ = std::max(committed_, committed);
+        });
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     receiver_ = std::move(*r);
   }
@@ -55,6 +59,18 @@ class Replica {
     std::lock_guard lock(mu_);
     return behind_;
   }
+  uint64_t committed() const {
+    std::lock_guard lock(mu_);
+    return committed_;
+  }
+  // Waits up to 3 s for the committed id to reach `id`; the id it reached.
+  uint64_t AwaitCommitted(uint64_t id) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (committed() < id && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return committed();
+  }
   void Stop() { receiver_.reset(); }
   uint64_t fenced_batches() const { return receiver_->fenced_batches(); }
 
@@ -62,6 +78,7 @@ class Replica {
   const std::string name_;
   mutable std::mutex mu_;
   uint64_t last_;
+  uint64_t committed_ = 0;
   int behind_ = 0;
   std::vector<Update> applied_;
   std::unique_ptr<UpdateReceiver> receiver_;
@@ -112,6 +129,39 @@ TEST(UpdateChannelTest, EveryReplicaGetsEveryBatchInOrder) {
   EXPECT_EQ(a.applied(), all);
   EXPECT_EQ(b.applied(), all);
   EXPECT_EQ(sender.behind_answers(), 0u);
+}
+
+// docs/consistency.md, "Commit notices": a shard's committed id is the smaller of what the
+// LogStore applied and what every replica in the map confirmed, and reaches every replica.
+TEST(UpdateChannelTest, ReplicasLearnTheCommittedIdOnlyOnceEveryReplicaHasTheUpdates) {
+  Replica a("a"), b("b");
+  Map map;
+  map.Set({a.target(), b.target()});
+  UpdateSender sender(1, map.locate(), 200);
+  ASSERT_TRUE(sender.Send(0, Updates(1, 3), 5000).ok());
+  EXPECT_EQ(sender.Committed(0), 0u);  // nothing applied by the LogStore yet
+  sender.SetApplied(2);
+  EXPECT_EQ(sender.Committed(0), 2u);
+  EXPECT_EQ(a.AwaitCommitted(2), 2u);
+  EXPECT_EQ(b.AwaitCommitted(2), 2u);
+  sender.SetApplied(10);  // applied past what the lane delivered: committed stops at 3
+  EXPECT_EQ(a.AwaitCommitted(3), 3u);
+  EXPECT_EQ(b.AwaitCommitted(3), 3u);
+
+  // b stops answering: updates 4 and 5 reach a only, so they are not committed.
+  b.Stop();
+  auto sent = sender.Send(0, Updates(4, 2), 100);
+  EXPECT_EQ(sent.status().code(), StatusCode::kUnavailable);
+  sender.SetApplied(20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(sender.Committed(0), 3u);
+  EXPECT_EQ(a.committed(), 3u);
+  EXPECT_EQ(a.applied().size(), 5u);
+  // b leaves the map (its lease expired): the lane is done with 4 and 5, and a learns it.
+  map.Set({a.target()});
+  EXPECT_EQ(a.AwaitCommitted(5), 5u);
+  EXPECT_EQ(sender.Committed(0), 5u);
+  EXPECT_GT(sender.notices(), 0u);
 }
 
 TEST(UpdateChannelTest, ABehindReplicaAppliesNothingAndTheOthersAnswer) {
