@@ -323,8 +323,9 @@ class Nemesis:
         self.stopped = {}   # pid -> name: SIGSTOPped and not yet resumed
         self.down = {}      # name -> spec: killed and not yet restarted
 
-    def say(self, text):
-        self.log.append(f"{time.monotonic() - self.t0:.1f}s {text}")
+    def say(self, text, at=None):
+        """Logs an action; `at` (monotonic) is when it began, default now."""
+        self.log.append(f"{(at or time.monotonic()) - self.t0:.1f}s {text}")
 
     def run(self, act_until):
         try:
@@ -429,11 +430,12 @@ class PauseReplica(Nemesis):
             m = self.rnd.choice(sorted(serving, key=lambda m: m["name"]))
             long_pause = self.rnd.random() < self.profile["long_pause"]
             d = LEASE_TTL + 1.0 if long_pause else self.rnd.uniform(lo, hi)
+            t = time.monotonic()
             self._stop(m["pid"], m["name"])
             self.actions += 1
             time.sleep(d)
             self._cont(m["pid"], m["name"])
-            self.say(f"paused {m['name']} {d:.2f}s")
+            self.say(f"paused {m['name']} {d:.2f}s", t)
             time.sleep(self.rnd.uniform(*self.profile["pause_gap"]))
 
 
@@ -457,7 +459,8 @@ class KillReplica(Nemesis):
             self._wait(lambda: (self._members("shard").get(name, {}).get("pid") == pid and
                                 self._members("shard")[name].get("serving")),
                        HEAL_TIMEOUT, f"{name} restarted (pid {pid}) serving again")
-            self.say(f"killed {name}, restarted, serving again after {time.monotonic() - t:.1f}s")
+            self.say(f"killed {name}, restarted, serving again after {time.monotonic() - t:.1f}s",
+                     t)
             time.sleep(self.rnd.uniform(0.5, 1.0))
 
 
@@ -484,7 +487,7 @@ class KillLogStore(Nemesis):
                 self._members("logstore")),
                 HEAL_TIMEOUT, f"{name} (pid {pid}) rejoined as the standby, in sync")
             self.say(f"killed leader {name}, {new['name']} led after {took:.1f}s, {name} back as "
-                     f"standby in sync after {time.monotonic() - t:.1f}s")
+                     f"standby in sync after {time.monotonic() - t:.1f}s", t)
             time.sleep(self.rnd.uniform(0.5, 1.0))
 
 
@@ -497,6 +500,7 @@ class PauseLogStore(Nemesis):
             name, pid = leader["name"], leader["pid"]
             spec = proc_spec(pid)
             d = self.rnd.uniform(0.5, 3.0)
+            t_pause = time.monotonic()
             self._stop(pid, name)
             self.actions += 1
             time.sleep(d)
@@ -523,8 +527,8 @@ class PauseLogStore(Nemesis):
                 self._restart(name, spec)
                 what = "lost the lead, exited, restarted"
             self.cluster.wait_healthy(HEAL_TIMEOUT, f"after pausing {name}")
-            self.say(f"paused leader {name} {d:.2f}s: {what}; whole again after "
-                     f"{time.monotonic() - t:.1f}s")
+            self.say(f"paused leader {name} {d:.2f}s: {what}; whole again "
+                     f"{time.monotonic() - t:.1f}s after SIGCONT", t_pause)
             time.sleep(self.rnd.uniform(0.5, 1.0))
 
 
@@ -554,7 +558,7 @@ class KillAggregator(Nemesis):
             self.down.pop(name, None)
             self._wait(lambda: self._members("aggregator").get(name, {}).get("pid") == pid,
                        HEAL_TIMEOUT, f"{name} (pid {pid}) registered again")
-            self.say(f"killed {name}, back on {endpoint} after {time.monotonic() - t:.1f}s")
+            self.say(f"killed {name}, back on {endpoint} after {time.monotonic() - t:.1f}s", t)
             time.sleep(self.rnd.uniform(0.5, 1.0))
 
 
