@@ -95,7 +95,7 @@ def main():
             c.procs.cleanup()
         if env is not None:
             env.cleanup()
-        if report.failures or os.environ.get("ZIPG_KEEP_TEST_DIR"):
+        if os.listdir(out) and (report.failures or os.environ.get("ZIPG_KEEP_TEST_DIR")):
             print(f"histories, checks and visualizations kept in {out}")
         else:
             shutil.rmtree(out, ignore_errors=True)

@@ -126,8 +126,12 @@ class Env:
         self.tmp, self.zipg = cluster_procs.private_binary(zipg_binary, "zipg-jepsen-")
         self.report = report
         self.check, self.note, self.section = report.check, report.note, report.section
-        self.check_bin = check_bin or build_checker(self.tmp)
-        self.client = import_client(self.tmp)
+        try:
+            self.check_bin = check_bin or build_checker(self.tmp)
+            self.client = import_client(self.tmp)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
 
     def cleanup(self):
         if os.environ.get("ZIPG_KEEP_TEST_DIR"):
@@ -1014,7 +1018,7 @@ def main(argv=None):
         print(f"  {n:16s} histories {t['histories']:4d}  ops {t['ops']:8d}  ok {t['ok']:8d}  "
               f"info {t['info']:5d}  actions {t['actions']:4d}  anomalies {t['anomalies']}")
     failed = report.failures > 0 or not results
-    if failed:
+    if failed and (a.keep or os.listdir(out_dir)):
         print(f"results kept in {out_dir}")
     elif not a.keep:
         shutil.rmtree(out_dir, ignore_errors=True)
