@@ -41,6 +41,10 @@ if [ "$build_dir" != build ]; then
   cmake_args+=(-DCMAKE_CXX_COMPILER=clang++-14)
 fi
 
+# Go builds the linearizability checker of the Jepsen tests (tests/jepsen/checker, porcupine from
+# the Go module proxy); Debian 12's golang (1.19) is enough. A Go already on PATH is used as it is.
+command -v go >/dev/null 2>&1 || packages+=(golang-go)
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
