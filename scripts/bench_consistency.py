@@ -47,11 +47,20 @@ def main():
     for mix, conns in workloads:
         for rnd in range(a.rounds):
             for name, zipg, extra in configs:
-                state = start_cluster(zipg, a.store, local + extra)
-                try:
-                    r = run_bench(zipg, state, mix, a.duration, conns)
-                finally:
-                    stop_cluster(zipg, a.store)
+                r = None
+                for attempt in range(2):  # a server that died under load (printed) is run again
+                    state = start_cluster(zipg, a.store, local + extra)
+                    try:
+                        r = run_bench(zipg, state, mix, a.duration, conns)
+                    except OSError as e:  # a server's /proc entry vanished: it exited
+                        print(f"round {rnd + 1} {mix}:{conns} {name}: a server died ({e}); "
+                              f"logs in {a.store}/run", flush=True)
+                    finally:
+                        stop_cluster(zipg, a.store)
+                    if r is not None:
+                        break
+                if r is None:
+                    sys.exit("a server died twice; see the logs")
                 results.setdefault((mix, conns, name), []).append(r)
                 print(f"round {rnd + 1} {mix}:{conns} {name}: {r['ops_per_s']:.0f} op/s "
                       f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us "
