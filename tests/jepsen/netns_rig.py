@@ -465,18 +465,20 @@ class NetnsCluster(jepsen.Cluster):
 
     def status(self):
         """`zipg status --json` of the first aggregator that answers, asked from the client
-        namespace."""
+        namespace. `zipg status` exits 1 when the cluster is not healthy, with the same document:
+        that is an answer too (else problems() would say every member is absent)."""
         for a in self.aggregators:
             try:
                 r = run(["ip", "netns", "exec", self.net.client_ns, self.env.zipg, "status",
                          "--connect", a, "--json", *self.tls_args()], timeout=15)
             except subprocess.TimeoutExpired:
                 continue
-            if r.returncode == 0:
-                try:
-                    return json.loads(r.stdout)
-                except ValueError:
-                    continue
+            try:
+                doc = json.loads(r.stdout)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and "servers" in doc:
+                return doc
         return None
 
     def problems(self, members):
@@ -611,7 +613,7 @@ class RigNemesis(Nemesis):
             self.undo()
             took, restarted = self.recover()
             self.say(f"undone after {hold:.1f}s; whole again {took:.1f}s later"
-                     + (f"; restarted {restarted}" if restarted else ""))
+                     + (f"; restarted {restarted}" if restarted else "") + self.waited_for())
             time.sleep(self.rnd.uniform(*GAP))
 
     def recover(self, timeout=HEAL_TIMEOUT):
@@ -622,10 +624,13 @@ class RigNemesis(Nemesis):
         restarted = []
         deadline = t + timeout
         whole_since = None
+        self.waited = {}   # each problem seen -> the last time (s after the heal) it was seen
         while True:
             restarted += self.cluster.restart_dead()
             bad = self.cluster.etcd_problems()
             bad = bad or self.cluster.problems(self.cluster.members())
+            for b in bad:
+                self.waited[b] = time.monotonic() - t
             if bad:
                 whole_since = None
             elif whole_since is None:
@@ -635,6 +640,11 @@ class RigNemesis(Nemesis):
             if time.monotonic() > deadline:
                 raise NemesisError(f"not whole {timeout:.0f} s after the fault ended: {bad}")
             time.sleep(0.2)
+
+    def waited_for(self, n=4):
+        """The problems recover() waited for longest: '; waited for: P until +Xs, ...'."""
+        last = sorted(self.waited.items(), key=lambda kv: -kv[1])[:n]
+        return "; waited for: " + ", ".join(f"{p} until +{s:.1f}s" for p, s in last) if last else ""
 
     def heal(self):
         try:
