@@ -174,7 +174,8 @@ class Network:
             prefix = ["ip", "netns", "exec", src_ns] if src_ns else []
             probe = run([*prefix, sys.executable, "-c",
                          "import socket\n"
-                         f"c=socket.create_connection(('{address}', {port or 0}), timeout={timeout})\n"
+                         f"c=socket.create_connection(('{address}', {port or 0}), "
+                         f"timeout={timeout})\n"
                          "assert c.recv(2)==b'ok'\n"], timeout=timeout + 10)
             if probe.returncode != 0:
                 return (probe.stderr.decode().strip().splitlines() or ["?"])[-1]
