@@ -924,6 +924,28 @@ def run_history(env, cluster, nemesis, seconds, index, out_dir, profile="default
 # The command line
 
 
+def report_totals(report, results):
+    """Checks that every history is linearizable and prints the totals per nemesis."""
+    for r in results:
+        report.check(r.linearizable, f"history {r.index} [{r.nemesis}] is not linearizable "
+                                     f"(checker exit {r.verdict}): {r.history}")
+    totals = collections.OrderedDict()
+    for r in results:
+        t = totals.setdefault(r.nemesis, collections.Counter())
+        t["histories"] += 1
+        t["ops"] += r.ops
+        t["ok"] += r.counts["ok"]
+        t["fail"] += r.counts["fail"]
+        t["info"] += r.counts["info"]
+        t["actions"] += r.actions
+        t["anomalies"] += 0 if r.linearizable else 1
+    print("totals per nemesis:")
+    for n, t in totals.items():
+        print(f"  {n:18s} histories {t['histories']:3d}  ops {t['ops']:7d}  ok {t['ok']:7d}  "
+              f"fail {t['fail']:5d}  info {t['info']:5d}  actions {t['actions']:3d}  "
+              f"anomalies {t['anomalies']}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1001,22 +1023,7 @@ def main(argv=None):
             cluster.procs.cleanup()
         if env is not None:
             env.cleanup()
-    for r in results:
-        report.check(r.linearizable, f"history {r.index} [{r.nemesis}] is not linearizable "
-                                     f"(checker exit {r.verdict}): {r.history}")
-    totals = collections.OrderedDict()
-    for r in results:
-        t = totals.setdefault(r.nemesis, collections.Counter())
-        t["histories"] += 1
-        t["ops"] += r.ops
-        t["ok"] += r.counts["ok"]
-        t["info"] += r.counts["info"]
-        t["actions"] += r.actions
-        t["anomalies"] += 0 if r.linearizable else 1
-    print("totals per nemesis:")
-    for n, t in totals.items():
-        print(f"  {n:16s} histories {t['histories']:4d}  ops {t['ops']:8d}  ok {t['ok']:8d}  "
-              f"info {t['info']:5d}  actions {t['actions']:4d}  anomalies {t['anomalies']}")
+    report_totals(report, results)
     failed = report.failures > 0 or not results
     if failed and (a.keep or os.listdir(out_dir)):
         print(f"results kept in {out_dir}")

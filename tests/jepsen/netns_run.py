@@ -17,7 +17,6 @@ visualizations and the servers' logs are kept (in --keep, else a temporary direc
 end) when anything failed. Where network namespaces cannot be made the run fails and says why.
 """
 import argparse
-import collections
 import json
 import os
 import random
@@ -197,24 +196,7 @@ def main(argv=None):
             rig.cleanup()
         if env is not None:
             env.cleanup()
-    for r in results:
-        report.check(r.linearizable, f"history {r.index} [{r.nemesis}] is not linearizable "
-                                     f"(checker exit {r.verdict}): {r.history}")
-    totals = collections.OrderedDict()
-    for r in results:
-        t = totals.setdefault(r.nemesis, collections.Counter())
-        t["histories"] += 1
-        t["ops"] += r.ops
-        t["ok"] += r.counts["ok"]
-        t["fail"] += r.counts["fail"]
-        t["info"] += r.counts["info"]
-        t["actions"] += r.actions
-        t["anomalies"] += 0 if r.linearizable else 1
-    print("totals per nemesis:")
-    for n, t in totals.items():
-        print(f"  {n:18s} histories {t['histories']:3d}  ops {t['ops']:7d}  ok {t['ok']:7d}  "
-              f"fail {t['fail']:5d}  info {t['info']:5d}  actions {t['actions']:3d}  "
-              f"anomalies {t['anomalies']}")
+    jepsen.report_totals(report, results)
     if report.failures or not results:
         report.check(bool(results), "no history was recorded")
         print(f"results kept in {out_dir}")
