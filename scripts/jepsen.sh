@@ -2,7 +2,7 @@
 # The long Jepsen-style run (tests/jepsen/README.md): one local cluster (`zipg local start
 # --servers 2 --replicas 2 --aggregators 2 --lease-ttl 2 --logstores 2`, linearizable reads), the
 # sequence of nemeses none, pause-replica, kill-replica, kill-logstore, pause-logstore,
-# kill-aggregator repeated for about N minutes, one 15 s history each (own keys), every history
+# kill-aggregator, pause-aggregator repeated for about N minutes, one 15 s history each (own keys), every history
 # checked by zipg-check. Prints each history's summary and the totals per nemesis (histories,
 # operations, anomalies); exits non-zero on any anomaly or failed run check. The histories, their
 # checks and HTML visualizations of what failed are kept (the directory is printed; --keep DIR
@@ -34,5 +34,5 @@ if ! command -v go >/dev/null; then
 fi
 [ -x "$zipg" ] || { echo "scripts/jepsen.sh: no zipg binary at $zipg" >&2; exit 1; }
 exec /usr/bin/python3 tests/jepsen/jepsen.py --zipg "$zipg" \
-  --nemeses none,pause-replica,kill-replica,kill-logstore,pause-logstore,kill-aggregator \
+  --nemeses none,pause-replica,kill-replica,kill-logstore,pause-logstore,kill-aggregator,pause-aggregator \
   --seconds 15 --minutes "$minutes" --logstores 2 --read-consistency linearizable ${extra[@]+"${extra[@]}"}

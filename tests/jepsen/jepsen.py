@@ -70,7 +70,7 @@ import cluster_procs  # noqa: E402
 from cluster_procs import Report, cmdline  # noqa: E402
 
 NEMESES = ["none", "pause-replica", "kill-replica", "kill-logstore", "pause-logstore",
-           "kill-aggregator"]
+           "kill-aggregator", "pause-aggregator"]
 MIN_OK = 50               # a history with fewer ok operations proves nothing
 LEASE_TTL = 2             # --lease-ttl of the cluster (membership and the LogStore leader key)
 CALL_TIMEOUT = 5.0        # the clients' timeout per network wait
@@ -566,8 +566,35 @@ class KillAggregator(Nemesis):
             time.sleep(self.rnd.uniform(0.5, 1.0))
 
 
+class PauseAggregator(Nemesis):
+    name = "pause-aggregator"
+
+    def act(self, act_until):
+        while time.monotonic() < act_until:
+            aggs = self._members("aggregator")
+            if not aggs:
+                time.sleep(0.1)
+                continue
+            m = self.rnd.choice(sorted(aggs.values(), key=lambda m: m["name"]))
+            d = self.rnd.uniform(0.5, 3.0)
+            t = time.monotonic()
+            self._stop(m["pid"], m["name"])
+            self.actions += 1
+            time.sleep(d)
+            self._cont(m["pid"], m["name"])
+            self.say(f"paused {m['name']} {d:.2f}s", t)
+            time.sleep(self.rnd.uniform(0.5, 1.0))
+
+
 NEMESIS_CLASSES = {c.name: c for c in (NoNemesis, PauseReplica, KillReplica, KillLogStore,
-                                        PauseLogStore, KillAggregator)}
+                                        PauseLogStore, KillAggregator, PauseAggregator)}
+
+# Writes that leave the same state however often they apply: with --retries N, sent again after
+# an unknown outcome, up to N times (docs/consistency.md, "What an error means for a write"). Off
+# by default: every attempt of unknown outcome stays open in the history, and a few hundred open
+# writes make the checker's search explode (a kill-logstore history with retries: 223 open writes,
+# not decided in 300 s; without: about 150, decided in a second).
+IDEMPOTENT = ("assoc_add", "assoc_delete", "obj_delete")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -663,6 +690,8 @@ class Worker:
         self.seq = 0
         self.reconnects = 0
         self.crash = None
+        self.retry = None  # an idempotent write to send again
+        self.retries = 0   # of the current write
 
     def connect(self):
         aggs = self.cluster.aggregators
@@ -691,39 +720,38 @@ class Worker:
         return canon({"v": f"w{self.wid}-{self.seq}"}), {"v": f"w{self.wid}-{self.seq}"}
 
     def next_op(self):
-        """(f, key, args for the history, the call)."""
+        """(f, key, args for the history, the call: a function of the connection)."""
         r = self.rnd
         read = r.random() < self.profile["reads"]
         nk = len(self.keys.nodes)
         k = r.randrange(nk + len(self.keys.records))
-        g = self.g
         if k < nk:
             i = self.keys.nodes[k]
             key = f"node:{i}"
             if read:
-                return "obj_get", key, {}, lambda: g.obj_get(id=i)
+                return "obj_get", key, {}, lambda g: g.obj_get(id=i)
             x = r.random()
             v, props = self.value()
             if x < 0.35:
-                return "obj_add", key, {"value": v}, lambda: g.obj_add(id=i, properties=props)
+                return "obj_add", key, {"value": v}, lambda g: g.obj_add(id=i, properties=props)
             if x < 0.8:
                 return "obj_update", key, {"value": v}, \
-                    lambda: g.obj_update(id=i, properties=props)
-            return "obj_delete", key, {}, lambda: g.obj_delete(id=i)
+                    lambda g: g.obj_update(id=i, properties=props)
+            return "obj_delete", key, {}, lambda g: g.obj_delete(id=i)
         s, t = self.keys.records[k - nk]
         key = f"edge:{s}:{t}"
         if read:
             if r.random() < 0.6:
                 return "assoc_range", key, {}, \
-                    lambda: g.assoc_range(id=s, type=t, pos=0, limit=RANGE_LIMIT)
-            return "assoc_count", key, {}, lambda: g.assoc_count(id=s, type=t)
+                    lambda g: g.assoc_range(id=s, type=t, pos=0, limit=RANGE_LIMIT)
+            return "assoc_count", key, {}, lambda g: g.assoc_count(id=s, type=t)
         dst = r.choice(self.keys.dsts[(s, t)])
         if r.random() < 0.65:
             ts = self.keys.stable_ts[(s, t)][dst] if self.keys.stable_ts else next(self.ts)
             v, props = self.value()
             return "assoc_add", key, {"dst": dst, "ts": ts, "value": v}, \
-                lambda: g.assoc_add(src=s, type=t, dst=dst, timestamp=ts, properties=props)
-        return "assoc_delete", key, {"dst": dst}, lambda: g.assoc_delete(src=s, type=t, dst=dst)
+                lambda g: g.assoc_add(src=s, type=t, dst=dst, timestamp=ts, properties=props)
+        return "assoc_delete", key, {"dst": dst}, lambda g: g.assoc_delete(src=s, type=t, dst=dst)
 
     @staticmethod
     def result(f, got):
@@ -752,7 +780,13 @@ class Worker:
                 self.g.close()
 
     def one(self):
-        f, key, args, call = self.next_op()
+        # An idempotent write of unknown outcome is sent again, as docs/consistency.md tells
+        # clients to resolve it (each attempt is its own operation in the history).
+        if self.retry is not None:
+            f, key, args, call = self.retry
+            self.retry = None
+        else:
+            f, key, args, call = self.next_op()
         read = f in ("obj_get", "assoc_range", "assoc_count")
         p = self.process
         t0 = time.monotonic_ns()
@@ -760,7 +794,7 @@ class Worker:
                       "time": t0})
         outcome, result, reconnect = "ok", None, False
         try:
-            got = call()
+            got = call(self.g)
             t1 = time.monotonic_ns()
             result = self.result(f, got)
         except self.zipg.Error as e:
@@ -785,6 +819,11 @@ class Worker:
         if outcome == "info":
             # Its operation stays open for ever (outcome unknown): go on as a new process.
             self.process += self.nworkers
+            if f in IDEMPOTENT and self.retries < self.profile.get("retries", 0):
+                self.retry = (f, key, args, call)
+                self.retries += 1
+        else:
+            self.retries = 0
         if reconnect:
             self.drop()
         if outcome != "ok":
@@ -847,7 +886,7 @@ class Result:
 
 
 def run_history(env, cluster, nemesis, seconds, index, out_dir, profile="default", seed=0,
-                workers=None, stable_edges=None):
+                workers=None, stable_edges=None, retries=None):
     """One history of `seconds` (longer if the nemesis needs the time to undo its faults) with
     `nemesis` on `cluster`; writes history-<index>-<nemesis>.jsonl and .html to out_dir and checks
     it. Returns a Result; run checks that failed are in result.errors (and the report)."""
@@ -856,6 +895,8 @@ def run_history(env, cluster, nemesis, seconds, index, out_dir, profile="default
         prof["workers"] = workers
     if stable_edges is not None:
         prof["stable_edges"] = stable_edges
+    if retries is not None:
+        prof["retries"] = retries
     res = Result(index, nemesis)
     rnd = random.Random(seed * 1_000_003 + index)
     keys = Keys(cluster, index, prof, rnd)
@@ -968,6 +1009,9 @@ def main(argv=None):
                     help="edge writes only to new dsts, each always with one timestamp: no write "
                          "replaces a base edge or changes a live edge's timestamp (README.md, "
                          "\"Known anomalies\"); the stale-reads profile does this anyway")
+    ap.add_argument("--retries", type=int, default=None,
+                    help="send an idempotent write of unknown outcome again, up to N times "
+                         "(default 0: every unknown outcome stays open in the history)")
     ap.add_argument("--check-bin", help="a zipg-check already built (default: go build it)")
     a = ap.parse_args(argv)
     if bool(a.nemesis) == bool(a.nemeses):
@@ -1000,7 +1044,7 @@ def main(argv=None):
                     if cluster.wait_healthy(60, f"before history {index}") is None:
                         raise RuntimeError("the cluster is not whole")
                     res = run_history(env, cluster, n, a.seconds, index, out_dir, a.profile,
-                                      seed, a.workers, a.stable_edges)
+                                      seed, a.workers, a.stable_edges, a.retries)
                     results.append(res)
                     print(res.summary(), flush=True)
                     if res.error_summary:
