@@ -95,9 +95,8 @@ StatusOr<std::vector<int64_t>> ShardRouter::FilterGroups(
 StatusOr<std::optional<Properties>> ShardRouter::GetNodeProperty(
     int64_t id, const std::vector<std::string>* names) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-  return ReadOwner(id, [&](const engine::ShardReader& shard) {
-    return shard.GetNodeProperty(id, names);
-  });
+  return ReadOwner(
+      id, [&](const engine::ShardReader& shard) { return shard.GetNodeProperty(id, names); });
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::GetNodeIds(const Properties& properties) {
@@ -113,9 +112,9 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
                                                            const Properties& properties) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
   if (type) ZIPG_RETURN_IF_ERROR(CheckId(*type, "type"));
-  ZIPG_ASSIGN_OR_RETURN(
-      auto neighbors,
-      ReadOwner(id, [&](const engine::ShardReader& shard) { return shard.NeighborIds(id, type); }));
+  ZIPG_ASSIGN_OR_RETURN(auto neighbors, ReadOwner(id, [&](const engine::ShardReader& shard) {
+                          return shard.NeighborIds(id, type);
+                        }));
   if (properties.empty()) return neighbors;
   std::map<uint32_t, std::vector<int64_t>> groups;
   for (int64_t dst : neighbors) groups[ShardOf(dst, num_shards_)].push_back(dst);
@@ -135,18 +134,16 @@ StatusOr<EdgeRecordInfo> ShardRouter::GetEdgeRecord(int64_t id, int64_t type) {
 StatusOr<std::pair<int64_t, int64_t>> ShardRouter::GetEdgeRange(int64_t id, int64_t type,
                                                                 int64_t t_lo, int64_t t_hi) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  return ReadOwner(id, [&](const engine::ShardReader& shard) {
-    return shard.EdgeRange(id, type, t_lo, t_hi);
-  });
+  return ReadOwner(
+      id, [&](const engine::ShardReader& shard) { return shard.EdgeRange(id, type, t_lo, t_hi); });
 }
 
 StatusOr<std::optional<Edge>> ShardRouter::GetEdgeData(int64_t id, int64_t type,
                                                        int64_t time_order) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   if (time_order < 0) return std::optional<Edge>();
-  return ReadOwner(id, [&](const engine::ShardReader& shard) {
-    return shard.EdgeData(id, type, time_order);
-  });
+  return ReadOwner(
+      id, [&](const engine::ShardReader& shard) { return shard.EdgeData(id, type, time_order); });
 }
 
 StatusOr<std::optional<Node>> ShardRouter::ObjGet(int64_t id) {
@@ -163,9 +160,8 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocRange(int64_t id, int64_t type, in
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   ZIPG_RETURN_IF_ERROR(CheckId(pos, "pos"));
   ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
-  return ReadOwner(id, [&](const engine::ShardReader& shard) {
-    return shard.AssocRange(id, type, pos, limit);
-  });
+  return ReadOwner(
+      id, [&](const engine::ShardReader& shard) { return shard.AssocRange(id, type, pos, limit); });
 }
 
 StatusOr<int64_t> ShardRouter::AssocCount(int64_t id, int64_t type) {

@@ -1,7 +1,5 @@
 #include "shard/server.h"
 
-#include "util/call_deadline.h"
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,6 +16,7 @@
 #include "rpc/convert.h"
 #include "rpc/fanout.h"
 #include "rpc/remote_graph.h"
+#include "util/call_deadline.h"
 #include "util/file.h"
 
 namespace zipg::shard {
@@ -425,8 +424,8 @@ Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
   if (!again) return status;
   // The node had an update applied here and not yet committed: wait for its commit, then read
   // the committed state with no update applied meanwhile.
-  const auto deadline = CallDeadline::Current().value_or(
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommitWaitMs));
+  const auto deadline = CallDeadline::Current().value_or(std::chrono::steady_clock::now() +
+                                                         std::chrono::milliseconds(kCommitWaitMs));
   while (true) {
     ZIPG_RETURN_IF_ERROR(tracker.AwaitNode(id, deadline));
     std::shared_lock gate(tracker.gate());

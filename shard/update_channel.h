@@ -125,7 +125,7 @@ class UpdateSender {
     // The last id every replica in the map confirmed (or the lane moved past: no replica, all
     // behind; they catch up before they serve).
     std::atomic<uint64_t> delivered{0};
-    uint64_t told = 0;  // the committed id last sent (the lane's thread only)
+    uint64_t told = 0;                      // the committed id last sent (the lane's thread only)
     std::atomic<uint64_t> told_relaxed{0};  // the same, for SetApplied's check
     // Its connection to each replica, by endpoint (the lane's thread only): kept across batches,
     // replaced after a timeout.

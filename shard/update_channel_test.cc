@@ -27,7 +27,8 @@ class Replica {
   explicit Replica(std::string name, uint64_t last = 0, Fence* fence = nullptr)
       : name_(std::move(name)), last_(last) {
     auto r = UpdateReceiver::Start(
-        "127.0.0.1", 0, [this](uint32_t, uint64_t prev, const std::vector<Update>& batch) {
+        "127.0.0.1", 0,
+        [this](uint32_t, uint64_t prev, const std::vector<Update>& batch) {
           std::lock_guard lock(mu_);
           PushAnswer answer;
           if (prev > last_) {
@@ -43,7 +44,8 @@ class Replica {
           }
           return StatusOr<PushAnswer>(answer);
         },
-        CurveKeys{}, fence, [this](uint32_t, uint64_t, uint64_t committed) {
+        CurveKeys{}, fence,
+        [this](uint32_t, uint64_t, uint64_t committed) {
           std::lock_guard lock(mu_);
           committed_ = std::max(committed_, committed);
         });
