@@ -160,6 +160,21 @@ def proc_spec(pid):
     return {"argv": argv, "env": env, "cwd": cwd, "pid": pid}
 
 
+def logstore_problems(members, logstores):
+    """What keeps the LogStores from being whole: every one registered, one leader, and with two
+    its standby in sync."""
+    out = []
+    ls = [m for m in members.values() if m["role"] == "logstore"]
+    leaders = [m for m in ls if m.get("leader")]
+    if len(ls) != logstores:
+        out.append(f"logstores registered: {sorted(m['name'] for m in ls)}")
+    if len(leaders) != 1:
+        out.append(f"logstore leaders: {[m['name'] for m in leaders]}")
+    elif logstores == 2 and leaders[0].get("sync") != "in_sync":
+        out.append(f"{leaders[0]['name']} leads with sync {leaders[0].get('sync')!r}")
+    return out
+
+
 class Cluster:
     """One local cluster: a generated graph compressed into `dir`/store, started with `zipg local
     start`, its members as `zipg status` lists them, restarts of killed members, `zipg local
@@ -264,15 +279,7 @@ class Cluster:
         aggs = [m for m in members.values() if m["role"] == "aggregator"]
         if len(aggs) != len(self.aggregators):
             out.append(f"{len(aggs)} aggregators registered")
-        ls = [m for m in members.values() if m["role"] == "logstore"]
-        leaders = [m for m in ls if m.get("leader")]
-        if len(ls) != self.logstores:
-            out.append(f"logstores registered: {sorted(m['name'] for m in ls)}")
-        if len(leaders) != 1:
-            out.append(f"logstore leaders: {[m['name'] for m in leaders]}")
-        elif self.logstores == 2 and leaders[0].get("sync") != "in_sync":
-            out.append(f"{leaders[0]['name']} leads with sync {leaders[0].get('sync')!r}")
-        return out
+        return out + logstore_problems(members, self.logstores)
 
     def wait_healthy(self, timeout=HEAL_TIMEOUT, what="the cluster"):
         """Members once the cluster is whole; None (and a failed check) after `timeout`."""

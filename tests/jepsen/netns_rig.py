@@ -491,15 +491,7 @@ class NetnsCluster(jepsen.Cluster):
         aggs = sorted(n for n, m in members.items() if m["role"] == "aggregator")
         if aggs != sorted(f"aggregator-{h}" for h in AGGREGATOR_HOSTS):
             out.append(f"aggregators registered: {aggs}")
-        ls = [m for m in members.values() if m["role"] == "logstore"]
-        leaders = [m for m in ls if m.get("leader")]
-        if len(ls) != self.logstores:
-            out.append(f"logstores registered: {sorted(m['name'] for m in ls)}")
-        if len(leaders) != 1:
-            out.append(f"logstore leaders: {[m['name'] for m in leaders]}")
-        elif self.logstores == 2 and leaders[0].get("sync") != "in_sync":
-            out.append(f"{leaders[0]['name']} leads with sync {leaders[0].get('sync')!r}")
-        return out
+        return out + jepsen.logstore_problems(members, self.logstores)
 
     def restart(self, name, spec=None, argv=None):
         """Starts `name` again with `zipg node start` on its host (the argv of a jepsen nemesis
