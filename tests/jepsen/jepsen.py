@@ -381,6 +381,15 @@ class Nemesis:
             pass
         self.stopped.pop(pid, None)
 
+    def _pause(self, member, seconds):
+        """SIGSTOP `member` for `seconds`, then SIGCONT; counted and logged."""
+        t = time.monotonic()
+        self._stop(member["pid"], member["name"])
+        self.actions += 1
+        time.sleep(seconds)
+        self._cont(member["pid"], member["name"])
+        self.say(f"paused {member['name']} {seconds:.2f}s", t)
+
     def _kill(self, member):
         spec = proc_spec(member["pid"])
         if spec is None:
@@ -441,12 +450,7 @@ class PauseReplica(Nemesis):
             m = self.rnd.choice(sorted(serving, key=lambda m: m["name"]))
             long_pause = self.rnd.random() < self.profile["long_pause"]
             d = LEASE_TTL + 1.0 if long_pause else self.rnd.uniform(lo, hi)
-            t = time.monotonic()
-            self._stop(m["pid"], m["name"])
-            self.actions += 1
-            time.sleep(d)
-            self._cont(m["pid"], m["name"])
-            self.say(f"paused {m['name']} {d:.2f}s", t)
+            self._pause(m, d)
             time.sleep(self.rnd.uniform(*self.profile["pause_gap"]))
 
 
@@ -583,13 +587,7 @@ class PauseAggregator(Nemesis):
                 time.sleep(0.1)
                 continue
             m = self.rnd.choice(sorted(aggs.values(), key=lambda m: m["name"]))
-            d = self.rnd.uniform(0.5, 3.0)
-            t = time.monotonic()
-            self._stop(m["pid"], m["name"])
-            self.actions += 1
-            time.sleep(d)
-            self._cont(m["pid"], m["name"])
-            self.say(f"paused {m['name']} {d:.2f}s", t)
+            self._pause(m, self.rnd.uniform(0.5, 3.0))
             time.sleep(self.rnd.uniform(0.5, 1.0))
 
 
