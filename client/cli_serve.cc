@@ -502,6 +502,9 @@ int RunServe(int argc, char** argv) {
       callbacks.attach = [&store_ptr](const std::string& endpoint) {
         if (logstore::LogStore* l = store_ptr.load()) l->AttachStandby(endpoint);
       };
+      callbacks.on_suspend = [&store_ptr](bool suspended) {
+        if (logstore::LogStore* l = store_ptr.load()) l->SuspendWrites(suspended);
+      };
       callbacks.on_lost = [&store_ptr] {
         if (logstore::LogStore* l = store_ptr.load()) l->StopWrites("this LogStore lost the leadership");
         std::cerr << "zipg logstore: lost the leadership; exiting (restart it: it rejoins as the "

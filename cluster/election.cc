@@ -12,7 +12,8 @@ Election::Election(std::shared_ptr<EtcdClient> etcd, std::string key, int64_t tt
 Election::~Election() { Resign(); }
 
 StatusOr<std::optional<int64_t>> Election::Campaign(const std::string& value,
-                                                    std::function<void()> on_lost) {
+                                                    std::function<void()> on_lost,
+                                                    std::function<void(bool)> on_suspend) {
   if (held_) return std::optional<int64_t>(epoch_.load());
   if (auto holder = etcd_->Get(key_); !holder.ok() || holder->has_value()) {
     if (!holder.ok()) return holder.status();
@@ -38,6 +39,7 @@ StatusOr<std::optional<int64_t>> Election::Campaign(const std::string& value,
     stopping_ = false;
     lease_ = lease;
     on_lost_ = std::move(on_lost);
+    on_suspend_ = std::move(on_suspend);
   }
   epoch_ = (*got)->create_revision;
   held_ = true;
@@ -46,17 +48,39 @@ StatusOr<std::optional<int64_t>> Election::Campaign(const std::string& value,
 }
 
 void Election::KeepAlive(int64_t lease) {
-  // Renewals every ttl/3, each bounded by the etcd client's timeouts; the term is over once none
-  // has succeeded for ttl/2 (checked between attempts and while waiting), or at once when etcd
-  // says the lease is gone.
+  // Renewals every ttl/3, each bounded by the etcd client's timeouts. Once none has succeeded for
+  // ttl/2 (checked between attempts and while waiting) the holder is suspended, or its term is
+  // over without on_suspend; it is over at once when etcd says the lease is gone.
   const auto period = std::chrono::milliseconds(ttl_seconds_ * 1000 / 3);
   const auto limit = std::chrono::milliseconds(ttl_seconds_ * 1000 / 2);
   auto last_ok = Clock::now();
+  bool suspended = false;
   std::unique_lock lock(mu_);
+  auto suspend = [&](bool on) {  // called with the lock held; runs the callback without it
+    suspended = on;
+    auto f = on_suspend_;
+    lock.unlock();
+    std::cerr << "election " << key_ << ": epoch " << epoch_.load()
+              << (on ? ": no lease renewal for " + std::to_string(limit.count()) +
+                           " ms; suspended until one succeeds"
+                     : ": lease renewed; resumed")
+              << "\n";
+    f(on);
+    lock.lock();
+  };
   for (;;) {
-    const auto deadline = std::min(Clock::now() + period, last_ok + limit);
+    const auto deadline =
+        suspended ? Clock::now() + period : std::min(Clock::now() + period, last_ok + limit);
     if (cv_.wait_until(lock, deadline, [this] { return stopping_; })) return;
-    bool lost = Clock::now() - last_ok >= limit;
+    bool lost = false;
+    if (!suspended && Clock::now() - last_ok >= limit) {
+      if (!on_suspend_) {
+        lost = true;
+      } else {
+        suspend(true);
+        if (stopping_) return;
+      }
+    }
     if (!lost) {
       lock.unlock();
       const auto sent = Clock::now();
@@ -65,9 +89,14 @@ void Election::KeepAlive(int64_t lease) {
       if (stopping_) return;
       if (s.ok()) {
         last_ok = sent;
+        if (suspended) {
+          suspend(false);
+          if (stopping_) return;
+        }
       } else {
         std::cerr << "election " << key_ << ": lease renewal: " << s.ToString() << "\n";
-        lost = s.code() == StatusCode::kNotFound || Clock::now() - last_ok >= limit;
+        lost = s.code() == StatusCode::kNotFound ||
+               (!on_suspend_ && Clock::now() - last_ok >= limit);
       }
     }
     if (lost) {
@@ -75,7 +104,8 @@ void Election::KeepAlive(int64_t lease) {
       auto on_lost = std::move(on_lost_);
       lock.unlock();
       std::cerr << "election " << key_ << ": leadership of epoch " << epoch_.load()
-                << " lost (no lease renewal for " << limit.count() << " ms)\n";
+                << " lost (" << (on_suspend_ ? "the lease is gone" : "no lease renewal for " +
+                                 std::to_string(limit.count()) + " ms") << ")\n";
       if (on_lost) on_lost();
       return;
     }

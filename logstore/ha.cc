@@ -47,7 +47,8 @@ StatusOr<uint64_t> HaCoordinator::TryLead() {
   ZIPG_ASSIGN_OR_RETURN(bool eligible, Eligible());
   if (!eligible) return uint64_t{0};
   ZIPG_ASSIGN_OR_RETURN(auto epoch,
-                        election_.Campaign(json{{"name", name_}}.dump(), callbacks_.on_lost));
+                        election_.Campaign(json{{"name", name_}}.dump(), callbacks_.on_lost,
+                                           callbacks_.on_suspend));
   if (!epoch) return uint64_t{0};
   // Again, now that the old leader cannot change it: it may have gone on alone after our check.
   auto still = Eligible();

@@ -40,8 +40,11 @@ class HaCoordinator {
     // (called when the endpoint changes; a standby that left the map stays attached).
     std::function<std::pair<std::string, std::string>()> find_standby;
     std::function<void(const std::string& endpoint)> attach;
-    // The leadership is lost (no lease renewal): stop taking writes at once.
+    // The leadership is lost (the lease is gone): stop taking writes at once.
     std::function<void()> on_lost;
+    // No lease renewal for half the TTL (true): take no write until one succeeds (false), which
+    // proves no other leader existed meanwhile (cluster/election.h).
+    std::function<void(bool)> on_suspend;
   };
   // `prefix`: the cluster's etcd prefix; `ttl_seconds`: the leader key's lease.
   HaCoordinator(std::shared_ptr<cluster::EtcdClient> etcd, const std::string& prefix,

@@ -459,6 +459,7 @@ json LogStore::StatusJson() const {
   j["epoch"] = epoch_.load();
   std::lock_guard lock(stats_mu_);
   if (writes_stopped_) j["writes_stopped"] = stop_reason_;
+  if (writes_suspended_) j["writes_suspended"] = true;
   if (standby_) {
     j["standby"] = {{"role", "standby"},
                     {"applied_groups", applied_groups_.load()},

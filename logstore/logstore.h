@@ -174,6 +174,9 @@ class LogStore final : public GraphWriteApi {
   void AttachStandby(const std::string& endpoint);
   // Every write fails from now on with UNAVAILABLE(reason): this LogStore lost its leadership.
   void StopWrites(const std::string& reason);
+  // While suspended, every write fails with UNAVAILABLE (not logged): the leader cannot renew its
+  // term now (etcd unreachable or electing its own leader), and may resume.
+  void SuspendWrites(bool suspended) { writes_suspended_ = suspended; }
   bool standby() const { return standby_.load(); }
   uint64_t epoch() const { return epoch_.load(); }
 
@@ -397,6 +400,7 @@ class LogStore final : public GraphWriteApi {
   std::atomic<bool> standby_;
   std::atomic<uint64_t> epoch_;
   std::atomic<bool> writes_stopped_{false};
+  std::atomic<bool> writes_suspended_{false};
   std::string stop_reason_;  // guarded by stats_mu_
   // ApplyShipped, Promote and AttachStandby, one at a time.
   std::mutex role_mu_;

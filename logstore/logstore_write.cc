@@ -155,6 +155,10 @@ std::string LogStore::Refusal() const {
     std::lock_guard lock(stats_mu_);
     return stop_reason_;
   }
+  if (writes_suspended_) {
+    return "this LogStore leader cannot renew its term in etcd now; writes resume when it can, "
+           "or its standby takes over";
+  }
   return "";
 }
 
