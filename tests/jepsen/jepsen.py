@@ -98,8 +98,13 @@ def build_checker(out_dir):
         raise RuntimeError("`go` is not on PATH: the linearizability checker (tests/jepsen/checker,"
                            " Go >= 1.16) cannot be built; install Go and rerun")
     path = os.path.join(out_dir, "zipg-check")
+    env = dict(os.environ)
+    if not env.get("HOME") and not env.get("XDG_CACHE_HOME"):  # go needs a cache and a GOPATH
+        base = os.path.join(tempfile.gettempdir(), "zipg-go")
+        env.setdefault("GOCACHE", os.path.join(base, "cache"))
+        env.setdefault("GOPATH", os.path.join(base, "path"))
     r = subprocess.run([go, "build", "-o", path, "."], cwd=os.path.join(HERE, "checker"),
-                       capture_output=True, timeout=600)
+                       capture_output=True, timeout=600, env=env)
     if r.returncode != 0 or not os.path.exists(path):
         raise RuntimeError("go build of tests/jepsen/checker failed:\n" +
                            (r.stdout + r.stderr).decode(errors="replace")[-3000:])
