@@ -5,6 +5,7 @@
 namespace zipg::cluster {
 
 using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kRetry(200);  // between renewals while suspended
 
 Election::Election(std::shared_ptr<EtcdClient> etcd, std::string key, int64_t ttl_seconds)
     : etcd_(std::move(etcd)), key_(std::move(key)), ttl_seconds_(std::max<int64_t>(ttl_seconds, 1)) {}
@@ -69,8 +70,10 @@ void Election::KeepAlive(int64_t lease) {
     lock.lock();
   };
   for (;;) {
-    const auto deadline =
-        suspended ? Clock::now() + period : std::min(Clock::now() + period, last_ok + limit);
+    // Suspended: try again soon, so that the holder resumes as soon as etcd answers (and before
+    // the lease it still holds runs out).
+    const auto deadline = suspended ? Clock::now() + std::min<Clock::duration>(period, kRetry)
+                                    : std::min(Clock::now() + period, last_ok + limit);
     if (cv_.wait_until(lock, deadline, [this] { return stopping_; })) return;
     bool lost = false;
     if (!suspended && Clock::now() - last_ok >= limit) {

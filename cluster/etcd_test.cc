@@ -402,6 +402,48 @@ TEST_F(EtcdTest, ElectionHasOneHolderAndGrowingEpochs) {
   EXPECT_GT(**ea, **eb);
 }
 
+// A holder that cannot renew for half its TTL (etcd stopped) is suspended, keeps renewing, and
+// resumes when a renewal succeeds: the lease never went away, so neither did its term
+// (docs/logstore-ha.md). A 10 s TTL: renewals every 3.3 s, suspended 5 s after the last one,
+// while the lease lasts at least 6.7 s after etcd stopped.
+TEST_F(EtcdTest, AHolderThatCannotRenewIsSuspendedAndResumes) {
+  auto etcd = std::make_shared<EtcdClient>(endpoint_, milliseconds(300));
+  ASSERT_TRUE(etcd->DeletePrefix("/suspend/").ok());
+  Election a(etcd, "/suspend/leader", 10);
+  std::atomic<int> lost{0}, suspended{0}, resumed{0};
+  auto ea = a.Campaign(
+      "a", [&] { ++lost; }, [&](bool on) { ++(on ? suspended : resumed); });
+  ASSERT_TRUE(ea.ok() && ea->has_value()) << ea.status().ToString();
+  ASSERT_EQ(kill(pid_, SIGSTOP), 0);
+  const auto start = Clock::now();
+  while (suspended.load() == 0 && MillisSince(start) < 8000) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_EQ(kill(pid_, SIGCONT), 0);
+  EXPECT_EQ(suspended.load(), 1);
+  EXPECT_GE(MillisSince(start), 1500);  // not before half the TTL could have passed
+  const auto resume = Clock::now();
+  while (resumed.load() == 0 && lost.load() == 0 && MillisSince(resume) < 5000) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(resumed.load(), 1);
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_TRUE(a.held());
+  auto holder = a.Holder();
+  ASSERT_TRUE(holder.ok() && holder->has_value());
+  EXPECT_EQ((*holder)->value, "a");
+  EXPECT_EQ((*holder)->create_revision, **ea);
+
+  // The lease revoked behind its back: the term is over at the next renewal (etcd says so).
+  ASSERT_TRUE(etcd->LeaseRevoke((*holder)->lease).ok());
+  const auto revoked = Clock::now();
+  while (lost.load() == 0 && MillisSince(revoked) < 8000) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_FALSE(a.held());
+}
+
 // Two leases of the minimum TTL: one left alone (its key must vanish soon after the TTL, not
 // before), one kept alive well past its TTL (its key must stay), then revoked (key gone at once).
 TEST_F(EtcdTest, LeasesExpireUnlessKeptAlive) {
