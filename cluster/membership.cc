@@ -177,7 +177,6 @@ void Registration::KeepAlive() {
   const auto period = std::chrono::milliseconds(std::max<int64_t>(ttl_ * 1000 / 3, 200));
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
-    const std::string value = value_;
     const int64_t lease_id = lease_;
     std::function<void()> on_lost = on_lost_;
     lock.unlock();

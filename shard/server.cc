@@ -338,14 +338,18 @@ StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
     }
     answer.behind = true;
   }
+  FellBehind(/*count=*/true);
+  return answer;
+}
+
+void ServerGraph::FellBehind(bool count) {
   bool was_serving;
   {
     std::lock_guard lock(serving_mu_);
-    ++refused_;
     was_serving = serving_.exchange(false);
+    if (count || was_serving) ++refused_;
   }
   if (was_serving && on_behind_) on_behind_();
-  return answer;
 }
 
 void ServerGraph::StopServing() {
@@ -381,15 +385,7 @@ void ServerGraph::ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed)
     }
     // Missed a batch (its lease lapsed during a stall, say): only a serving replica reacts; one
     // catching up reads the feed anyway.
-    if (behind) {
-      bool was_serving;
-      {
-        std::lock_guard lock(serving_mu_);
-        was_serving = serving_.exchange(false);
-        if (was_serving) ++refused_;
-      }
-      if (was_serving && on_behind_) on_behind_();
-    }
+    if (behind) FellBehind(/*count=*/false);
   }
   commits_[shard]->Commit(committed);
 }
@@ -414,13 +410,7 @@ Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
   }
   if (!status.ok()) return status;
   // Stopped serving (found behind, lease lost) while the read ran: it may have read stale data.
-  if (!serving_.load()) {
-    return Status::Unavailable("this replica is catching up with the LogStore's writes");
-  }
-  if (lease_valid_ && !lease_valid_()) {
-    return Status::Unavailable(
-        "this replica's membership lease may have expired: it may have missed writes");
-  }
+  ZIPG_RETURN_IF_ERROR(Answering());
   if (!again) return status;
   // The node had an update applied here and not yet committed: wait for its commit, then read
   // the committed state with no update applied meanwhile.
@@ -462,7 +452,7 @@ nlohmann::json ServerGraph::UpdateStats() const {
   return j;
 }
 
-StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
+Status ServerGraph::Answering() const {
   if (!serving_.load()) {
     return Status::Unavailable("this replica is catching up with the LogStore's writes");
   }
@@ -470,6 +460,11 @@ StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
     return Status::Unavailable(
         "this replica's membership lease may have expired: it may have missed writes");
   }
+  return Status::OK();
+}
+
+StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
+  ZIPG_RETURN_IF_ERROR(Answering());
   if (index < live_.size() && live_[index]) return ShardRef(live_[index]->Current());
   return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
 }

@@ -191,6 +191,11 @@ class ServerGraph final : public ShardRouter {
   // Rebuilds a hosted shard whose delta passed RebuildOptions::delta_bytes (checked every
   // second, at nice 10).
   void RebuildLoop();
+  // OK while this replica answers reads: serving, and (linearizable) its lease surely held.
+  Status Answering() const;
+  // A push or notice found this replica behind: it stops serving and catches up (on_behind).
+  // `count`: add to refused() even if it was not serving (a push; a notice only when serving).
+  void FellBehind(bool count);
   // Hosted shard `shard`, or INVALID_ARGUMENT.
   StatusOr<engine::LiveShard*> Hosted(uint32_t shard) const;
   bool IsBuilder(uint32_t shard, const cluster::ShardMap* map) const;

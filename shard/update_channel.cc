@@ -87,7 +87,7 @@ void UpdateSender::SetApplied(uint64_t id) {
   applied_ = id;
   // Wake only the lanes with something new to tell: the shards the last groups touched.
   for (auto& lane : lanes_) {
-    if (std::min(id, lane->delivered.load()) <= lane->told_relaxed.load()) continue;
+    if (std::min(id, lane->delivered.load()) <= lane->told.load()) continue;
     std::lock_guard lock(lane->mu);
     lane->cv.notify_one();
   }
@@ -98,15 +98,20 @@ uint64_t UpdateSender::Committed(uint32_t shard) const {
   return std::min(applied_.load(), lanes_[shard]->delivered.load());
 }
 
+std::string UpdateSender::Header(uint32_t shard, uint64_t batch, uint64_t committed) const {
+  std::string header;
+  PutFixed64(&header, sender_id_);
+  PutFixed64(&header, batch);
+  PutFixed32(&header, shard);
+  PutFixed64(&header, lanes_[shard]->prev.load());
+  PutFixed64(&header, epoch_.load());
+  PutFixed64(&header, committed);
+  return header;
+}
+
 void UpdateSender::Notify(uint32_t shard, uint64_t committed) {
   Lane& lane = *lanes_[shard];
-  std::string notice;
-  PutFixed64(&notice, sender_id_);
-  PutFixed64(&notice, 0);
-  PutFixed32(&notice, shard);
-  PutFixed64(&notice, lane.prev.load());
-  PutFixed64(&notice, epoch_.load());
-  PutFixed64(&notice, committed);
+  const std::string notice = Header(shard, /*batch=*/0, committed);
   for (const UpdateTarget& t : locate_(shard)) {
     try {
       auto& socket = lane.sockets[t.endpoint];
@@ -146,7 +151,6 @@ void UpdateSender::Run(uint32_t shard) {
                                          heartbeat + std::chrono::milliseconds(kNoticeIntervalMs)) {
           if (applied_.load() > 0) Notify(shard, committed);
           lane.told = committed;
-          lane.told_relaxed = committed;
           heartbeat = std::chrono::steady_clock::now();
         }
         continue;
@@ -160,20 +164,11 @@ void UpdateSender::Run(uint32_t shard) {
     }
     std::vector<engine::Update> updates;
     for (const auto& p : batch) updates.insert(updates.end(), p->updates.begin(), p->updates.end());
-    std::string request;
-    PutFixed64(&request, sender_id_);
-    PutFixed64(&request, ++batch_id);
-    PutFixed32(&request, shard);
-    PutFixed64(&request, lane.prev.load());
-    PutFixed64(&request, epoch_.load());
     const uint64_t committed = applied_.load() > 0 ? Committed(shard) : 0;
-    PutFixed64(&request, committed);
+    std::string request = Header(shard, ++batch_id, committed);
     request += engine::EncodeUpdates(updates, nullptr, /*with_ids=*/true);
     auto [failure, found] = Deliver(shard, batch_id, request, updates.size());
-    if (committed > lane.told) {
-      lane.told = committed;
-      lane.told_relaxed = committed;
-    }
+    if (committed > lane.told) lane.told = committed;
     heartbeat = std::chrono::steady_clock::now();
     uint64_t last = lane.prev.load();
     for (const auto& u : updates) last = std::max(last, u.id);

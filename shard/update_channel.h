@@ -125,14 +125,16 @@ class UpdateSender {
     // The last id every replica in the map confirmed (or the lane moved past: no replica, all
     // behind; they catch up before they serve).
     std::atomic<uint64_t> delivered{0};
-    uint64_t told = 0;                      // the committed id last sent (the lane's thread only)
-    std::atomic<uint64_t> told_relaxed{0};  // the same, for SetApplied's check
+    // The committed id last sent (written by the lane's thread; SetApplied reads it).
+    std::atomic<uint64_t> told{0};
     // Its connection to each replica, by endpoint (the lane's thread only): kept across batches,
     // replaced after a timeout.
     std::map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
     std::thread thread;
   };
   void Run(uint32_t shard);
+  // The frame header every request of the shard's lane starts with (batch 0: a notice).
+  std::string Header(uint32_t shard, uint64_t batch, uint64_t committed) const;
   // Sends a commit notice to every replica of the shard (no reply awaited).
   void Notify(uint32_t shard, uint64_t committed);
   // Sends one request to every replica of the shard until each answered or left the map;
