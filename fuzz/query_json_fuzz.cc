@@ -64,9 +64,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) return 0;  // the CLI answers unparsable lines itself
   const nlohmann::json response = zipg::cli::ExecuteJson(*graph, request);
-  static const std::set<std::string> kCodes = {"INVALID_ARGUMENT",  "NOT_FOUND",
-                                               "ALREADY_EXISTS",    "UNAVAILABLE",
-                                               "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"};
+  static const std::set<std::string> kCodes = {
+      "INVALID_ARGUMENT",  "NOT_FOUND",          "ALREADY_EXISTS",     "UNAVAILABLE",
+      "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION"};
   zipg::fuzz::Check(response.contains("ok") != response.contains("error"),
                     "an answer is either ok or error");
   if (response.contains("error")) {

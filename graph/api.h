@@ -81,6 +81,10 @@ class GraphApi {
   virtual StatusOr<std::vector<BfsEntry>> Bfs(int64_t id,
                                               const std::optional<std::vector<int64_t>>& types,
                                               int32_t max_depth, int64_t limit);
+  // The contract's `snapshot`: a sequence covering every write acknowledged before the call;
+  // reads at it (util/snapshot.h ReadAt) answer as of exactly the writes up to it. A store that
+  // never changes (embedded) answers 0, the latest state.
+  virtual StatusOr<uint64_t> Snapshot() { return uint64_t{0}; }
   virtual StatusOr<RpqResult> Rpq(const std::string& expr,
                                   const std::optional<std::vector<int64_t>>& sources,
                                   int64_t limit);

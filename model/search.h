@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/types.h"
 #include "util/status.h"
 
 namespace zipg {
@@ -72,6 +73,13 @@ struct NodeSearch {
   SearchMatch match = SearchMatch::kContains;
   int64_t limit = kDefaultSearchLimit;
 };
+
+// Whether a node with these properties answers the search (q.limit aside).
+inline bool PropertiesMatch(const Properties& props, const NodeSearch& q) {
+  return std::any_of(props.begin(), props.end(), [&](const auto& p) {
+    return (!q.property || p.first == *q.property) && ValueMatches(p.second, q.pattern, q.match);
+  });
+}
 
 struct SearchResult {
   std::vector<int64_t> ids;  // ascending

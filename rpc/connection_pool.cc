@@ -16,6 +16,7 @@
 #include "rpc/convert.h"
 #include "rpc/framed_transport.h"
 #include "util/call_deadline.h"
+#include "util/snapshot.h"
 #include "zipg_rpc/LogStoreService.h"
 
 namespace zipg::rpc {
@@ -54,8 +55,8 @@ namespace {
 // by tests/netfault_test.py). A reply of an earlier call is skipped; any other reply out of step
 // is CORRUPTED_DATA: the connection is dropped and the call fails UNAVAILABLE. Servers refuse a
 // numbered request not above the connection's last (docs/serving.md, "Sequence ids").
-// It also appends the call context (kDeadlineFieldId: the milliseconds the server has) to each
-// call's arguments.
+// It also appends the call context (kDeadlineFieldId: the milliseconds the server has; and
+// kSnapshotFieldId: the snapshot the calling thread reads at, if any) to each call's arguments.
 class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorator {
  public:
   explicit CheckedProtocol(std::shared_ptr<TProtocol> inner)
@@ -90,6 +91,12 @@ class CheckedProtocol final : public apache::thrift::protocol::TProtocolDecorato
                                                     kDeadlineFieldId);
       n += TProtocolDecorator::writeI64_virt(deadline_ms_);
       n += TProtocolDecorator::writeFieldEnd_virt();
+      if (const uint64_t at = ReadAt::Current(); at != 0) {
+        n += TProtocolDecorator::writeFieldBegin_virt("at", apache::thrift::protocol::T_I64,
+                                                      kSnapshotFieldId);
+        n += TProtocolDecorator::writeI64_virt(static_cast<int64_t>(at));
+        n += TProtocolDecorator::writeFieldEnd_virt();
+      }
     }
     return n + TProtocolDecorator::writeFieldStop_virt();
   }
@@ -136,7 +143,8 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, ConnectionOptions options)
 ConnectionPool::~ConnectionPool() = default;
 
 StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect(int timeout_ms) {
-  auto config = std::make_shared<TConfiguration>(options_.max_reply_bytes, options_.max_reply_bytes);
+  auto config =
+      std::make_shared<TConfiguration>(options_.max_reply_bytes, options_.max_reply_bytes);
   std::shared_ptr<TSocket> socket;
   if (options_.tls) {
     socket = options_.tls->createSocket(endpoint_.host, endpoint_.port);

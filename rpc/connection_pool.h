@@ -41,6 +41,9 @@ class LogStoreServiceClient;  // generated; has every method (LogStore > Shard >
 // send, holds the milliseconds the callee has to answer. Generated servers skip it as an unknown
 // field; ours read it (rpc/server.cc). docs/limits.md, "Deadlines".
 inline constexpr int16_t kDeadlineFieldId = 32767;
+// A second field of the call context: the snapshot the call reads at (util/snapshot.h ReadAt; the
+// contract's `at`), sent when the calling thread reads at one. docs/consistency.md.
+inline constexpr int16_t kSnapshotFieldId = 32766;
 
 struct Endpoint {
   std::string host;

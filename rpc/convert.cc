@@ -23,6 +23,9 @@ GraphError ToError(const Status& status) {
     case StatusCode::kResourceExhausted:
       e.code = ErrorCode::RESOURCE_EXHAUSTED;
       break;
+    case StatusCode::kFailedPrecondition:
+      e.code = ErrorCode::FAILED_PRECONDITION;
+      break;
     default:  // kInternal, kCorruption, kIOError (and kOk, which never gets here)
       e.code = ErrorCode::INTERNAL;
       break;
@@ -49,6 +52,8 @@ Status FromError(const GraphError& error) {
       return Status::ResourceExhausted(error.message);
     case ErrorCode::INTERNAL:
       return Status::Internal(error.message);
+    case ErrorCode::FAILED_PRECONDITION:
+      return Status::FailedPrecondition(error.message);
   }
   return Status::Internal("unknown error code " + std::to_string(static_cast<int>(error.code)) +
                           ": " + error.message);

@@ -5,7 +5,6 @@
 
 namespace zipg::rpc {
 
-
 void GraphHandler::get_node_property(MaybeProperties& _return, int64_t id, bool all_properties,
                                      const std::vector<std::string>& properties) {
   if (!all_properties) {
@@ -83,8 +82,7 @@ void GraphHandler::get_edge_range(EdgeRange& _return, int64_t id, int64_t type, 
   _return.end_order = range.second;
 }
 
-void GraphHandler::get_edge_data(MaybeEdge& _return, int64_t id, int64_t type,
-                                 int64_t time_order) {
+void GraphHandler::get_edge_data(MaybeEdge& _return, int64_t id, int64_t type, int64_t time_order) {
   auto edge = ValueOrThrow(graph_->GetEdgeData(id, type, time_order));
   if (edge) _return.__set_edge(ToThrift(*edge));
 }
@@ -130,12 +128,12 @@ bool GraphHandler::assoc_add(int64_t src, int64_t type, int64_t dst, int64_t tim
 void GraphHandler::assoc_update(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
                                 const std::map<std::string, std::string>& properties) {
   CheckWriteProperties("assoc_update", properties);
-  ThrowIfError(
-      Writer().AssocUpdate(zipg::Edge{src, type, dst, timestamp, FromThrift(properties)}));
+  ThrowIfError(Writer().AssocUpdate(zipg::Edge{src, type, dst, timestamp, FromThrift(properties)}));
 }
 bool GraphHandler::assoc_delete(int64_t src, int64_t type, int64_t dst) {
   return ValueOrThrow(Writer().AssocDelete(src, type, dst));
 }
+int64_t GraphHandler::snapshot() { return static_cast<int64_t>(ValueOrThrow(graph_->Snapshot())); }
 void GraphHandler::admin_compact(std::string& _return) {
   _return = ValueOrThrow(Writer().Compact());
 }

@@ -53,6 +53,7 @@ class GraphHandler : virtual public GraphServiceIf {
            int32_t max_depth, int64_t limit) override;
   void rpq(RpqResult& _return, const std::string& expr, bool all_sources,
            const std::vector<int64_t>& sources, int64_t limit) override;
+  int64_t snapshot() override;
   void status(std::string& _return) override;
   void admin_compact(std::string& _return) override;
   void write_batch(std::vector<WriteOutcome>& _return,

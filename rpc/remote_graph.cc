@@ -302,6 +302,12 @@ StatusOr<std::string> RemoteGraph::RebuiltChunk(int32_t shard, int64_t version,
   return r;
 }
 
+StatusOr<uint64_t> RemoteGraph::Snapshot() {
+  int64_t r = 0;
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { r = c.snapshot(); }));
+  return static_cast<uint64_t>(r);
+}
+
 StatusOr<std::string> RemoteGraph::Compact() {
   std::string r;
   ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.admin_compact(r); }, false));

@@ -66,6 +66,7 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   Status AssocUpdate(const zipg::Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
   StatusOr<std::string> Compact() override;
+  StatusOr<uint64_t> Snapshot() override;
   // Sends the writes as write_batch calls of at most kBatchWrites writes and about
   // kMaxRequestBytes / 2 bytes each, one after the other; a call that fails (transport) fails
   // each of its writes with its error.

@@ -19,6 +19,7 @@
 #include "rpc/connection_pool.h"
 #include "rpc/framed_transport.h"
 #include "util/call_deadline.h"
+#include "util/snapshot.h"
 
 namespace zipg::rpc {
 
@@ -81,7 +82,8 @@ class CallCounter : public apache::thrift::TProcessorEventHandler {
 //
 // It also reads the call context: the arguments' field kDeadlineFieldId, the milliseconds the
 // client gives the call, becomes the thread's call deadline (util/call_deadline.h) while the call
-// runs. A call without one has none: its sub-calls get the server's own call timeout.
+// runs. A call without one has none: its sub-calls get the server's own call timeout. The field
+// kSnapshotFieldId, if present, becomes the thread's snapshot (util/snapshot.h ReadAt).
 class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator {
  public:
   explicit SequencedInput(std::shared_ptr<apache::thrift::protocol::TProtocol> inner)
@@ -91,6 +93,7 @@ class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator
     const uint32_t n = TProtocolDecorator::readMessageBegin_virt(name, type, seqid);
     depth_ = 0;
     CallDeadline::Set(std::nullopt);
+    ReadAt::Set(0);
     if (seqid != 0) {
       if (seqid <= last_) {
         throw TTransportException(TTransportException::CORRUPTED_DATA,
@@ -122,6 +125,14 @@ class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator
       CallDeadline::Set(CallDeadline::Clock::now() + std::chrono::milliseconds(ms));
       n += TProtocolDecorator::readFieldBegin_virt(name, type,
                                                    id);  // the next field, for the caller
+    }
+    if (depth_ == 1 && id == kSnapshotFieldId && type == apache::thrift::protocol::T_I64) {
+      int64_t at = 0;
+      n += TProtocolDecorator::readI64_virt(at);
+      n += TProtocolDecorator::readFieldEnd_virt();
+      // Negative: not a snapshot; the read checks it (INVALID_ARGUMENT).
+      ReadAt::Set(static_cast<uint64_t>(at));
+      n += TProtocolDecorator::readFieldBegin_virt(name, type, id);
     }
     return n;
   }

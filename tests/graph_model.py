@@ -17,7 +17,7 @@ from collections import deque
 INT64_MAX = 2**63 - 1
 INT64_MIN = -2**63
 CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "UNAVAILABLE", "DEADLINE_EXCEEDED",
-         "RESOURCE_EXHAUSTED", "INTERNAL"}
+         "RESOURCE_EXHAUSTED", "INTERNAL", "FAILED_PRECONDITION"}
 
 CHARS = ["a", "Z", "0", ",", '"', "\n", "\r", " ", "\t", "\\", "\x00", "\x7f", "\x80", "é", "\u07ff",
          "\u0800", "日", "\ufffd", "\uffff", "\U00010000", "😀", "\U0010ffff"]

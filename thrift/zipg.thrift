@@ -21,6 +21,7 @@ enum ErrorCode {
   DEADLINE_EXCEEDED = 5,
   RESOURCE_EXHAUSTED = 6,   // request too large
   INTERNAL = 7,
+  FAILED_PRECONDITION = 8,  // a snapshot (`at`) the store no longer holds
 }
 
 exception GraphError {
@@ -176,6 +177,14 @@ service GraphService {
       throws (1: GraphError error),
   RpqResult rpq(1: string expr, 2: bool all_sources, 3: list<i64> sources, 4: i64 limit)
       throws (1: GraphError error),
+
+  // Consistency and snapshots (docs/consistency.md): a sequence covering every write
+  // acknowledged before the call. Every read takes the snapshot it reads at from the call
+  // context: an i64 field with id 32766 appended to its arguments ("at"; absent or 0: the latest
+  // state), as the deadline is field 32767 (docs/limits.md). A sequence no longer held is
+  // FAILED_PRECONDITION; one not yet reached is waited for within the call's deadline. An
+  // embedded (read-only) store answers 0.
+  i64 snapshot() throws (1: GraphError error),
 
   // The cluster as this server sees it, as a JSON document (docs/serving.md, "Status").
   string status() throws (1: GraphError error),

@@ -20,6 +20,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "RESOURCE_EXHAUSTED";
     case StatusCode::kInternal:
       return "INTERNAL";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
     case StatusCode::kCorruption:
       return "CORRUPTION";
     case StatusCode::kIOError:

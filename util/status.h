@@ -24,8 +24,9 @@ enum class StatusCode {
   kDeadlineExceeded,
   kResourceExhausted,
   kInternal,
-  kCorruption,  // a stored file fails its checks (reported as INTERNAL to clients)
-  kIOError,     // the operating system refused a file operation (reported as INTERNAL)
+  kFailedPrecondition,  // a snapshot no longer held (docs/consistency.md)
+  kCorruption,          // a stored file fails its checks (reported as INTERNAL to clients)
+  kIOError,             // the operating system refused a file operation (reported as INTERNAL)
 };
 
 // The stable name of a code, as clients see it ("INVALID_ARGUMENT", ...).
@@ -48,6 +49,9 @@ class [[nodiscard]] Status {
   }
   static Status ResourceExhausted(std::string m) {
     return {StatusCode::kResourceExhausted, std::move(m)};
+  }
+  static Status FailedPrecondition(std::string m) {
+    return {StatusCode::kFailedPrecondition, std::move(m)};
   }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }

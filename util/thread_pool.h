@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "util/call_deadline.h"
+#include "util/snapshot.h"
 
 namespace zipg {
 
@@ -41,8 +42,9 @@ class ThreadPool {
     std::future<R> result = task->get_future();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.emplace_back([task, deadline = CallDeadline::Current()] {
+      queue_.emplace_back([task, deadline = CallDeadline::Current(), at = ReadAt::Current()] {
         CallDeadline::Scope scope(deadline);
+        ReadAt::Scope snapshot(at);
         (*task)();
       });
     }
