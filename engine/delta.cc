@@ -32,6 +32,7 @@ StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, 
       index->file_,
       logstore::Wal::Open(
           path, [&](std::string_view record) { return index->Replay(record); }, options));
+  index->floor_ = index->last_id_.load();
   return index;
 }
 
@@ -126,6 +127,13 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
   // failed write leaves memory unchanged and readers never see half a batch.
   std::lock_guard apply_lock(apply_mu_);
   std::unordered_map<int64_t, NodeDelta> next;
+  // Each numbered update's node and the version it replaces, in id order (for snapshots).
+  struct Before {
+    uint64_t id;
+    int64_t node;
+    std::shared_ptr<const NodeDelta> delta;
+  };
+  std::vector<Before> befores;
   std::vector<bool> found;
   found.reserve(batch.size());
   std::string record;
@@ -142,8 +150,16 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
     if (u.id != 0) last = u.id;
     ++applied;
     auto [it, fresh] = next.try_emplace(u.node);
+    std::shared_ptr<const NodeDelta> old;
     if (fresh) {
-      if (auto old = Lookup(u.node)) it->second = *old;
+      std::shared_lock lock(mu_);
+      auto o = nodes_.find(u.node);
+      if (o != nodes_.end()) old = o->second;
+    }
+    if (fresh && old) it->second = *old;
+    if (u.id != 0) {
+      befores.push_back(
+          Before{u.id, u.node, fresh ? old : std::make_shared<const NodeDelta>(it->second)});
     }
     ZIPG_ASSIGN_OR_RETURN(Resolved r, Resolve(base, it->second, u));
     Transition(r, &it->second);
@@ -163,6 +179,7 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
   ZIPG_RETURN_IF_ERROR(file_->Append(record));
   last_id_ = last;
   std::unique_lock lock(mu_);
+  for (auto& b : befores) history_.Record(b.node, b.id, std::move(b.delta));
   for (auto& [id, delta] : next) {
     auto& slot = nodes_[id];
     const uint64_t before = slot ? Footprint(*slot) : 0;
@@ -210,9 +227,21 @@ Status DeltaIndex::Replay(std::string_view data) {
 }
 
 std::shared_ptr<const NodeDelta> DeltaIndex::Lookup(int64_t node) const {
+  const uint64_t at = ReadAt::Current();
   std::shared_lock lock(mu_);
   auto it = nodes_.find(node);
-  return it == nodes_.end() ? nullptr : it->second;
+  std::shared_ptr<const NodeDelta> current = it == nodes_.end() ? nullptr : it->second;
+  return at == 0 ? current : history_.At(node, at, std::move(current));
+}
+
+void DeltaIndex::Prune(uint64_t horizon) {
+  std::unique_lock lock(mu_);
+  history_.Prune(horizon);
+}
+
+size_t DeltaIndex::versions() const {
+  std::shared_lock lock(mu_);
+  return history_.changes();
 }
 
 size_t DeltaIndex::size() const {

@@ -7,6 +7,11 @@
 // Persisted as an append-only file with the WAL framing (logstore/wal.h): one record per applied
 // batch, each update with the outcome of its lookup in the base, so replaying needs no lookup.
 //
+// Snapshots (docs/consistency.md): every node's earlier versions are kept, by the update id that
+// replaced them, until Prune passes it; a read at n (util/snapshot.h ReadAt) gets the version
+// that was current at n. Versions are kept from floor() on: what the file replays at open has
+// none (a read below it is FAILED_PRECONDITION, decided by the caller).
+//
 // Thread-safety: Apply calls are serialized inside; Lookup may run concurrently with them and
 // returns an immutable snapshot.
 #pragma once
@@ -26,6 +31,7 @@
 
 #include "engine/updates.h"
 #include "util/persistent_map.h"
+#include "util/snapshot.h"
 #include "util/status.h"
 
 namespace zipg::logstore {
@@ -96,8 +102,15 @@ class DeltaIndex {
   // Batches applied but not yet durable.
   uint64_t unsynced() const;
 
-  // The node's current delta, or null if no write touched it.
+  // The node's delta at this thread's snapshot (ReadAt; the current one at 0), or null if no
+  // write touched it by then.
   std::shared_ptr<const NodeDelta> Lookup(int64_t node) const;
+  // The lowest snapshot this index answers at: its last id when opened.
+  uint64_t floor() const { return floor_; }
+  // Forgets the versions replaced at or below `horizon`.
+  void Prune(uint64_t horizon);
+  // Earlier versions kept (their count).
+  size_t versions() const;
   size_t size() const;  // written nodes
   // The written nodes' ids, sorted (a snapshot).
   std::vector<int64_t> Nodes() const;
@@ -120,6 +133,8 @@ class DeltaIndex {
   std::mutex apply_mu_;  // serializes Apply
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<const NodeDelta>> nodes_;
+  VersionLog<int64_t, NodeDelta> history_;  // guarded by mu_
+  uint64_t floor_ = 0;
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> last_id_{0};
   std::unique_ptr<logstore::Wal> file_;

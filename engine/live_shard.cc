@@ -37,7 +37,11 @@ struct LiveShard::Version {
 
 LiveShard::LiveShard(const Shard* original, std::string prefix, FragmentSource* log,
                      LiveShardOptions options)
-    : original_(original), prefix_(std::move(prefix)), log_(log), options_(std::move(options)) {}
+    : original_(original),
+      prefix_(std::move(prefix)),
+      log_(log),
+      options_(std::move(options)),
+      retention_(std::chrono::milliseconds(options_.snapshot_retention_ms)) {}
 
 LiveShard::~LiveShard() = default;
 
@@ -120,10 +124,65 @@ std::shared_ptr<const MergedShard> LiveShard::Current() const {
   return std::shared_ptr<const MergedShard>(v, v->merged.get());
 }
 
+StatusOr<std::shared_ptr<const MergedShard>> LiveShard::CurrentAt(uint64_t at) {
+  if (at == 0) return Current();
+  // Pinned before the check (util/snapshot.h SnapshotPins), unpinned when the read lets go.
+  auto pin = std::make_shared<SnapshotPins::Scope>(&pins_, at);
+  std::shared_ptr<Version> v;
+  uint64_t floor;
+  {
+    std::lock_guard lock(version_mu_);
+    v = current_;
+    // Before the current version's start: the version it replaced, if still kept.
+    for (auto it = replaced_.rbegin(); it != replaced_.rend() && at < v->merged->delta().floor();
+         ++it) {
+      v = *it;
+    }
+    floor = replaced_.empty() ? current_->merged->delta().floor()
+                              : replaced_.front()->merged->delta().floor();
+  }
+  floor = std::max(floor, retention_.Horizon());
+  if (at < floor || at < v->merged->delta().floor()) {
+    return Status::FailedPrecondition(SnapshotGoneMessage(at, floor, "this shard replica"));
+  }
+  return std::shared_ptr<const MergedShard>(v->merged.get(), [v, pin](const MergedShard*) mutable {
+    pin.reset();
+    v.reset();
+  });
+}
+
+uint64_t LiveShard::SnapshotFloor() {
+  uint64_t floor;
+  {
+    std::lock_guard lock(version_mu_);
+    floor = replaced_.empty() ? current_->merged->delta().floor()
+                              : replaced_.front()->merged->delta().floor();
+  }
+  return std::max(floor, retention_.Horizon());
+}
+
 StatusOr<std::vector<bool>> LiveShard::Apply(const std::vector<Update>& batch) {
   std::lock_guard lock(apply_mu_);
-  ZIPG_ASSIGN_OR_RETURN(auto found, Snapshot()->merged->Apply(batch));
+  auto v = Snapshot();
+  ZIPG_ASSIGN_OR_RETURN(auto found, v->merged->Apply(batch));
   if (logging_) log_since_.push_back(batch);
+  DeltaIndex& delta = v->merged->mutable_delta();
+  retention_.Note(delta.last_id());
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_prune_ >= std::chrono::milliseconds(200)) {
+    last_prune_ = now;
+    const uint64_t horizon = std::min(retention_.Horizon(), pins_.Oldest());
+    delta.Prune(horizon);
+    std::lock_guard lock(version_mu_);
+    // A replaced version answers reads before its successor's start: done once no read is.
+    while (!replaced_.empty()) {
+      const uint64_t until = replaced_.size() > 1 ? replaced_[1]->merged->delta().floor()
+                                                  : current_->merged->delta().floor();
+      if (until > horizon) break;
+      replaced_.pop_front();
+    }
+    for (auto& old : replaced_) old->merged->mutable_delta().Prune(horizon);
+  }
   return found;
 }
 
@@ -289,6 +348,7 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
 }
 
 StatusOr<json> LiveShard::Rebuild() {
+  ReadAt::Scope latest(0);  // a rebuild reads the latest state, whoever asked for it
   std::lock_guard rebuild(rebuild_mu_);
   const auto start = std::chrono::steady_clock::now();
   // 1. The snapshot: every update up to `through` is in `from`; later ones are logged.
@@ -317,6 +377,7 @@ StatusOr<json> LiveShard::Rebuild() {
 
 StatusOr<json> LiveShard::Adopt(int64_t number, uint64_t through, const std::string& fetched,
                                 const FeedFetch& feed, json about) {
+  ReadAt::Scope latest(0);
   std::lock_guard rebuild(rebuild_mu_);
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<Version> from;
@@ -434,6 +495,9 @@ StatusOr<json> LiveShard::Install(std::shared_ptr<Version> from, int64_t number,
       from->remove_when_closed = {DeltaPath(from->number)};
       if (from->number > 0) from->remove_when_closed.push_back(VersionDir(from->number));
       std::lock_guard v(version_mu_);
+      // Reads at a snapshot before the new version's start still go to this one (it holds
+      // every update up to there, and their versions) until the horizon passes it.
+      replaced_.push_back(from);
       current_ = std::move(next);
       logging_ = false;
       log_since_.clear();

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,7 @@
 
 #include "engine/merged.h"
 #include "engine/shard.h"
+#include "util/snapshot.h"
 
 namespace zipg::engine {
 
@@ -46,6 +48,9 @@ struct LiveShardOptions {
   // Tests: called by Rebuild with 0 after it took its snapshot and 1 after the build, before the
   // swap (writes applied from it land during the build).
   std::function<void(int stage)> rebuild_hook;
+  // Snapshots (docs/consistency.md): reads at a snapshot the LogStore handed out less than this
+  // long ago are answered.
+  int snapshot_retention_ms = 60000;
 };
 
 class LiveShard {
@@ -57,6 +62,15 @@ class LiveShard {
 
   // The current version, for one read (it stays open while the pointer is held).
   std::shared_ptr<const MergedShard> Current() const;
+  // The current version for one read at snapshot `at` (util/snapshot.h; 0: the latest state):
+  // the versions of its nodes the read needs are kept while the pointer is held.
+  // FAILED_PRECONDITION if `at` is below SnapshotFloor(). The caller has made sure that every
+  // update up to `at` is applied here.
+  StatusOr<std::shared_ptr<const MergedShard>> CurrentAt(uint64_t at);
+  // The lowest snapshot answered: the retention horizon, or the oldest kept version's start (its
+  // delta's floor: the updates replayed at open, or a rebuild's last id). A rebuild keeps the
+  // version it replaced for the reads before its start, until the horizon passes it.
+  uint64_t SnapshotFloor();
 
   // Applies a batch from the LogStore to the current version (MergedShard::Apply).
   StatusOr<std::vector<bool>> Apply(const std::vector<Update>& batch);
@@ -129,11 +143,19 @@ class LiveShard {
 
   mutable std::mutex version_mu_;     // guards current_ (held only to copy or swap it)
   std::shared_ptr<Version> current_;  // never null after Open
+  // Versions a rebuild or adoption replaced, oldest first, kept for reads at snapshots before
+  // their successor's start (its delta's floor) until the retention horizon passes it.
+  std::deque<std::shared_ptr<Version>> replaced_;
 
   // Serializes Apply and the swap; guards the two fields below.
   std::mutex apply_mu_;
   std::atomic<bool> logging_{false};            // a rebuild is under way (read unlocked by Stats)
   std::vector<std::vector<Update>> log_since_;  // batches applied since its snapshot
+
+  // Snapshots: the applied ids over time, the reads running at a snapshot, the last prune.
+  RetentionClock retention_;
+  SnapshotPins pins_;
+  std::chrono::steady_clock::time_point last_prune_;  // guarded by apply_mu_
 
   std::mutex rebuild_mu_;  // one rebuild at a time
   std::atomic<bool> cancelled_{false};

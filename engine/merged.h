@@ -53,6 +53,7 @@ class MergedShard final : public ShardReader {
       : base_(base), delta_(std::move(delta)), log_(log) {}
 
   const DeltaIndex& delta() const { return *delta_; }
+  DeltaIndex& mutable_delta() { return *delta_; }
   Status SyncDelta() { return delta_->Sync(); }
   // Applies a batch of updates from the LogStore (persisted before it returns).
   StatusOr<std::vector<bool>> Apply(const std::vector<Update>& batch) {

@@ -16,12 +16,14 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "engine/live_shard.h"
 #include "graph/compress.h"
 #include "graph/edge_list.h"
 #include "graph/graph.h"
 #include "util/scratch_dir.h"
+#include "util/snapshot.h"
 
 namespace zipg::engine {
 namespace {
@@ -38,6 +40,7 @@ class FakeLogStore final : public FragmentSource {
   StatusOr<std::optional<Properties>> FragmentProperties(
       int64_t id, const std::vector<int64_t>& generations) override {
     ++calls;
+    const auto& props = At().second;
     auto it = props.find(id);
     if (it == props.end() ||
         std::find(generations.begin(), generations.end(), it->second.first) == generations.end()) {
@@ -49,6 +52,7 @@ class FakeLogStore final : public FragmentSource {
                                             const std::vector<int64_t>& generations,
                                             const std::vector<int64_t>& dsts) override {
     ++calls;
+    const auto& edges = At().first;
     std::vector<Edge> out;
     for (int64_t d : dsts) {
       auto it = edges.find({id, type, d});
@@ -62,9 +66,27 @@ class FakeLogStore final : public FragmentSource {
     return out;
   }
 
-  std::map<Key, std::pair<int64_t, Edge>> edges;            // -> generation, edge
-  std::map<int64_t, std::pair<int64_t, Properties>> props;  // -> generation, properties
+  using Edges = std::map<Key, std::pair<int64_t, Edge>>;            // -> generation, edge
+  using Props = std::map<int64_t, std::pair<int64_t, Properties>>;  // -> generation, properties
+  Edges edges;
+  Props props;
   int calls = 0;
+
+  // Snapshots: keeps a copy of the data as of update `id`, for reads at it (ReadAt).
+  void Keep(uint64_t id) { kept[id] = {edges, props}; }
+
+ private:
+  // The data at this thread's snapshot: the copy kept at it (the latest without one).
+  const std::pair<Edges, Props>& At() {
+    latest = {edges, props};
+    const uint64_t at = ReadAt::Current();
+    if (at == 0) return latest;
+    auto it = kept.find(at);
+    EXPECT_NE(it, kept.end()) << "no copy kept at " << at;
+    return it == kept.end() ? latest : it->second;
+  }
+  std::map<uint64_t, std::pair<Edges, Props>> kept;
+  std::pair<Edges, Props> latest;
 };
 
 // The live graph: every (src, type)'s edges by dst, and node properties.
@@ -410,6 +432,7 @@ TEST(LiveShardTest, RebuiltVersionsReadLikeTheModelUnderWrites) {
   };
   LiveShardOptions options;
   options.rebuild_memory = 256 << 20;
+  options.snapshot_retention_ms = 1;  // replaced versions go at the first prune after a rebuild
   options.rebuild_hook = [&](int stage) {
     apply_round(stage == 0 ? "after the snapshot" : "after the build");
     if (stage == 0) {
@@ -453,6 +476,10 @@ TEST(LiveShardTest, RebuiltVersionsReadLikeTheModelUnderWrites) {
   ASSERT_TRUE(held);
   EXPECT_TRUE(held->AssocCount(kHot, 1).ok());
   EXPECT_TRUE(std::filesystem::exists(prefix + ".delta"));
+  // Past the retention, the next applied batch lets go of the replaced versions (kept until
+  // then for reads at snapshots before the rebuilds).
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  apply_round("past the retention");
   held.reset();
   EXPECT_FALSE(std::filesystem::exists(prefix + ".delta")) << "version 0's delta outlived it";
   const int64_t last = target->Stats()["version"].get<int64_t>();
@@ -489,6 +516,59 @@ TEST(LiveShardTest, RebuiltVersionsReadLikeTheModelUnderWrites) {
   auto damaged = LiveShard::Open(f.base.get(), prefix, &log, options);
   ASSERT_FALSE(damaged.ok());
   EXPECT_NE(damaged.status().ToString().find(prefix + ".version"), std::string::npos);
+}
+
+// Snapshots (docs/consistency.md): reads at the id after each round of random writes, across
+// rebuilds (the replaced versions answer reads before their successor's start), equal the model
+// as it was then; a reopened shard answers from the ids it replayed on, and refuses older ones.
+TEST(LiveShardTest, ReadsAtASnapshotAnswerAsTheModelThenAcrossRebuilds) {
+  Fixture f;
+  f.Build(9);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  Writer w(&f.model, &log);
+  std::mt19937_64 rng(10);
+  LiveShardOptions options;
+  options.rebuild_memory = 256 << 20;
+  const std::string prefix = f.dir.File("shard-0");
+  auto live = LiveShard::Open(f.base.get(), prefix, &log, options);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  std::map<uint64_t, Model> models;  // the model at each round's last id
+  models[0] = f.model;
+  for (int round = 0; round < 9; ++round) {
+    if (round % 4 == 3) ++w.generation;
+    std::vector<bool> want;
+    const std::vector<Update> batch = w.Round(rng, &want);
+    ASSERT_TRUE((*live)->Apply(batch).ok());
+    log.Keep(w.last_id);
+    models[w.last_id] = f.model;
+    if (round % 3 == 1) {
+      auto summary = (*live)->Rebuild();
+      ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+      w.Reset();  // the new base holds every live version
+    }
+  }
+  EXPECT_EQ((*live)->Stats()["version"].get<int64_t>(), 3);
+  EXPECT_EQ((*live)->SnapshotFloor(), 0u);  // every version kept (the retention is 60 s)
+  for (const auto& [id, model] : models) {
+    if (id == 0) continue;  // 0 reads the latest state
+    ReadAt::Scope at(id);
+    auto version = (*live)->CurrentAt(id);
+    ASSERT_TRUE(version.ok()) << version.status().ToString();
+    CheckAll(**version, model, rng, "at " + std::to_string(id));
+    if (HasFatalFailure()) return;
+  }
+  // Reopened: the replayed updates have no versions, so it answers from its last id on.
+  live->reset();
+  auto reopened = LiveShard::Open(f.base.get(), prefix, &log, options);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ((*reopened)->SnapshotFloor(), w.last_id);
+  EXPECT_EQ((*reopened)->CurrentAt(models.begin()->first + 1).status().code(),
+            StatusCode::kFailedPrecondition);
+  ReadAt::Scope at(w.last_id);
+  auto version = (*reopened)->CurrentAt(w.last_id);
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  CheckAll(**version, f.model, rng, "reopened, at its last id");
 }
 
 // Copies version `number` of `from` into directory `to` through VersionFiles / ReadVersionFile

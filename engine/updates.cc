@@ -138,6 +138,9 @@ Status UpdateIndex::Replay(std::string_view record) {
 
 void UpdateIndex::ApplyLocked(const Update& u, bool found) {
   auto& slot = nodes_[u.node];
+  // The entry before a numbered update stays readable at snapshots before it (it is shared
+  // with the history, so the update copies it).
+  if (u.id != 0) history_.Record(u.node, u.id, slot);
   if (!slot) {
     slot = std::make_shared<NodeUpdates>();
   } else if (slot.use_count() > 1) {
@@ -148,7 +151,7 @@ void UpdateIndex::ApplyLocked(const Update& u, bool found) {
 
 Status UpdateIndex::Record(const std::vector<Update>& batch, const std::vector<bool>& found) {
   std::vector<uint8_t> flags(found.begin(), found.end());
-  ZIPG_RETURN_IF_ERROR(file_->Append(EncodeUpdates(batch, &flags)));
+  ZIPG_RETURN_IF_ERROR(file_->Append(EncodeUpdates(batch, &flags, /*with_ids=*/true)));
   std::unique_lock lock(mu_);
   for (size_t i = 0; i < batch.size(); ++i) ApplyLocked(batch[i], found[i]);
   return Status::OK();
@@ -168,14 +171,26 @@ Status UpdateIndex::Flush() {
   }
   if (batch.empty()) return Status::OK();
   const std::vector<uint8_t> flags(batch.size(), 1);
-  return file_->Append(EncodeUpdates(batch, &flags));
+  return file_->Append(EncodeUpdates(batch, &flags, /*with_ids=*/true));
 }
 
 std::shared_ptr<const NodeUpdates> UpdateIndex::Lookup(int64_t node) const {
+  const uint64_t at = ReadAt::Current();
   std::shared_lock lock(mu_);
   auto it = nodes_.find(node);
-  if (it == nodes_.end()) return nullptr;
-  return it->second;
+  std::shared_ptr<const NodeUpdates> current =
+      it == nodes_.end() ? nullptr : std::shared_ptr<const NodeUpdates>(it->second);
+  return at == 0 ? current : history_.At(node, at, std::move(current));
+}
+
+void UpdateIndex::Prune(uint64_t horizon) {
+  std::unique_lock lock(mu_);
+  history_.Prune(horizon);
+}
+
+size_t UpdateIndex::versions() const {
+  std::shared_lock lock(mu_);
+  return history_.changes();
 }
 
 bool UpdateIndex::Touched(int64_t node) const {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "util/persistent_map.h"
+#include "util/snapshot.h"
 #include "util/status.h"
 
 namespace zipg::logstore {
@@ -100,9 +101,13 @@ class UpdateIndex {
   // Persists what Apply queued, as one record (nothing if nothing is queued).
   Status Flush();
 
-  // The node's entry (an immutable snapshot: later batches copy on write); null if the node was
-  // never touched by a write.
+  // The node's entry at this thread's snapshot (util/snapshot.h ReadAt; the current one at 0: an
+  // immutable copy, later batches copy on write); null if no write had touched the node by then.
+  // The entries numbered updates replaced are kept until Prune passes their ids.
   std::shared_ptr<const NodeUpdates> Lookup(int64_t node) const;
+  // Forgets the entries replaced at or below `horizon`.
+  void Prune(uint64_t horizon);
+  size_t versions() const;
   // True if the node has an entry (cheap; the fast-path test).
   bool Touched(int64_t node) const;
   // Bytes the entries hold in memory (an estimate from their sizes; walks them).
@@ -121,7 +126,8 @@ class UpdateIndex {
 
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<NodeUpdates>> nodes_;
-  std::vector<Update> pending_;  // applied by Apply, not yet persisted
+  VersionLog<int64_t, NodeUpdates> history_;  // guarded by mu_
+  std::vector<Update> pending_;               // applied by Apply, not yet persisted
   std::unique_ptr<logstore::Wal> file_;
 };
 
