@@ -109,6 +109,12 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
   store->publish_ = std::move(publish);
   store->sink_->SetEpoch(options.epoch);
   ZIPG_RETURN_IF_ERROR(store->Recover(/*post=*/!options.standby));
+  // Snapshots: the live logs' histories were replayed; older ones died with the last process,
+  // and so did the inputs of merged shards (whose merge may have been in a live generation).
+  store->floor_ = static_cast<uint64_t>(store->LiveLogs().front()) << 32;
+  for (const auto& ls : store->log_shards_) {
+    if (ls.first_generation != ls.generation) store->floor_ = store->applied_id_.load();
+  }
   if (!options.standby && !options.standby_endpoint.empty()) {
     // In sync only if the standby is exactly where this log is; otherwise the leader goes on
     // alone and the resync thread catches the standby up.
@@ -207,6 +213,9 @@ Status LogStore::Recover(bool post) {
     ls.parts = std::move(opened.shards);
     ls.bytes = DirBytes(ShardDir(r));
     ZIPG_ASSIGN_OR_RETURN(ls.deletes, engine::UpdateIndex::Open(ShardDir(r) + ".deletes"));
+    if (auto h = histories_.find(r.second); r.first == r.second && h != histories_.end()) {
+      ls.history = h->second;  // kept from before a Reload
+    }
     for (const auto& part : ls.parts) {  // a directory of before the names' log, a re-seed
       LearnNames(PropertyNames::kNode, part->nodes().property_names());
       LearnNames(PropertyNames::kEdge, part->edges().property_names());
@@ -242,9 +251,9 @@ Status LogStore::Recover(bool post) {
                                 LogRecord record;
                                 ZIPG_RETURN_IF_ERROR(DecodeRecord(payload, &record));
                                 resend[i][ShardOf(record.node, sink_->num_shards())].push_back(
-                                    NumberedUpdate(record, g, index++));
+                                    NumberedUpdate(record, g, index));
                                 LearnNames(record);
-                                return ApplyLocal(record, g).status();
+                                return ApplyLocal(record, g, UpdateId(g, index++)).status();
                               },
                               wal_options, &dropped));
     records_in_generation_ = index;
@@ -288,7 +297,13 @@ Status LogStore::Recover(bool post) {
     }
   }
   // Every record of the live logs is applied here and resent: committed once the lanes confirm.
-  if (post) sink_->SetApplied(static_cast<uint64_t>(generation_) << 32 | records_in_generation_);
+  const uint64_t applied = static_cast<uint64_t>(generation_) << 32 | records_in_generation_;
+  if (post) sink_->SetApplied(applied);
+  applied_id_ = std::max(applied_id_.load(), applied);
+  retention_.Note(applied_id_.load());
+  // The deletion sets replayed every version they logged; keep those a snapshot may need.
+  const uint64_t keep_from = std::max(floor_.load(), static_cast<uint64_t>(logs.front()) << 32);
+  for (auto& ls : log_shards_) ls.deletes->Prune(std::max(keep_from, retention_.Horizon()));
   // What the replay found again, for the file's next reader (FlushDeletes without its lock: Open
   // runs alone, Reload holds the data lock).
   for (auto& ls : log_shards_) ZIPG_RETURN_IF_ERROR(ls.deletes->Flush());
@@ -314,6 +329,8 @@ Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
   ++reloads_;  // a merge under way is discarded
   std::unique_lock data(data_mu_);
   for (auto& ls : log_shards_) {
+    // A merged shard's inputs are not reopened: snapshots before its merge are given up.
+    floor_ = std::max(floor_.load(), ls.merged_at);
     for (const auto& part : ls.parts) edge_cache_.Forget(part.get());
     retired_.push_back(std::move(ls));
   }

@@ -36,12 +36,14 @@
 #include "graph/api.h"
 #include "graph/edge_list.h"
 #include "logstore/feed.h"
+#include "logstore/history.h"
 #include "logstore/memtable.h"
 #include "logstore/property_names.h"
 #include "logstore/record.h"
 #include "logstore/ship.h"
 #include "logstore/wal.h"
 #include "shard/update_channel.h"
+#include "util/snapshot.h"
 
 namespace zipg::logstore {
 
@@ -80,6 +82,9 @@ struct LogStoreOptions {
   // the bound on distinct names (logstore/property_names.h), as a base shard's rebuild writes
   // them in one file with the LogStore's.
   std::vector<std::string> base_node_names, base_edge_names;
+  // Snapshots (docs/consistency.md): reads at a snapshot taken less than this long ago are
+  // answered (older ones may be FAILED_PRECONDITION).
+  int snapshot_retention_ms = 60000;
 
   // Standby (docs/logstore-ha.md): the LogStore takes no writes and posts nothing to the shards;
   // it applies the groups its leader ships (ApplyShipped) and compacts when the leader does.
@@ -143,6 +148,19 @@ class LogStore final : public GraphWriteApi {
   StatusOr<std::vector<int64_t>> NodeIds(const Properties& properties);
   // search_node_ids over the fragments: the first q.limit + 1 ids, sorted (CutSearchPart).
   StatusOr<std::vector<int64_t>> SearchNodeIds(const NodeSearch& q);
+  // Every read above answers at the calling thread's snapshot (util/snapshot.h ReadAt): as of
+  // exactly the writes with id <= it. One not yet applied here is waited for (within the call's
+  // deadline); one below SnapshotFloor() is FAILED_PRECONDITION.
+
+  // The id of the last write applied here (0: none since the store began). Every acknowledged
+  // write's id is at or below it.
+  uint64_t applied_id() const { return applied_id_.load(); }
+  // The contract's `snapshot`: applied_id(), once the lanes of shards with no update in flight
+  // have been told it (so that reads at it need not wait for a heartbeat).
+  StatusOr<uint64_t> Snapshot();
+  // The lowest snapshot this LogStore answers at: its retention horizon, or what it could not
+  // keep (the live logs' start when it opened; a merge's swap).
+  uint64_t SnapshotFloor();
 
   // A piece of base shard `shard`'s update feed after id `after`, for replica `member` catching
   // up (docs/replication.md): `included` (checked first) says whether pushes go to it now.
@@ -195,6 +213,12 @@ class LogStore final : public GraphWriteApi {
     bool merging = false;  // (data lock) its deletes are also logged in merge_log_
     std::vector<std::unique_ptr<engine::Shard>> parts;  // hash partitions, one or more
     std::unique_ptr<engine::UpdateIndex> deletes;       // of all parts
+    // A compacted generation's memtable history (null for a merged shard).
+    std::shared_ptr<const MemHistory> history;
+    // A merged shard: the applied id at its swap, and the shards it replaced (in retired_),
+    // which answer reads at snapshots before it (docs/consistency.md, "Snapshots").
+    uint64_t merged_at = 0;
+    std::vector<const LogShard*> inputs;
     const engine::Shard* PartFor(int64_t id) const;
     bool Covers(int64_t g) const { return first_generation <= g && g <= generation; }
   };
@@ -202,6 +226,10 @@ class LogStore final : public GraphWriteApi {
     int64_t generation = 0;
     std::shared_ptr<const Memtable> table;
     std::unordered_map<int64_t, engine::NodeUpdates> overlay;  // deletes since the freeze
+    // Snapshots: the overlay's entries before each numbered delete, and those deletes in order
+    // (the log shard's deletion set records them with their ids).
+    VersionLog<int64_t, engine::NodeUpdates> overlay_history;
+    std::vector<engine::Update> overlay_log;
   };
 
   explicit LogStore(const LogStoreOptions& options)
@@ -340,8 +368,9 @@ class LogStore final : public GraphWriteApi {
   // Applies a logged record to the LogStore's own fragments (data lock held exclusively). Deletes
   // on log shards are applied in memory; FlushDeletes persists them. `stored`, if given, says
   // which log shards store the edge key (GroupFanout::stored); others are looked up here.
+  // `id`: the record's update id (what it replaces is kept for snapshots before it).
   StatusOr<bool> ApplyLocal(
-      const LogRecord& record, int64_t generation,
+      const LogRecord& record, int64_t generation, uint64_t id,
       const std::vector<std::pair<const engine::UpdateIndex*, bool>>* stored = nullptr);
   // Persists the deletes ApplyLocal queued on each log shard (data lock not held).
   Status FlushDeletes();
@@ -349,20 +378,41 @@ class LogStore final : public GraphWriteApi {
   // under the data lock; returns the log shards of `generations` to read after it, and counts the
   // read in fragment_reads.
   using MemtableVisitor = std::function<void(const Memtable&, const engine::NodeUpdates*)>;
-  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> ReadFragments(
-      int64_t id, const std::vector<int64_t>& generations, const MemtableVisitor& visit);
+  // A log shard part to read, with its deletion set and its generation's memtable history.
+  struct ShardRef {
+    const engine::Shard* shard;
+    const engine::UpdateIndex* deletes;
+    const MemHistory* history;  // may be null
+    uint32_t part, parts;       // which hash partition of the log shard
+  };
+  std::vector<ShardRef> ReadFragments(int64_t id, const std::vector<int64_t>& generations,
+                                      const MemtableVisitor& visit);
   // The log shards (of `generations`, or all if null) as stable pointers (data lock held): for
   // node `id` the part holding it, or with no id every part.
-  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> ShardsIn(
-      const std::vector<int64_t>* generations, std::optional<int64_t> id) const;
+  std::vector<ShardRef> ShardsIn(const std::vector<int64_t>* generations,
+                                 std::optional<int64_t> id) const;
+  // ShardsIn for one log shard: itself, or at a snapshot before its merge, its inputs.
+  void AddShardRefs(const LogShard& ls, const std::vector<int64_t>* generations,
+                    std::optional<int64_t> id, uint64_t at, std::vector<ShardRef>* out) const;
+  // The frozen overlay's entry for `id` at this thread's snapshot (data lock held); may be null.
+  std::shared_ptr<const engine::NodeUpdates> OverlayEntry(int64_t id) const;
+  // A read at this thread's snapshot: waits until it is applied here (within the call's
+  // deadline), or says why it cannot be answered; OK for reads of the latest state.
+  Status CheckSnapshot();
+  // Snapshots: notes the applied id, and every so often forgets the versions below the horizon
+  // (data lock held exclusively).
+  void NoteApplied(uint64_t id);
   // The nodes whose live written properties answer a node query (get_node_ids,
   // search_node_ids), any order: in_table's from the memtables (minus the frozen one's
   // overlay), in_shard's from every log shard minus its generation's deletes.
   using TableIds =
-      std::function<void(const Memtable&, const std::unordered_map<int64_t, engine::NodeUpdates>*,
-                         std::vector<int64_t>*)>;
+      std::function<void(const Memtable&, const Memtable::PropsDead&, std::vector<int64_t>*)>;
   using ShardIds = std::function<StatusOr<std::vector<int64_t>>(const engine::Shard&)>;
-  StatusOr<std::vector<int64_t>> WrittenNodeIds(const TableIds& in_table, const ShardIds& in_shard);
+  // `match` decides a node's properties as a snapshot saw them (those a log shard's history
+  // restores).
+  StatusOr<std::vector<int64_t>> WrittenNodeIds(
+      const TableIds& in_table, const ShardIds& in_shard,
+      const std::function<bool(const Properties&)>& match);
 
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.
   // `force`: a new generation even if the live log is empty (a takeover).
@@ -442,7 +492,12 @@ class LogStore final : public GraphWriteApi {
   std::vector<LogShard> log_shards_;
   // Edges read from log shards (which never change; their deletes are applied after it).
   engine::EdgeCache edge_cache_;
-  std::vector<LogShard> retired_;  // dropped by Reload and merges; kept until destruction
+  // Dropped by Reload and merges; kept until destruction (a deque: merged shards point at their
+  // inputs here).
+  std::deque<LogShard> retired_;
+  // Each compacted generation's memtable history, kept across Reload (a takeover keeps the
+  // snapshots its standby could answer).
+  std::map<int64_t, std::shared_ptr<MemHistory>> histories_;
   // Updates applied to a merging log shard's deletion set since the merge took its snapshot.
   std::vector<engine::Update> merge_log_;
   // Reloads so far (compact_mu_): a merge whose inputs were reloaded away is discarded.
@@ -499,6 +554,12 @@ class LogStore final : public GraphWriteApi {
   std::condition_variable merge_cv_;
   std::thread compactor_;
   std::thread merger_;
+
+  // Snapshots (docs/consistency.md, "Snapshots").
+  RetentionClock retention_{std::chrono::milliseconds(options_.snapshot_retention_ms)};
+  std::atomic<uint64_t> applied_id_{0};
+  std::atomic<uint64_t> floor_{0};                    // what could not be kept (see SnapshotFloor)
+  std::chrono::steady_clock::time_point last_prune_;  // guarded by data_mu_
 
   std::atomic<uint64_t> writes_{0};
   // Commit groups, and the time they spent logging, waiting for the base shards and applying.

@@ -142,25 +142,21 @@ Status LogStore::BuildFrozen(json* summary) {
   {
     std::unique_lock data(data_mu_);
     if (!built.parts.empty()) {
-      // Deletes that hit the frozen table during the build move to the new shard's deletion set.
-      std::vector<Update> moved;
-      for (const auto& [node, entry] : frozen_->overlay) {
-        if (entry.edges_dead) moved.push_back({UpdateOp::kDeleteNode, node, 0, 0, 0});
-        if (entry.props_dead) moved.push_back({UpdateOp::kPutNode, node, 0, 0, 0});
-        for (const auto& [type, dsts] : entry.dead_edges) {
-          // Copies: clang 14 cannot capture structured bindings.
-          const int64_t src = node, t = type;
-          dsts.Visit(0, dsts.size(), [&](int64_t dst, const engine::Unit&) {
-            moved.push_back({UpdateOp::kDeleteEdge, src, t, dst, 0});
-            return true;
-          });
-        }
-      }
+      // Deletes that hit the frozen table during the build move to the new shard's deletion set,
+      // one by one with their ids, so that its versions answer snapshots before them.
+      const std::vector<Update>& moved = frozen_->overlay_log;
       if (!moved.empty()) {
         // The overlay holds only what was live in the frozen table, which the shard holds too.
         ZIPG_RETURN_IF_ERROR(built.deletes->Record(moved, std::vector<bool>(moved.size(), true)));
       }
+      // The table's history answers snapshots taken before the freeze (logstore/history.h).
+      built.history = table->history();
+      histories_[g] = table->history();
       log_shards_.push_back(std::move(built));
+    } else if (table->history()->changes() > 0) {
+      // Nothing stored, but keys changed (written, then deleted): snapshots before the freeze
+      // would need a shard to correct. Rare; they are given up.
+      floor_ = std::max(floor_.load(), static_cast<uint64_t>(g + 1) << 32);
     }
     frozen_.reset();
   }
@@ -518,18 +514,23 @@ StatusOr<bool> LogStore::MergeNow() {
       data.unlock();
       return abandon(s);
     }
-    // Readers may hold pointers into the merged shards: they stay open in retired_.
+    // Readers may hold pointers into the merged shards: they stay open in retired_. They also
+    // answer reads at snapshots before the swap: the merged shard holds the live data as of
+    // now, without the versions deleted before (docs/consistency.md, "Snapshots").
+    merged.merged_at = applied_id_.load();  // no group applies meanwhile (data lock)
     std::vector<LogShard> next;
+    size_t merged_at_index = 0;
     for (auto& ls : log_shards_) {
       if (!ls.merging) {
         next.push_back(std::move(ls));
         continue;
       }
-      if (ls.first_generation == range.first) next.push_back(std::move(merged));
+      if (ls.first_generation == range.first) merged_at_index = next.size();
       ls.merging = false;
-      for (const auto& part : ls.parts) edge_cache_.Forget(part.get());
       retired_.push_back(std::move(ls));
+      merged.inputs.push_back(&retired_.back());
     }
+    next.insert(next.begin() + static_cast<ptrdiff_t>(merged_at_index), std::move(merged));
     log_shards_ = std::move(next);
     merge_log_.clear();
     ++merges_;  // with the swap, so that a status showing the merged shard counts it

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "graph/compress.h"
 #include "graph/graph.h"
@@ -22,8 +23,10 @@
 #include "layout/record_coding.h"
 #include "logstore/logstore.h"
 #include "logstore/logstore_internal.h"
+#include "util/call_deadline.h"
 #include "util/file.h"
 #include "util/memory.h"
+#include "util/snapshot.h"
 
 namespace zipg::logstore {
 
@@ -34,35 +37,60 @@ const engine::Shard* LogStore::LogShard::PartFor(int64_t id) const {
   return parts[ShardOf(id, static_cast<uint32_t>(parts.size()))].get();
 }
 
-std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> LogStore::ShardsIn(
-    const std::vector<int64_t>* generations, std::optional<int64_t> id) const {
+std::vector<LogStore::ShardRef> LogStore::ShardsIn(const std::vector<int64_t>* generations,
+                                                   std::optional<int64_t> id) const {
   // Log shards are never closed while the LogStore lives, so their pointers stay valid after the
   // data lock is released: the slow compressed reads then do not hold it (a writer waiting for
   // the lock would otherwise starve behind a stream of readers).
-  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> out;
-  for (const auto& ls : log_shards_) {
-    if (generations && std::none_of(generations->begin(), generations->end(),
-                                    [&ls](int64_t g) { return ls.Covers(g); })) {
-      continue;
-    }
-    if (id) {
-      out.emplace_back(ls.PartFor(*id), ls.deletes.get());
-    } else {
-      for (const auto& part : ls.parts) out.emplace_back(part.get(), ls.deletes.get());
-    }
-  }
+  std::vector<ShardRef> out;
+  const uint64_t at = ReadAt::Current();
+  for (const auto& ls : log_shards_) AddShardRefs(ls, generations, id, at, &out);
   return out;
 }
 
-std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> LogStore::ReadFragments(
-    int64_t id, const std::vector<int64_t>& generations, const MemtableVisitor& visit) {
-  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> shards;
+void LogStore::AddShardRefs(const LogShard& ls, const std::vector<int64_t>* generations,
+                            std::optional<int64_t> id, uint64_t at,
+                            std::vector<ShardRef>* out) const {
+  if (generations && std::none_of(generations->begin(), generations->end(),
+                                  [&ls](int64_t g) { return ls.Covers(g); })) {
+    return;
+  }
+  if (at != 0 && at < ls.merged_at) {  // the merge dropped versions this snapshot sees
+    for (const LogShard* input : ls.inputs) AddShardRefs(*input, generations, id, at, out);
+    return;
+  }
+  const uint32_t parts = static_cast<uint32_t>(ls.parts.size());
+  if (id) {
+    out->push_back(
+        {ls.PartFor(*id), ls.deletes.get(), ls.history.get(), ShardOf(*id, parts), parts});
+  } else {
+    for (uint32_t p = 0; p < parts; ++p) {
+      out->push_back({ls.parts[p].get(), ls.deletes.get(), ls.history.get(), p, parts});
+    }
+  }
+}
+
+std::shared_ptr<const NodeUpdates> LogStore::OverlayEntry(int64_t id) const {
+  auto it = frozen_->overlay.find(id);
+  std::shared_ptr<const NodeUpdates> current =
+      it == frozen_->overlay.end() ? nullptr : std::make_shared<const NodeUpdates>(it->second);
+  return frozen_->overlay_history.At(id, ReadAt::Current(), std::move(current));
+}
+
+std::vector<LogStore::ShardRef> LogStore::ReadFragments(int64_t id,
+                                                        const std::vector<int64_t>& generations,
+                                                        const MemtableVisitor& visit) {
+  std::vector<ShardRef> shards;
   {
     std::shared_lock data(data_mu_);
     shards = ShardsIn(&generations, id);
     if (frozen_ && Contains(generations, frozen_->generation)) {
-      auto it = frozen_->overlay.find(id);
-      visit(*frozen_->table, it == frozen_->overlay.end() ? nullptr : &it->second);
+      if (ReadAt::Current() == 0) {
+        auto it = frozen_->overlay.find(id);
+        visit(*frozen_->table, it == frozen_->overlay.end() ? nullptr : &it->second);
+      } else {
+        visit(*frozen_->table, OverlayEntry(id).get());
+      }
     }
     if (Contains(generations, generation_)) visit(*memtable_, nullptr);
   }
@@ -71,17 +99,62 @@ std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> LogStor
   return shards;
 }
 
+Status LogStore::CheckSnapshot() {
+  const uint64_t at = ReadAt::Current();
+  if (at == 0) return Status::OK();
+  if (at > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Status::InvalidArgument("at must be a sequence returned by snapshot, not " +
+                                   std::to_string(static_cast<int64_t>(at)));
+  }
+  // A snapshot not applied here yet (a standby just promoted): wait for it.
+  const auto deadline =
+      CallDeadline::Current().value_or(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+  while (applied_id_.load() < at) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::DeadlineExceeded("snapshot " + std::to_string(at) +
+                                      " is not reached yet by the LogStore (it has applied " +
+                                      std::to_string(applied_id_.load()) + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (const uint64_t floor = SnapshotFloor(); at < floor) {
+    return Status::FailedPrecondition(SnapshotGoneMessage(at, floor, "the LogStore"));
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// Checks, after a read at a snapshot, that its versions were not forgotten while it ran.
+Status StillHeld(uint64_t at, uint64_t floor) {
+  if (at != 0 && at < floor) {
+    return Status::FailedPrecondition(SnapshotGoneMessage(at, floor, "the LogStore"));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
                                       const std::vector<int64_t>& generations) {
+  ZIPG_RETURN_IF_ERROR(CheckSnapshot());
+  const uint64_t at = ReadAt::Current();
   NodeData out;
   const bool edges = any_type || type >= 0;
   auto shards = ReadFragments(id, generations, [&](const Memtable& t, const NodeUpdates* dead) {
     t.Collect(id, any_type, type, dead, &out);
   });
-  for (const auto& [log_shard, deletes] : shards) {
-    auto entry = deletes->Lookup(id);
+  for (const auto& ref : shards) {
+    auto entry = ref.deletes->Lookup(id);
+    std::optional<NodeAt> fix;
+    if (at != 0 && ref.history && ref.history->ChangedAfter(id, at)) fix = ref.history->At(id, at);
     if (!(entry && entry->props_dead)) {
-      ZIPG_ASSIGN_OR_RETURN(auto props, log_shard->GetNodeProperty(id, nullptr));
+      std::optional<Properties> props;
+      if (fix && fix->props_changed) {
+        props = fix->props;
+      } else {
+        ZIPG_ASSIGN_OR_RETURN(props, ref.shard->GetNodeProperty(id, nullptr));
+      }
       if (props) {
         std::sort(props->begin(), props->end());
         out.properties = std::move(props);
@@ -90,12 +163,14 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
     if (edges && !(entry && entry->edges_dead)) {
       ZIPG_ASSIGN_OR_RETURN(
           auto list,
-          log_shard->AllEdges(id, any_type ? std::nullopt : std::optional<int64_t>(type)));
+          ref.shard->AllEdges(id, any_type ? std::nullopt : std::optional<int64_t>(type)));
+      if (fix) fix->FixEdges(&list, any_type, type);
       for (auto& e : list) {
         if (!(entry && entry->EdgeDead(e.type, e.dst))) out.edges.push_back(std::move(e));
       }
     }
   }
+  ZIPG_RETURN_IF_ERROR(StillHeld(at, SnapshotFloor()));
   return out;
 }
 
@@ -103,6 +178,8 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
                                                     const std::vector<int64_t>& generations,
                                                     const std::vector<int64_t>& dsts,
                                                     bool fill_cache) {
+  ZIPG_RETURN_IF_ERROR(CheckSnapshot());
+  const uint64_t at = ReadAt::Current();
   std::vector<int64_t> wanted = dsts;
   std::sort(wanted.begin(), wanted.end());
   wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
@@ -112,41 +189,79 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
     t.CollectKeys(id, type, wanted, dead, &out);
   });
   std::vector<int64_t> maybe;
-  for (const auto& [log_shard, deletes] : shards) {
+  for (const auto& ref : shards) {
+    auto entry = ref.deletes->Lookup(id);
+    if (entry && entry->edges_dead) continue;
+    std::optional<NodeAt> fix;
+    if (at != 0 && ref.history && ref.history->ChangedAfter(id, at)) fix = ref.history->At(id, at);
     // Only the keys the shard's filter may hold: a read names several generations, and a key
-    // lives in one of them.
+    // lives in one of them. A key changed after the snapshot is taken from the history.
     maybe.clear();
     for (int64_t dst : wanted) {
-      if (log_shard->edges().MayContain(id, type, dst)) maybe.push_back(dst);
+      if (fix) {
+        auto k = fix->edges.find({type, dst});
+        if (k != fix->edges.end()) {
+          if (k->second && !(entry && entry->EdgeDead(type, dst))) out.push_back(*k->second);
+          continue;
+        }
+      }
+      if (ref.shard->edges().MayContain(id, type, dst)) maybe.push_back(dst);
     }
     if (maybe.empty()) continue;
-    auto entry = deletes->Lookup(id);
-    if (entry && entry->edges_dead) continue;
-    ZIPG_ASSIGN_OR_RETURN(auto list, edge_cache_.Get(*log_shard, id, type, maybe, fill_cache));
+    ZIPG_ASSIGN_OR_RETURN(auto list, edge_cache_.Get(*ref.shard, id, type, maybe, fill_cache));
     for (auto& e : list) {
       if (!(entry && entry->EdgeDead(e.type, e.dst))) out.push_back(std::move(e));
     }
   }
+  ZIPG_RETURN_IF_ERROR(StillHeld(at, SnapshotFloor()));
   return out;
 }
 
-StatusOr<std::vector<int64_t>> LogStore::WrittenNodeIds(const TableIds& in_table,
-                                                        const ShardIds& in_shard) {
+StatusOr<std::vector<int64_t>> LogStore::WrittenNodeIds(
+    const TableIds& in_table, const ShardIds& in_shard,
+    const std::function<bool(const Properties&)>& match) {
+  ZIPG_RETURN_IF_ERROR(CheckSnapshot());
+  const uint64_t at = ReadAt::Current();
   std::vector<int64_t> ids;
-  std::vector<std::pair<const engine::Shard*, const engine::UpdateIndex*>> shards;
+  std::vector<ShardRef> shards;
   {
     std::shared_lock data(data_mu_);
     in_table(*memtable_, nullptr, &ids);
-    if (frozen_) in_table(*frozen_->table, &frozen_->overlay, &ids);
+    if (frozen_) {
+      in_table(
+          *frozen_->table,
+          [&](int64_t id) {
+            if (at == 0) {
+              auto it = frozen_->overlay.find(id);
+              return it != frozen_->overlay.end() && it->second.props_dead;
+            }
+            auto entry = OverlayEntry(id);
+            return entry && entry->props_dead;
+          },
+          &ids);
+    }
     shards = ShardsIn(nullptr, std::nullopt);
   }
-  for (const auto& [log_shard, deletes] : shards) {
-    ZIPG_ASSIGN_OR_RETURN(auto found, in_shard(*log_shard));
+  // A log shard's memtable history is per generation, not per part: each node is decided by
+  // the part that holds it.
+  for (const auto& ref : shards) {
+    std::vector<int64_t> changed;
+    if (at != 0 && ref.history) changed = ref.history->PropsChangedAfter(at);
+    ZIPG_ASSIGN_OR_RETURN(auto found, in_shard(*ref.shard));
     for (int64_t id : found) {
-      auto entry = deletes->Lookup(id);
+      if (!changed.empty() && std::binary_search(changed.begin(), changed.end(), id)) continue;
+      auto entry = ref.deletes->Lookup(id);
+      if (!(entry && entry->props_dead)) ids.push_back(id);
+    }
+    for (int64_t id : changed) {
+      if (ShardOf(id, ref.parts) != ref.part) continue;  // another part's node
+      const NodeAt fix = ref.history->At(id, at);
+      if (!fix.props || !match(*fix.props)) continue;
+      auto entry = ref.deletes->Lookup(id);
       if (!(entry && entry->props_dead)) ids.push_back(id);
     }
   }
+  ZIPG_RETURN_IF_ERROR(StillHeld(at, SnapshotFloor()));
   return ids;
 }
 
@@ -154,9 +269,10 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
   Properties filter = properties;
   std::sort(filter.begin(), filter.end());
   ZIPG_ASSIGN_OR_RETURN(
-      auto ids, WrittenNodeIds([&](const Memtable& t, const auto* dead,
+      auto ids, WrittenNodeIds([&](const Memtable& t, const Memtable::PropsDead& dead,
                                    std::vector<int64_t>* out) { t.NodeIds(filter, dead, out); },
-                               [&](const engine::Shard& s) { return s.GetNodeIds(filter); }));
+                               [&](const engine::Shard& s) { return s.GetNodeIds(filter); },
+                               [&](const Properties& props) { return MatchesAll(props, filter); }));
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
@@ -165,9 +281,10 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
 StatusOr<std::vector<int64_t>> LogStore::SearchNodeIds(const NodeSearch& q) {
   ZIPG_RETURN_IF_ERROR(ValidateSearch(q));
   ZIPG_ASSIGN_OR_RETURN(
-      auto ids, WrittenNodeIds([&](const Memtable& t, const auto* dead,
+      auto ids, WrittenNodeIds([&](const Memtable& t, const Memtable::PropsDead& dead,
                                    std::vector<int64_t>* out) { t.SearchNodeIds(q, dead, out); },
-                               [&](const engine::Shard& s) { return s.SearchNodeIds(q); }));
+                               [&](const engine::Shard& s) { return s.SearchNodeIds(q); },
+                               [&](const Properties& props) { return PropertiesMatch(props, q); }));
   CutSearchPart(&ids, q.limit);
   return ids;
 }

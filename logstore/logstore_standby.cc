@@ -266,8 +266,14 @@ Status LogStore::InstallReseed(const ShipRequest& q) {
   ZIPG_RETURN_IF_ERROR(WriteFileAtomically(ReseedDir() + "/" + kStateName,
                                            [&](const FileSink& sink) { return sink(state); }));
   std::lock_guard compacting(compact_mu_);
-  // The old directory goes (readers of its log shards keep their mappings: retired_).
-  return Reload(/*post=*/false, std::nullopt, [&]() -> Status {
+  // A re-seed brings generations this standby never applied: their histories are unknown, so
+  // snapshots before it are given up here (histories_ of the old directory go).
+  {
+    std::unique_lock data(data_mu_);
+    histories_.clear();
+  }
+  floor_ = std::numeric_limits<uint64_t>::max();  // lowered below once the install is known
+  Status reloaded = Reload(/*post=*/false, std::nullopt, [&]() -> Status {
     const std::string old = options_.dir + ".old";
     std::error_code ec;
     fs::remove_all(old, ec);
@@ -281,6 +287,8 @@ Status LogStore::InstallReseed(const ShipRequest& q) {
     ++reseeds_;
     return Status::OK();
   });
+  floor_ = static_cast<uint64_t>(LiveLogs().front()) << 32;
+  return reloaded;
 }
 
 ShipReply LogStore::Position(ShipCode code) const {
@@ -379,10 +387,15 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
   }
   {
     std::unique_lock data(data_mu_);
-    for (const LogRecord& r : records) {
+    for (size_t i = 0; i < records.size(); ++i) {
+      const LogRecord& r = records[i];
       LearnNames(r);  // what the leader admitted
-      if (auto applied = ApplyLocal(r, generation_); !applied.ok()) return failed(applied.status());
+      if (auto applied = ApplyLocal(r, generation_, UpdateId(generation_, q.first_index + i));
+          !applied.ok()) {
+        return failed(applied.status());
+      }
     }
+    if (!records.empty()) NoteApplied(UpdateId(generation_, q.first_index + records.size() - 1));
   }
   if (Status flushed = FlushDeletes(); !flushed.ok()) return failed(flushed);
   records_in_generation_ += records.size();

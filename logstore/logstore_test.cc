@@ -26,7 +26,9 @@
 #include "graph/memory_plan.h"
 #include "shard/fence.h"
 #include "shard/update_channel.h"
+#include "util/call_deadline.h"
 #include "util/scratch_dir.h"
+#include "util/snapshot.h"
 
 namespace zipg::logstore {
 namespace {
@@ -85,11 +87,17 @@ bool ByTypeNewestFirst(const Edge& a, const Edge& b) {
 
 // Every live edge of `srcs` in the LogStore's live generations and log shards, sorted by
 // ByTypeNewestFirst (Fragment returns them unmerged).
-std::map<int64_t, std::vector<Edge>> Snapshot(LogStore& store, const std::vector<int64_t>& srcs) {
-  std::vector<int64_t> generations = store.LogShards();
+// Every generation so far: a read at a snapshot names the generation that held a key then (the
+// base shard's delta at the snapshot), which may be merged away, or frozen, since.
+std::vector<int64_t> AllGenerations(LogStore& store) {
+  std::vector<int64_t> generations;
   const int64_t live = store.StatusJson()["generation"].get<int64_t>();
-  generations.push_back(live);
-  generations.push_back(live - 1);  // a frozen generation, if any
+  for (int64_t g = 1; g <= live; ++g) generations.push_back(g);
+  return generations;
+}
+
+std::map<int64_t, std::vector<Edge>> Snapshot(LogStore& store, const std::vector<int64_t>& srcs) {
+  const std::vector<int64_t> generations = AllGenerations(store);
   std::map<int64_t, std::vector<Edge>> out;
   for (int64_t src : srcs) {
     auto data = store.Fragment(src, /*any_type=*/true, 0, generations);
@@ -316,8 +324,8 @@ TEST(LogStoreTest, FragmentEdgesAgreeWithTheWholeFragment) {
           for (const Edge& e : full->edges) {
             if (std::find(dsts.begin(), dsts.end(), e.dst) != dsts.end()) want.push_back(e);
           }
-          EXPECT_EQ(*got, want) << "node " << src << " type " << type << " round " << round
-                                << " " << when;
+          EXPECT_EQ(*got, want) << "node " << src << " type " << type << " round " << round << " "
+                                << when;
         }
       }
     }
@@ -399,8 +407,8 @@ TEST(LogStoreTest, LogShardDeletesAgreeWithAModelAndAreOneRecordPerGroup) {
       ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
       EXPECT_EQ(*got[i], want[i]) << "round " << round << " write " << i;
     }
-    // One record: framing, the count, 41 bytes and a found flag per update.
-    const uint64_t record = live_here == 0 ? 0 : kWalHeaderSize + 4 + live_here * (41 + 1);
+    // One record: framing, the count, 41 bytes, an id (snapshots) and a found flag per update.
+    const uint64_t record = live_here == 0 ? 0 : kWalHeaderSize + 4 + live_here * (41 + 8 + 1);
     EXPECT_EQ(std::filesystem::file_size(deletes) - size_before, record) << "round " << round;
   }
   auto expect_model = [&](LogStore& store) {
@@ -538,8 +546,7 @@ std::map<int64_t, std::pair<std::optional<Properties>, std::vector<Edge>>> NodeS
     LogStore& store, const std::vector<int64_t>& ids) {
   std::map<int64_t, std::pair<std::optional<Properties>, std::vector<Edge>>> out;
   const auto edges = Snapshot(store, ids);
-  std::vector<int64_t> generations = store.LogShards();
-  generations.push_back(store.StatusJson()["generation"].get<int64_t>());
+  const std::vector<int64_t> generations = AllGenerations(store);
   for (int64_t id : ids) {
     auto data = store.Fragment(id, false, -1, generations);
     EXPECT_TRUE(data.ok()) << data.status().ToString();
@@ -562,6 +569,8 @@ std::string Show(const StatusOr<bool>& v) {
 // goes on during each merge's build, so its deletes hit the shards being merged. The merged
 // shard must read as the shards it replaced did: the same live data, found through any
 // generation it covers, and the same after a restart, with the merged shards' files gone.
+// Snapshots (docs/consistency.md): the writer takes one every 97 writes and keeps a copy of the
+// model then; reads at each, after every compaction and merge, answer as that copy.
 // `budget`: the compaction memory budget (0: the default); `value_bytes`: each edge's value.
 void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
   ScratchDir dir("logstore_test");
@@ -597,6 +606,12 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
   std::vector<int64_t> ids;
   for (int64_t id = 1; id <= 40; ++id) ids.push_back(id * 7);
   std::string failure;  // the writer's first mismatch (read once it is joined)
+  struct Taken {
+    uint64_t seq;
+    std::map<int64_t, Properties> props;
+    std::map<int64_t, std::map<Key, Edge>> edges;
+  };
+  std::vector<Taken> taken;  // the writer's snapshots (read once it is joined)
   std::thread writer([&] {
     std::mt19937_64 rng(41);
     auto fail = [&](const std::string& what) {
@@ -612,7 +627,9 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
       const uint64_t dice = rng() % 100;
       const std::string v = std::to_string(rng() % 1000);
       if (dice < 55) {
-        const Edge e{id, static_cast<int64_t>(rng() % 3), static_cast<int64_t>(rng() % 80),
+        const Edge e{id,
+                     static_cast<int64_t>(rng() % 3),
+                     static_cast<int64_t>(rng() % 80),
                      static_cast<int64_t>(rng() % 500),
                      {{"v", v + std::string(value_bytes, static_cast<char>('a' + rng() % 26))}}};
         auto got = h->store().AssocAdd(e);
@@ -620,7 +637,8 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
         if (!got.ok() || *got != had) fail("assoc_add " + std::to_string(id) + " " + Show(got));
         edges[id][{e.type, e.dst}] = e;
       } else if (dice < 85) {
-        const int64_t type = static_cast<int64_t>(rng() % 3), dst = static_cast<int64_t>(rng() % 80);
+        const int64_t type = static_cast<int64_t>(rng() % 3),
+                      dst = static_cast<int64_t>(rng() % 80);
         auto got = h->store().AssocDelete(id, type, dst);
         const bool had = edges[id].erase({type, dst}) > 0;
         if (!got.ok() || *got != had) fail("assoc_delete " + std::to_string(id) + " " + Show(got));
@@ -637,7 +655,11 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
         edges.erase(id);
         if (!got.ok() || *got != had) fail("obj_delete " + std::to_string(id) + " " + Show(got));
       }
-      ++done;
+      if (++done % 97 == 0) {
+        auto seq = h->store().Snapshot();
+        if (!seq.ok()) fail("snapshot " + seq.status().ToString());
+        if (seq.ok()) taken.push_back(Taken{*seq, props, edges});
+      }
     }
   });
   for (int round = 1; round <= 10; ++round) {
@@ -673,11 +695,15 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
   const int64_t last = merged["generation"].get<int64_t>();
   EXPECT_EQ(first, 1) << status.dump();
 
-  auto expect_model = [&](LogStore& store, const std::string& when) {
+  auto expect_state = [&](LogStore& store, const std::map<int64_t, Properties>& props,
+                          const std::map<int64_t, std::map<Key, Edge>>& edges,
+                          const std::string& when, int searches) {
     const auto got = NodeSnapshot(store, ids);
     for (int64_t id : ids) {
       std::vector<Edge> want;
-      for (const auto& [key, e] : edges[id]) want.push_back(e);
+      if (auto e = edges.find(id); e != edges.end()) {
+        for (const auto& [key, edge] : e->second) want.push_back(edge);
+      }
       std::sort(want.begin(), want.end(), ByTypeNewestFirst);
       auto it = props.find(id);
       EXPECT_EQ(got.at(id).first, it == props.end() ? std::nullopt : std::optional(it->second))
@@ -687,9 +713,9 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
     // search_node_ids over the log shards (their search indexes) and the deletes that hide
     // replaced and deleted nodes, against the model's live values ("a" = v, "b" = "x" + v).
     std::mt19937_64 rng(7);
-    const SearchMatch kinds[] = {SearchMatch::kContains, SearchMatch::kPrefix,
-                                 SearchMatch::kSuffix, SearchMatch::kExact};
-    for (int q = 0; q < 200; ++q) {
+    const SearchMatch kinds[] = {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
+                                 SearchMatch::kExact};
+    for (int q = 0; q < searches; ++q) {
       NodeSearch search;
       const std::string v = std::to_string(rng() % 1000);
       search.pattern = q % 3 == 0 ? "x" + v : v.substr(0, 1 + rng() % v.size());
@@ -713,7 +739,19 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
                             << search.property.value_or("any") << " " << when;
     }
   };
+  auto expect_model = [&](LogStore& store, const std::string& when) {
+    expect_state(store, props, edges, when, 200);
+  };
+  // Reads at each snapshot the writer took answer as the model did then.
+  auto expect_snapshots = [&](LogStore& store, const std::string& when) {
+    for (const Taken& t : taken) {
+      ReadAt::Scope at(t.seq);
+      expect_state(store, t.props, t.edges, when + " at snapshot " + std::to_string(t.seq), 20);
+    }
+  };
   expect_model(h->store(), "after the merges");
+  ASSERT_GE(taken.size(), 40u);
+  expect_snapshots(h->store(), "after the merges");
   // Every key is found through any one generation the merged shard covers.
   for (int64_t id : ids) {
     for (int64_t type = 0; type < 3; ++type) {
@@ -727,7 +765,8 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
       const int64_t g = first + (id + type) % (last - first + 1);
       auto got = h->store().FragmentEdges(id, type, {g}, dsts);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
-      std::sort(got->begin(), got->end(), [](const Edge& a, const Edge& b) { return a.dst < b.dst; });
+      std::sort(got->begin(), got->end(),
+                [](const Edge& a, const Edge& b) { return a.dst < b.dst; });
       EXPECT_EQ(*got, want) << "node " << id << " type " << type << " through generation " << g;
     }
   }
@@ -742,6 +781,20 @@ void MergeAgainstTheModel(uint64_t budget, size_t value_bytes) {
   h = std::make_unique<Harness>(dir.path(), &reader, budget, adjust);
   reader.set_store(&h->store());
   expect_model(h->store(), "after a restart");
+  {
+    // The merged shard's inputs were not reopened: the snapshots before the restart are gone.
+    ReadAt::Scope at(taken.back().seq);
+    EXPECT_EQ(h->store().Fragment(ids[0], true, 0, {first}).status().code(),
+              StatusCode::kFailedPrecondition);
+    EXPECT_EQ(h->store().SearchNodeIds(NodeSearch{"1", std::nullopt}).status().code(),
+              StatusCode::kFailedPrecondition);
+  }
+  {
+    auto seq = h->store().Snapshot();
+    ASSERT_TRUE(seq.ok()) << seq.status().ToString();
+    ReadAt::Scope at(*seq);
+    expect_model(h->store(), "after a restart, at a new snapshot");
+  }
   std::set<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     const std::string name = entry.path().filename().string();
@@ -844,8 +897,8 @@ TEST(LogStoreTest, AtTheCapOnLogShardsTheMemtableWaitsForAMerge) {
   hold_merges = false;
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);;) {
     j = status();
-    if (j["merges"].get<uint64_t>() >= 1 && j["log_shards"].size() < 3 &&
-        j["merging"].is_null() && !j["held"].get<bool>() && j["frozen"].is_null()) {
+    if (j["merges"].get<uint64_t>() >= 1 && j["log_shards"].size() < 3 && j["merging"].is_null() &&
+        !j["held"].get<bool>() && j["frozen"].is_null()) {
       break;
     }
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << j.dump();
@@ -1046,9 +1099,8 @@ TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
   auto standby = std::make_unique<Harness>(standby_dir, nullptr, 0,
                                            [](LogStoreOptions* o) { o->standby = true; });
   LogStore* standby_store = &standby->store();
-  auto receiver = ShipReceiver::Start("127.0.0.1", 0, [&](const ShipRequest& q) {
-    return standby_store->ApplyShipped(q);
-  });
+  auto receiver = ShipReceiver::Start(
+      "127.0.0.1", 0, [&](const ShipRequest& q) { return standby_store->ApplyShipped(q); });
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
   const std::string endpoint = (*receiver)->endpoint();
   Harness leader(leader_dir, nullptr, 0, [&](LogStoreOptions* o) {
@@ -1073,12 +1125,17 @@ TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
           Status s;
           if (x < 7) {
             s = leader.store()
-                    .AssocAdd(Edge{src, static_cast<int64_t>(rng() % 3), static_cast<int64_t>(rng() % 9),
-                                   static_cast<int64_t>(rng() % 100), {{"v", std::to_string(rng() % 50)}}})
+                    .AssocAdd(Edge{src,
+                                   static_cast<int64_t>(rng() % 3),
+                                   static_cast<int64_t>(rng() % 9),
+                                   static_cast<int64_t>(rng() % 100),
+                                   {{"v", std::to_string(rng() % 50)}}})
                     .status();
           } else if (x < 9) {
-            s = leader.store().AssocDelete(src, static_cast<int64_t>(rng() % 3),
-                                           static_cast<int64_t>(rng() % 9)).status();
+            s = leader.store()
+                    .AssocDelete(src, static_cast<int64_t>(rng() % 3),
+                                 static_cast<int64_t>(rng() % 9))
+                    .status();
           } else {
             s = leader.store().ObjDelete(src).status();
           }
@@ -1137,6 +1194,159 @@ TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
   EXPECT_NE(Snapshot(leader.store(), {1}), Snapshot(standby->store(), {1}));
 }
 
+// Snapshots (docs/consistency.md): a standby applies what its leader ships with the same ids and
+// keeps the same versions, so after a takeover it answers reads at the snapshots its leader
+// handed out, across a compaction before the takeover, as the model stood at each.
+TEST(LogStoreTest, APromotedStandbyAnswersAtItsLeadersSnapshots) {
+  ScratchDir dir("logstore_snapshot_promote_test");
+  ASSERT_TRUE(dir.ok());
+  auto standby = std::make_unique<Harness>(dir.path() + "/standby", nullptr, 0,
+                                           [](LogStoreOptions* o) { o->standby = true; });
+  LogStore* standby_store = &standby->store();
+  auto receiver = ServeShipping(standby_store);
+  ASSERT_NE(receiver, nullptr);
+  FragmentReader reader;
+  Harness leader(dir.path() + "/leader", &reader, 0, [&](LogStoreOptions* o) {
+    o->standby_endpoint = receiver->endpoint();
+    o->ship_timeout_ms = 2000;
+    o->epoch = 4;
+  });
+  reader.set_store(&leader.store());
+  ASSERT_TRUE(InSyncWithin(leader.store(), 10));
+
+  using Key = std::pair<int64_t, int64_t>;  // (type, dst)
+  struct State {
+    std::map<int64_t, Properties> props;
+    std::map<int64_t, std::map<Key, Edge>> edges;
+  };
+  State model;
+  std::vector<std::pair<uint64_t, State>> taken;
+  const std::vector<int64_t> ids = {3, 10, 17, 24};
+  std::mt19937_64 rng(5);
+  auto write_some = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t id = ids[rng() % ids.size()];
+      const uint64_t dice = rng() % 10;
+      const std::string v = std::to_string(rng() % 100);
+      if (dice < 5) {
+        const Edge e{id,
+                     static_cast<int64_t>(rng() % 2),
+                     static_cast<int64_t>(rng() % 6),
+                     static_cast<int64_t>(rng() % 50),
+                     {{"v", v}}};
+        ASSERT_TRUE(leader.store().AssocAdd(e).ok());
+        model.edges[id][{e.type, e.dst}] = e;
+      } else if (dice < 7) {
+        const int64_t type = static_cast<int64_t>(rng() % 2), dst = static_cast<int64_t>(rng() % 6);
+        ASSERT_TRUE(leader.store().AssocDelete(id, type, dst).ok());
+        model.edges[id].erase({type, dst});
+      } else if (dice < 9) {
+        const Properties p = {{"a", v}};
+        ASSERT_TRUE(
+            (model.props.count(id) ? leader.store().ObjUpdate(id, p) : leader.store().ObjAdd(id, p))
+                .ok());
+        model.props[id] = p;
+      } else {
+        ASSERT_TRUE(leader.store().ObjDelete(id).ok());
+        model.props.erase(id);
+        model.edges.erase(id);
+      }
+      if (i % 10 == 9) {
+        auto seq = leader.store().Snapshot();
+        ASSERT_TRUE(seq.ok()) << seq.status().ToString();
+        taken.emplace_back(*seq, model);
+      }
+    }
+  };
+  write_some(120);
+  auto compacted = leader.store().Compact();
+  ASSERT_TRUE(compacted.ok()) << compacted.status().ToString();
+  const int64_t frozen = nlohmann::json::parse(*compacted)["generation"].get<int64_t>();
+  write_some(120);  // deletes and overwrites of what the compaction holds
+  WaitForCompaction(leader.store(), frozen);
+  WaitForCompaction(*standby_store, frozen);
+  write_some(80);
+  ASSERT_EQ(standby_store->StatusJson()["writes"], leader.store().StatusJson()["writes"]);
+
+  ASSERT_TRUE(standby_store->Promote(5).ok());
+  ASSERT_GE(taken.size(), 30u);
+  for (const auto& [seq, state] : taken) {
+    ReadAt::Scope at(seq);
+    const auto got = NodeSnapshot(*standby_store, ids);
+    for (int64_t id : ids) {
+      std::vector<Edge> want;
+      if (auto e = state.edges.find(id); e != state.edges.end()) {
+        for (const auto& [key, edge] : e->second) want.push_back(edge);
+      }
+      std::sort(want.begin(), want.end(), ByTypeNewestFirst);
+      auto p = state.props.find(id);
+      EXPECT_EQ(got.at(id).first, p == state.props.end() ? std::nullopt : std::optional(p->second))
+          << "node " << id << " at " << seq;
+      EXPECT_EQ(got.at(id).second, want) << "node " << id << " at " << seq;
+    }
+    for (const std::string& v : {"1", "2", "5"}) {
+      auto got_ids = standby_store->NodeIds({{"a", v}});
+      ASSERT_TRUE(got_ids.ok()) << got_ids.status().ToString();
+      std::vector<int64_t> want_ids;
+      for (const auto& [id, p] : state.props) {
+        if (p == Properties{{"a", v}}) want_ids.push_back(id);
+      }
+      EXPECT_EQ(*got_ids, want_ids) << "a = " << v << " at " << seq;
+    }
+  }
+}
+
+// A read at a snapshot older than the retention is FAILED_PRECONDITION once the horizon passed
+// it (the LogStore's progress `retention` ago); one not yet applied waits within the deadline.
+TEST(LogStoreTest, SnapshotsPastTheRetentionAreFailedPrecondition) {
+  ScratchDir dir("logstore_snapshot_retention_test");
+  ASSERT_TRUE(dir.ok());
+  Harness h(dir.path(), nullptr, 0, [](LogStoreOptions* o) {
+    o->sync = false;
+    o->snapshot_retention_ms = 300;
+  });
+  const std::vector<int64_t> generations = {1};
+  ASSERT_TRUE(h.store().AssocAdd(Edge{1, 0, 2, 10, {{"v", "old"}}}).ok());
+  auto first = h.store().Snapshot();
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(h.store().AssocAdd(Edge{1, 0, 2, 10, {{"v", "new"}}}).ok());
+  {
+    ReadAt::Scope at(*first);
+    auto edges = h.store().FragmentEdges(1, 0, generations, {2});
+    ASSERT_TRUE(edges.ok()) << edges.status().ToString();
+    EXPECT_EQ(*edges, (std::vector<Edge>{{1, 0, 2, 10, {{"v", "old"}}}}));
+  }
+  // Writes go on past the retention: the horizon moves past the first snapshot.
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_TRUE(h.store().AssocAdd(Edge{5, 0, i, 1, {}}).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+  }
+  EXPECT_GT(h.store().SnapshotFloor(), *first);
+  {
+    ReadAt::Scope at(*first);
+    EXPECT_EQ(h.store().FragmentEdges(1, 0, generations, {2}).status().code(),
+              StatusCode::kFailedPrecondition);
+    EXPECT_EQ(h.store().Fragment(1, true, 0, generations).status().code(),
+              StatusCode::kFailedPrecondition);
+    EXPECT_EQ(h.store().NodeIds({{"a", "b"}}).status().code(), StatusCode::kFailedPrecondition);
+  }
+  auto second = h.store().Snapshot();
+  ASSERT_TRUE(second.ok());
+  {
+    ReadAt::Scope at(*second);
+    auto edges = h.store().FragmentEdges(1, 0, generations, {2});
+    ASSERT_TRUE(edges.ok()) << edges.status().ToString();
+    EXPECT_EQ(*edges, (std::vector<Edge>{{1, 0, 2, 10, {{"v", "new"}}}}));
+  }
+  {
+    // Not applied yet: waited for until the call's deadline.
+    ReadAt::Scope at(*second + (uint64_t{1} << 40));
+    CallDeadline::Scope deadline(CallDeadline::Clock::now() + std::chrono::milliseconds(100));
+    EXPECT_EQ(h.store().FragmentEdges(1, 0, generations, {2}).status().code(),
+              StatusCode::kDeadlineExceeded);
+  }
+}
+
 // A standby that was down catches up from the leader's log (docs/logstore-ha.md, "Catch-up") and
 // is shipped every group again once it has; one that missed a generation the leader has
 // compacted is re-seeded with a copy of the leader's directory, then caught up.
@@ -1159,7 +1369,8 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
   auto write = [&](int n) {
     for (int i = 0; i < n; ++i) {
       const int64_t src = srcs[static_cast<size_t>(i) % srcs.size()];
-      ASSERT_TRUE(leader.store().AssocAdd(Edge{src, i % 2, ++dst, i, {{"i", std::to_string(i)}}}).ok());
+      ASSERT_TRUE(
+          leader.store().AssocAdd(Edge{src, i % 2, ++dst, i, {{"i", std::to_string(i)}}}).ok());
       if (i % 7 == 0) {
         ASSERT_TRUE(leader.store().AssocDelete(src, 0, std::max<int64_t>(dst - 3, 0)).ok());
       }
@@ -1300,11 +1511,14 @@ TEST(LogStoreTest, APromotedStandbyFencesTheOldLeaderWhichRejoinsWithoutItsTail)
   auto as_standby = [](LogStoreOptions* o) { o->standby = true; };
   auto b = std::make_unique<Harness>(b_dir, nullptr, 0, as_standby, base_endpoint);
   auto b_ship = ServeShipping(&b->store());
-  auto a = std::make_unique<Harness>(a_dir, nullptr, 0, [&](LogStoreOptions* o) {
-    o->standby_endpoint = b_ship->endpoint();
-    o->ship_timeout_ms = 500;
-    o->epoch = 1;
-  }, base_endpoint);
+  auto a = std::make_unique<Harness>(
+      a_dir, nullptr, 0,
+      [&](LogStoreOptions* o) {
+        o->standby_endpoint = b_ship->endpoint();
+        o->ship_timeout_ms = 500;
+        o->epoch = 1;
+      },
+      base_endpoint);
   ASSERT_EQ(a->store().StatusJson()["standby"]["sync"], "in_sync");
   const std::vector<int64_t> srcs = {1, 2, 3, 4, 5};
   int64_t dst = 0;

@@ -61,9 +61,10 @@ StatusOr<LogRecord> Unconditional(const LogRecord& r) {
 }  // namespace
 
 StatusOr<bool> LogStore::ApplyLocal(
-    const LogRecord& record, int64_t generation,
+    const LogRecord& record, int64_t generation, uint64_t id,
     const std::vector<std::pair<const engine::UpdateIndex*, bool>>* stored) {
-  const Update u = record.ToUpdate(0);
+  Update u = record.ToUpdate(0);
+  u.id = id;
   bool found = false;
   for (auto& ls : log_shards_) {
     auto entry = ls.deletes->Lookup(u.node);
@@ -90,12 +91,19 @@ StatusOr<bool> LogStore::ApplyLocal(
   if (frozen_ && frozen_->generation != generation) {
     auto it = frozen_->overlay.find(u.node);
     if (frozen_->table->FoundLive(u, it == frozen_->overlay.end() ? nullptr : &it->second)) {
+      if (id != 0) {
+        frozen_->overlay_history.Record(
+            u.node, id,
+            it == frozen_->overlay.end() ? nullptr
+                                         : std::make_shared<const engine::NodeUpdates>(it->second));
+        frozen_->overlay_log.push_back(u);
+      }
       engine::UpdateIndex::ApplyTo(u, true, &frozen_->overlay[u.node]);
       found = true;
     }
   }
   if (memtable_->Remove(u)) found = true;
-  if (record.is_put()) memtable_->Put(record);
+  if (record.is_put()) memtable_->Put(record, id);
   return found;
 }
 
@@ -376,10 +384,11 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
   bool full = false;
   {
     std::unique_lock data(data_mu_);
+    const uint64_t first_id = fanout.last_id - (group.size() - 1);
     for (size_t i = 0; i < group.size(); ++i) {
       Commit* c = group[i];
-      StatusOr<bool> found =
-          ApplyLocal(*c->record, generation, fanout.stored.empty() ? nullptr : &fanout.stored[i]);
+      StatusOr<bool> found = ApplyLocal(*c->record, generation, first_id + i,
+                                        fanout.stored.empty() ? nullptr : &fanout.stored[i]);
       if (!found.ok()) {
         c->status = found.status();
       } else if (!fanout.status[i].ok()) {
@@ -391,6 +400,7 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
     // While the memtable waits for a merge (held_), only its limit wakes the compactor.
     const uint64_t wake_at = options_.memtable_bytes * (held_ ? kHeldMemtableFactor : 1);
     full = options_.memtable_bytes > 0 && !frozen_ && memtable_->bytes() >= wake_at;
+    NoteApplied(fanout.last_id);
   }
   // The group's deletes on log shards, one record per shard touched, before any write of it is
   // acknowledged. Had this failed, the writes are still logged: their outcome is unknown.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "util/snapshot.h"
+
 namespace zipg::logstore {
 
 using engine::UpdateOp;
@@ -78,6 +80,7 @@ bool Memtable::Remove(const engine::Update& u) {
   bool found = false;
   if (u.op == UpdateOp::kPutNode || u.op == UpdateOp::kDeleteNode) {
     if (entry.props) {
+      if (u.id != 0) history_->RecordProps(u.node, u.id, *entry.props);
       bytes_ -= Size(*entry.props);
       entry.props.reset();
       --props_;
@@ -86,7 +89,10 @@ bool Memtable::Remove(const engine::Update& u) {
     if (u.op == UpdateOp::kDeleteNode) {
       for (const auto& [type, list] : entry.edges) {
         bytes_ -= kTypeOverhead;
-        for (const auto& e : list.ordered) bytes_ -= Size(e.properties) + kEdgeOverhead;
+        for (const auto& e : list.ordered) {
+          if (u.id != 0) history_->RecordEdge(u.node, u.id, type, e.dst, e);
+          bytes_ -= Size(e.properties) + kEdgeOverhead;
+        }
         edges_ -= list.ordered.size();
         found = found || !list.ordered.empty();
       }
@@ -98,6 +104,7 @@ bool Memtable::Remove(const engine::Update& u) {
       EdgeSet& set = list->second;
       auto e = set.Find(u.node, u.type, u.dst);
       if (e != set.ordered.end()) {
+        if (u.id != 0) history_->RecordEdge(u.node, u.id, u.type, u.dst, *e);
         bytes_ -= Size(e->properties) + kEdgeOverhead;
         set.ordered.erase(e);
         set.timestamp_of.erase(u.dst);
@@ -117,11 +124,12 @@ bool Memtable::Remove(const engine::Update& u) {
   return found;
 }
 
-void Memtable::Put(const LogRecord& r) {
+void Memtable::Put(const LogRecord& r, uint64_t id) {
   auto [it, fresh] = nodes_.try_emplace(r.node);
   if (fresh) bytes_ += kNodeOverhead;
   Entry& entry = it->second;
   if (r.op == UpdateOp::kPutNode) {
+    if (id != 0) history_->RecordProps(r.node, id, entry.props);
     if (!entry.props) ++props_;
     entry.props = r.properties;
     bytes_ += Size(*entry.props);
@@ -130,14 +138,44 @@ void Memtable::Put(const LogRecord& r) {
   auto [list, new_type] = entry.edges.try_emplace(r.type);
   if (new_type) bytes_ += kTypeOverhead;
   EdgeSet& set = list->second;
+  if (id != 0) {
+    auto old = set.Find(r.node, r.type, r.dst);
+    history_->RecordEdge(r.node, id, r.type, r.dst,
+                         old == set.ordered.end() ? std::nullopt : std::optional<Edge>(*old));
+  }
   set.timestamp_of[r.dst] = r.timestamp;
   auto stored = set.ordered.insert(Edge{r.node, r.type, r.dst, r.timestamp, r.properties}).first;
   bytes_ += Size(stored->properties) + kEdgeOverhead;
   ++edges_;
 }
 
+void Memtable::CollectAt(int64_t id, uint64_t at, bool any_type, int64_t type,
+                         NodeData* out) const {
+  const NodeAt fix = history_->At(id, at);
+  auto it = nodes_.find(id);
+  if (it != nodes_.end()) {
+    out->properties = it->second.props;
+    for (const auto& [t, list] : it->second.edges) {
+      if (any_type || t == type)
+        out->edges.insert(out->edges.end(), list.ordered.begin(), list.ordered.end());
+    }
+  }
+  if (fix.props_changed) out->properties = fix.props;
+  if (any_type || type >= 0) fix.FixEdges(&out->edges, any_type, type);
+}
+
 void Memtable::Collect(int64_t id, bool any_type, int64_t type, const engine::NodeUpdates* dead,
                        NodeData* out) const {
+  if (const uint64_t at = ReadAt::Current(); at != 0 && history_->ChangedAfter(id, at)) {
+    NodeData raw;
+    CollectAt(id, at, any_type, type, &raw);
+    if (raw.properties && !(dead && dead->props_dead)) out->properties = std::move(raw.properties);
+    if ((!any_type && type < 0) || (dead && dead->edges_dead)) return;
+    for (auto& e : raw.edges) {
+      if (!(dead && dead->EdgeDead(e.type, e.dst))) out->edges.push_back(std::move(e));
+    }
+    return;
+  }
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   const Entry& entry = it->second;
@@ -153,48 +191,59 @@ void Memtable::Collect(int64_t id, bool any_type, int64_t type, const engine::No
 
 void Memtable::CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>& dsts,
                            const engine::NodeUpdates* dead, std::vector<Edge>* out) const {
+  std::optional<NodeAt> fix;
+  if (const uint64_t at = ReadAt::Current(); at != 0 && history_->ChangedAfter(id, at)) {
+    fix = history_->At(id, at);
+  }
   auto it = nodes_.find(id);
-  if (it == nodes_.end()) return;
-  auto list = it->second.edges.find(type);
-  if (list == it->second.edges.end()) return;
+  const EdgeSet* set = nullptr;
+  if (it != nodes_.end()) {
+    auto list = it->second.edges.find(type);
+    if (list != it->second.edges.end()) set = &list->second;
+  }
+  if (!set && !fix) return;
   for (int64_t dst : dsts) {
-    auto e = list->second.Find(id, type, dst);
-    if (e != list->second.ordered.end() && !(dead && dead->EdgeDead(type, dst))) {
+    if (fix) {
+      auto k = fix->edges.find({type, dst});
+      if (k != fix->edges.end()) {
+        if (k->second && !(dead && dead->EdgeDead(type, dst))) out->push_back(*k->second);
+        continue;
+      }
+    }
+    if (!set) continue;
+    auto e = set->Find(id, type, dst);
+    if (e != set->ordered.end() && !(dead && dead->EdgeDead(type, dst))) {
       out->push_back(*e);
     }
   }
 }
 
 void Memtable::NodeIdsWhere(const std::function<bool(const Properties&)>& match,
-                            const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
-                            std::vector<int64_t>* out) const {
+                            const PropsDead& dead, std::vector<int64_t>* out) const {
+  // At a snapshot, the nodes whose properties changed after it are decided by their old ones.
+  const uint64_t at = ReadAt::Current();
+  const std::vector<int64_t> changed =
+      at == 0 ? std::vector<int64_t>() : history_->PropsChangedAfter(at);
   for (const auto& [id, entry] : nodes_) {
     if (!entry.props || !match(*entry.props)) continue;
-    if (dead) {
-      auto d = dead->find(id);
-      if (d != dead->end() && d->second.props_dead) continue;
-    }
+    if (!changed.empty() && std::binary_search(changed.begin(), changed.end(), id)) continue;
+    if (dead && dead(id)) continue;
     out->push_back(id);
+  }
+  for (int64_t id : changed) {
+    const NodeAt fix = history_->At(id, at);
+    if (fix.props && match(*fix.props) && !(dead && dead(id))) out->push_back(id);
   }
 }
 
-void Memtable::NodeIds(const Properties& filter,
-                       const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+void Memtable::NodeIds(const Properties& filter, const PropsDead& dead,
                        std::vector<int64_t>* out) const {
   NodeIdsWhere([&](const Properties& props) { return MatchesAll(props, filter); }, dead, out);
 }
 
-void Memtable::SearchNodeIds(const NodeSearch& q,
-                             const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+void Memtable::SearchNodeIds(const NodeSearch& q, const PropsDead& dead,
                              std::vector<int64_t>* out) const {
-  NodeIdsWhere(
-      [&](const Properties& props) {
-        return std::any_of(props.begin(), props.end(), [&](const auto& p) {
-          return (!q.property || p.first == *q.property) &&
-                 ValueMatches(p.second, q.pattern, q.match);
-        });
-      },
-      dead, out);
+  NodeIdsWhere([&](const Properties& props) { return PropertiesMatch(props, q); }, dead, out);
 }
 
 Status Memtable::Feed(graph::InputSink* sink) const {

@@ -3,12 +3,16 @@
 // LogStore answers a node's reads with the same list operations as the shard servers' merged reads
 // (graph/edge_list.h). docs/writes.md.
 //
-// Thread-safety: none; the LogStore guards it with its data lock.
+// Snapshots: Remove and Put of a numbered update record what they replace in the table's history
+// (logstore/history.h); every read answers at this thread's snapshot (util/snapshot.h ReadAt).
+//
+// Thread-safety: none; the LogStore guards it with its data lock (the history has its own).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -17,6 +21,7 @@
 #include "engine/updates.h"
 #include "graph/edge_list.h"
 #include "graph/input.h"
+#include "logstore/history.h"
 #include "logstore/record.h"
 #include "model/search.h"
 
@@ -29,8 +34,10 @@ class Memtable {
   bool FoundLive(const engine::Update& u, const engine::NodeUpdates* dead) const;
   // Removes the live version of what `u` targets; true if there was one.
   bool Remove(const engine::Update& u);
-  // Stores a put record's data (the caller removed the old version first).
-  void Put(const LogRecord& record);
+  // Stores a put record's data (the caller removed the old version first); `id`: its update id.
+  void Put(const LogRecord& record, uint64_t id = 0);
+  // What the table held before each numbered change (shared with the log shard it becomes).
+  const std::shared_ptr<MemHistory>& history() const { return history_; }
 
   // Adds the node's live data (minus `dead`) to `out`: properties, and edges of every type
   // (any_type), of `type`, or none (type < 0).
@@ -39,15 +46,13 @@ class Memtable {
   // Adds the live edges of (id, type) to `dsts` (minus `dead`) to `out`.
   void CollectKeys(int64_t id, int64_t type, const std::vector<int64_t>& dsts,
                    const engine::NodeUpdates* dead, std::vector<Edge>* out) const;
+  // Whether a node's properties stored here are deleted (null: none are).
+  using PropsDead = std::function<bool(int64_t)>;
   // Appends the ids of nodes whose live properties match every pair of `filter` (sorted by name).
-  void NodeIds(const Properties& filter,
-               const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
-               std::vector<int64_t>* out) const;
+  void NodeIds(const Properties& filter, const PropsDead& dead, std::vector<int64_t>* out) const;
 
   // Appends the ids of nodes with a live property value matching the search (q.limit aside).
-  void SearchNodeIds(const NodeSearch& q,
-                     const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
-                     std::vector<int64_t>* out) const;
+  void SearchNodeIds(const NodeSearch& q, const PropsDead& dead, std::vector<int64_t>* out) const;
 
   // Hands the table's live rows to the compress pipeline (graph/compress.h): the headers (the
   // sorted property names in use), the nodes with properties, the edges.
@@ -62,8 +67,7 @@ class Memtable {
 
  private:
   // Appends the ids of nodes whose live properties satisfy `match`, minus those `dead` marks.
-  void NodeIdsWhere(const std::function<bool(const Properties&)>& match,
-                    const std::unordered_map<int64_t, engine::NodeUpdates>* dead,
+  void NodeIdsWhere(const std::function<bool(const Properties&)>& match, const PropsDead& dead,
                     std::vector<int64_t>* out) const;
 
   // One (src, type)'s edges: a tree in contract order, and each dst's timestamp to find its
@@ -86,7 +90,12 @@ class Memtable {
   static uint64_t Size(const Properties& p);
   static const uint64_t kNodeOverhead, kTypeOverhead, kEdgeOverhead;
 
+  // The node's data as the snapshot `at` saw it: its stored properties and edges (of every type
+  // if any_type, else of `type`, none if type < 0) corrected by the history.
+  void CollectAt(int64_t id, uint64_t at, bool any_type, int64_t type, NodeData* out) const;
+
   std::unordered_map<int64_t, Entry> nodes_;
+  std::shared_ptr<MemHistory> history_ = std::make_shared<MemHistory>();
   uint64_t bytes_ = 0;
   uint64_t props_ = 0;  // nodes with live properties
   uint64_t edges_ = 0;

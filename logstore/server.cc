@@ -17,6 +17,10 @@ void LogStoreHandler::fragment_edges(std::vector<rpc::Edge>& _return, int64_t id
   _return = rpc::ToThrift(rpc::ValueOrThrow(store_->FragmentEdges(id, type, generations, dsts)));
 }
 
+int64_t LogStoreHandler::snapshot() {
+  return static_cast<int64_t>(rpc::ValueOrThrow(store_->Snapshot()));
+}
+
 void LogStoreHandler::fragment_edges_batch(std::vector<std::vector<rpc::Edge>>& _return,
                                            const std::vector<rpc::FragmentAsk>& asks) {
   _return.clear();

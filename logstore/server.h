@@ -20,6 +20,7 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
   LogStoreHandler(GraphApi* reader, LogStore* store, std::function<StatusOr<std::string>()> status)
       : rpc::GraphHandler(reader, std::move(status), store), store_(store) {}
 
+  int64_t snapshot() override;
   void fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
                 const std::vector<int64_t>& generations) override;
   void fragment_edges(std::vector<rpc::Edge>& _return, int64_t id, int64_t type,
