@@ -9,6 +9,7 @@
 #include "graph/partition.h"
 #include "rpc/convert.h"
 #include "rpc/fanout.h"
+#include "util/snapshot.h"
 
 namespace zipg::aggregator {
 
@@ -25,7 +26,8 @@ ClusterGraph::ClusterGraph(const cluster::ClusterView* view, rpc::PoolSet* pools
             ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
             return log.SendWriteBatch(writes);
           },
-          WriteBatcher::Options{.max_in_flight = write_batches}, [this] {
+          WriteBatcher::Options{.max_in_flight = write_batches},
+          [this] {
             auto map = view_->Current();
             auto logstore = map->LogStore();
             return logstore.ok() ? (*logstore)->endpoint.ToString() : std::string();
@@ -106,6 +108,11 @@ std::vector<StatusOr<bool>> ClusterGraph::WriteBatch(const std::vector<Write>& w
   StatusOr<rpc::RemoteGraph> log = LogStore();
   if (!log.ok()) return std::vector<StatusOr<bool>>(writes.size(), log.status());
   return log->WriteBatch(writes);
+}
+
+StatusOr<uint64_t> ClusterGraph::Snapshot() {
+  ZIPG_ASSIGN_OR_RETURN(rpc::RemoteGraph log, LogStore());
+  return log.Snapshot();
 }
 
 StatusOr<std::string> ClusterGraph::Compact() {
@@ -237,10 +244,23 @@ class ClusterGraph::Expander final : public graph::FrontierExpander {
   uint32_t num_shards_;
 };
 
+StatusOr<uint64_t> ClusterGraph::TraversalSnapshot() {
+  if (const uint64_t at = ReadAt::Current(); at != 0) return at;
+  StatusOr<uint64_t> seq = Snapshot();
+  if (!seq.ok()) {
+    return Status(seq.status().code(),
+                  "a traversal runs at a snapshot taken when it starts: " + seq.status().message());
+  }
+  return seq;
+}
+
 StatusOr<std::vector<BfsEntry>> ClusterGraph::Bfs(int64_t id,
                                                   const std::optional<std::vector<int64_t>>& types,
                                                   int32_t max_depth, int64_t limit) {
   ZIPG_RETURN_IF_ERROR(graph::CheckBfsArgs(id, types, max_depth, limit));
+  // Every round at one snapshot: the caller's, or one taken now (docs/consistency.md).
+  ZIPG_ASSIGN_OR_RETURN(uint64_t at, TraversalSnapshot());
+  ReadAt::Scope snapshot(at);
   auto map = view_->Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
   Expander expander(this, map->num_shards);
@@ -252,6 +272,8 @@ StatusOr<RpqResult> ClusterGraph::Rpq(const std::string& expr,
                                       int64_t limit) {
   ZIPG_RETURN_IF_ERROR(graph::CheckRpqArgs(sources, limit));
   ZIPG_ASSIGN_OR_RETURN(auto automaton, graph::PathAutomaton::Parse(expr));
+  ZIPG_ASSIGN_OR_RETURN(uint64_t at, TraversalSnapshot());
+  ReadAt::Scope snapshot(at);
   auto map = view_->Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
   const uint32_t num_shards = map->num_shards;

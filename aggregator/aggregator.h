@@ -69,6 +69,8 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   Status AssocUpdate(const Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
   StatusOr<std::string> Compact() override;
+  // Asks the LogStore leader (LogStore::Snapshot).
+  StatusOr<uint64_t> Snapshot() override;
   // A client's batch, forwarded to the LogStore as it came (in order; see rpc::RemoteGraph).
   std::vector<StatusOr<bool>> WriteBatch(const std::vector<Write>& writes) override;
 
@@ -88,6 +90,8 @@ class ClusterGraph final : public GraphApi, public GraphWriteApi {
   // once (rpc::ConnectionPool::Interrupt) instead of after their timeout: a paused old leader
   // would otherwise hold its writers for the whole call timeout (docs/logstore-ha.md).
   void WatchLeader();
+  // The snapshot a bfs or rpq runs at: the caller's, else a new one.
+  StatusOr<uint64_t> TraversalSnapshot();
 
   class Expander;
 

@@ -9,8 +9,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,14 +24,14 @@
 #include <thread>
 
 #include "client/cli.h"
-#include "client/procs.h"
-#include "util/memory.h"
 #include "client/client.h"
+#include "client/procs.h"
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
 #include "graph/manifest.h"
 #include "util/file.h"
+#include "util/memory.h"
 
 namespace zipg::cli {
 namespace {
@@ -72,6 +72,8 @@ const char kUsage[] =
     "  --rebuild-memory SIZE  memory one rebuild may use (default 80% of what is available)\n"
     "  --read-consistency linearizable|replica  shard servers' reads (default linearizable;\n"
     "                   docs/consistency.md)\n"
+    "  --snapshot-retention S  reads at a snapshot taken less than S seconds ago are answered\n"
+    "                   (default 60; docs/consistency.md)\n"
     "  --memtable-mb N  the LogStore compresses its log into a new shard past N MiB (default 256)\n"
     "  --compaction-memory SIZE  memory a LogStore compaction may use (default 80% of what is\n"
     "                   available when it starts; shared with a merge running meanwhile)\n"
@@ -135,8 +137,8 @@ StatusOr<json> ReadState(const std::string& store) {
 std::vector<Process> ProcessesOf(const json& state) {
   std::vector<Process> out;
   for (const auto& p : state.value("processes", json::array())) {
-    out.push_back(Process{p.value("role", ""), p.value("name", ""), p.value("pid", 0),
-                          p.value("log", "")});
+    out.push_back(
+        Process{p.value("role", ""), p.value("name", ""), p.value("pid", 0), p.value("log", "")});
   }
   return out;
 }
@@ -190,7 +192,8 @@ class Starter {
     ZIPG_RETURN_IF_ERROR(ApplyTlsArgs(args_).status());  // our own health checks use it too
     ZIPG_ASSIGN_OR_RETURN(uint64_t replicas, args_.GetUint("replicas", 1));
     if (replicas < 1 || replicas > 16) return Status::InvalidArgument("--replicas must be 1..16");
-    ZIPG_ASSIGN_OR_RETURN(uint64_t servers, args_.GetUint("servers", std::max<uint64_t>(2, replicas)));
+    ZIPG_ASSIGN_OR_RETURN(uint64_t servers,
+                          args_.GetUint("servers", std::max<uint64_t>(2, replicas)));
     if (servers < 1) return Status::InvalidArgument("--servers must be >= 1");
     // At most one copy of each shard per server, so no server is idle and none holds two copies.
     servers = std::min<uint64_t>(servers, manifest.shards * replicas);
@@ -216,8 +219,8 @@ class Starter {
       std::string shards;
       for (uint32_t s : placement[k]) shards += (shards.empty() ? "" : ",") + std::to_string(s);
       const std::string name = "shard-" + std::to_string(k);
-      std::vector<std::string> argv = {self_, "serve", "shard", "--store", store_, "--shards",
-                                       shards};
+      std::vector<std::string> argv = {self_,  "serve",    "shard", "--store",
+                                       store_, "--shards", shards};
       if (replicas > 1) {
         argv.insert(argv.end(), {"--updates-dir", store_ + "/updates/server-" + std::to_string(k)});
       }
@@ -228,6 +231,10 @@ class Starter {
         }
         argv.insert(argv.end(), {"--read-consistency", *c});
       }
+      if (auto r = args_.Get("snapshot-retention")) {
+        ZIPG_RETURN_IF_ERROR(args_.GetUint("snapshot-retention", 60).status());
+        argv.insert(argv.end(), {"--snapshot-retention", *r});
+      }
       for (const char* flag : {"rebuild-delta", "rebuild-memory"}) {
         if (auto size = args_.Get(flag)) {
           ZIPG_RETURN_IF_ERROR(ParseByteSize(*size).status());
@@ -237,9 +244,13 @@ class Starter {
       ZIPG_RETURN_IF_ERROR(SpawnServer(argv, name, 0));
     }
     ZIPG_ASSIGN_OR_RETURN(uint64_t logstores, args_.GetUint("logstores", 1));
-    if (logstores < 1 || logstores > 2) return Status::InvalidArgument("--logstores must be 1 or 2");
+    if (logstores < 1 || logstores > 2)
+      return Status::InvalidArgument("--logstores must be 1 or 2");
     logstores_ = logstores;
     std::vector<std::string> logstore_argv = {self_, "serve", "logstore", "--store", store_};
+    if (auto r = args_.Get("snapshot-retention")) {
+      logstore_argv.insert(logstore_argv.end(), {"--snapshot-retention", *r});
+    }
     if (auto mb = args_.Get("memtable-mb")) {
       ZIPG_RETURN_IF_ERROR(args_.GetUint("memtable-mb", 0).status());
       logstore_argv.insert(logstore_argv.end(), {"--memtable-mb", *mb});
@@ -283,14 +294,13 @@ class Starter {
     }
     ZIPG_RETURN_IF_ERROR(WaitHealthy(servers, aggregators, deadline));
     ZIPG_RETURN_IF_ERROR(WriteState());
-    std::cout << "zipg local: cluster " << cluster_ << " is up: " << servers
-              << " shard servers (" << replicas << (replicas == 1 ? " copy" : " copies")
-              << " of each shard), " << aggregators << " aggregators, " << manifest.shards
-              << " shards, etcd " << etcd_endpoint_ << "; logs in " << RunDir(store_) << "\n";
+    std::cout << "zipg local: cluster " << cluster_ << " is up: " << servers << " shard servers ("
+              << replicas << (replicas == 1 ? " copy" : " copies") << " of each shard), "
+              << aggregators << " aggregators, " << manifest.shards << " shards, etcd "
+              << etcd_endpoint_ << "; logs in " << RunDir(store_) << "\n";
     for (const auto& a : aggregator_endpoints_) std::cout << "aggregator " << a << "\n";
     return Status::OK();
   }
-
 
   Status StartEtcd(Clock::time_point deadline) {
     if (auto external = args_.Get("etcd")) {
@@ -314,12 +324,12 @@ class Starter {
       fs::remove_all(data, ec);  // membership is ephemeral: start from nothing
       const std::string log = RunDir(store_) + "/etcd.log";
       ZIPG_ASSIGN_OR_RETURN(
-          pid_t pid, Spawn({"etcd", "--name", "zipg-local", "--data-dir", data,
-                            "--listen-client-urls", client_url, "--advertise-client-urls",
-                            client_url, "--listen-peer-urls", peer_url,
-                            "--initial-advertise-peer-urls", peer_url, "--initial-cluster",
-                            "zipg-local=" + peer_url, "--log-level", "warn"},
-                           log));
+          pid_t pid,
+          Spawn({"etcd", "--name", "zipg-local", "--data-dir", data, "--listen-client-urls",
+                 client_url, "--advertise-client-urls", client_url, "--listen-peer-urls", peer_url,
+                 "--initial-advertise-peer-urls", peer_url, "--initial-cluster",
+                 "zipg-local=" + peer_url, "--log-level", "warn"},
+                log));
       processes_.push_back(Process{"etcd", "etcd", pid, log});
       etcd_started_ = true;
     }
@@ -328,15 +338,16 @@ class Starter {
       auto probe = etcd_->GetPrefix(cluster::ClusterPrefix(cluster_));
       if (probe.ok()) {
         if (!probe->empty()) {
-          return Status::AlreadyExists("etcd " + etcd_endpoint_ + " already has members of cluster " +
-                                       cluster_ + "; choose another --cluster");
+          return Status::AlreadyExists("etcd " + etcd_endpoint_ +
+                                       " already has members of cluster " + cluster_ +
+                                       "; choose another --cluster");
         }
         return Status::OK();
       }
       ZIPG_RETURN_IF_ERROR(CheckChildren());
       if (Clock::now() > deadline) {
-        return Status::Unavailable("etcd at " + etcd_endpoint_ + " did not answer: " +
-                                   probe.status().ToString());
+        return Status::Unavailable("etcd at " + etcd_endpoint_ +
+                                   " did not answer: " + probe.status().ToString());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -344,10 +355,9 @@ class Starter {
 
   Status SpawnServer(std::vector<std::string> argv, const std::string& name, int port) {
     const std::string log = RunDir(store_) + "/" + name + ".log";
-    const std::vector<std::string> common = {"--etcd",  etcd_endpoint_, "--cluster",
-                                             cluster_,  "--name",       name,
-                                             "--host",  host_,          "--port",
-                                             std::to_string(port), "--lease-ttl", lease_ttl_};
+    const std::vector<std::string> common = {
+        "--etcd", etcd_endpoint_, "--cluster",          cluster_,      "--name",  name, "--host",
+        host_,    "--port",       std::to_string(port), "--lease-ttl", lease_ttl_};
     argv.insert(argv.end(), common.begin(), common.end());
     for (const char* flag : {"tls-ca", "tls-cert", "tls-key", "tls-curve-key"}) {
       if (auto v = args_.Get(flag)) argv.insert(argv.end(), {std::string("--") + flag, *v});
@@ -420,12 +430,13 @@ class Starter {
               std::to_string(aggs.size()) + "/" + std::to_string(aggregators) + " aggregators, " +
               std::to_string(catching_up) + " shard servers catching up";
         if (shard_servers == servers && catching_up == 0 && aggs.size() == aggregators &&
-            !logstore_endpoint_.empty() &&
-            standbys + 1 >= logstores_ && (logstores_ == 1 || leader_sync == "in_sync")) {
+            !logstore_endpoint_.empty() && standbys + 1 >= logstores_ &&
+            (logstores_ == 1 || leader_sync == "in_sync")) {
           bool all_healthy = true;
           for (const auto& a : aggs) {
             auto client = Connect(a);
-            auto status = client.ok() ? (*client)->ServerStatus() : StatusOr<std::string>(client.status());
+            auto status =
+                client.ok() ? (*client)->ServerStatus() : StatusOr<std::string>(client.status());
             const json j = status.ok() ? json::parse(*status, nullptr, false) : json();
             if (!j.is_object() || !j.value("healthy", false)) {
               all_healthy = false;
@@ -452,13 +463,15 @@ class Starter {
   Status WriteState() {
     json procs = json::array();
     for (const auto& p : processes_) procs.push_back(p.ToJson());
-    const json state = {{"store", store_},          {"cluster", cluster_},
-                        {"etcd", etcd_endpoint_},   {"etcd_started", etcd_started_},
-                        {"aggregators", aggregator_endpoints_}, {"logstore", logstore_endpoint_},
+    const json state = {{"store", store_},
+                        {"cluster", cluster_},
+                        {"etcd", etcd_endpoint_},
+                        {"etcd_started", etcd_started_},
+                        {"aggregators", aggregator_endpoints_},
+                        {"logstore", logstore_endpoint_},
                         {"processes", procs}};
     const std::string text = state.dump(2) + "\n";
-    return WriteFileAtomically(StateFile(store_),
-                               [&](const FileSink& sink) { return sink(text); });
+    return WriteFileAtomically(StateFile(store_), [&](const FileSink& sink) { return sink(text); });
   }
 
   std::string store_;
@@ -514,14 +527,36 @@ int RunLocal(int argc, char** argv) {
     return Stop(*store);
   }
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
-  Status known = args->CheckKnown(WithFlags(
-      {"store",          "servers",       "aggregators",       "host",        "port",
-       "etcd",           "etcd-port",     "cluster",           "lease-ttl",   "wait",
-       "no-verify",      "memtable-mb",   "compaction-memory", "merge-width", "merge-ratio",
-       "max-log-shards", "rebuild-delta", "rebuild-memory",    "no-sync",     "write-batches",
-       "replicas",       "tls-ca",        "tls-cert",          "tls-key",     "tls-curve-key",
-       "logstores",      "edge-cache",    "read-consistency"},
-      kTraversalFlags));
+  Status known = args->CheckKnown(WithFlags({"store",
+                                             "servers",
+                                             "aggregators",
+                                             "host",
+                                             "port",
+                                             "etcd",
+                                             "etcd-port",
+                                             "cluster",
+                                             "lease-ttl",
+                                             "wait",
+                                             "no-verify",
+                                             "memtable-mb",
+                                             "compaction-memory",
+                                             "merge-width",
+                                             "merge-ratio",
+                                             "max-log-shards",
+                                             "rebuild-delta",
+                                             "rebuild-memory",
+                                             "no-sync",
+                                             "write-batches",
+                                             "replicas",
+                                             "tls-ca",
+                                             "tls-cert",
+                                             "tls-key",
+                                             "tls-curve-key",
+                                             "logstores",
+                                             "edge-cache",
+                                             "read-consistency",
+                                             "snapshot-retention"},
+                                            kTraversalFlags));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   return Starter(*store, *args).Run();
 }

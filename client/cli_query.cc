@@ -28,6 +28,8 @@ const char kUsage[] =
     "      {\"error\": {\"code\", \"message\"}} line out per request, in order;\n"
     "      --write-batch N sends up to N consecutive write lines as one write_batch\n"
     "      (each still answered on its own line; default 1: one call per line)\n"
+    "  --at SEQ      (any read, also a --batch line's \"at\") answer as of snapshot SEQ,\n"
+    "                from `zipg query --connect HOST:PORT snapshot` (docs/consistency.md)\n"
     "  --no-verify   skip checksum verification when opening the store\n"
     "  --timeout-ms MS  per-call timeout with --connect (default 10000)\n"
     "  --traversal-deadline-ms MS --traversal-memory SIZE  with --store: the bounds of each\n"

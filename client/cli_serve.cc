@@ -64,6 +64,8 @@ const char kUsage[] =
     "  --read-consistency linearizable|replica  shard: linearizable (default): a read of a node\n"
     "                  with a write in flight waits for its commit (docs/consistency.md);\n"
     "                  replica: reads see what this replica applied (read-your-writes only)\n"
+    "  --snapshot-retention S  shard, logstore: reads at a snapshot taken less than S seconds\n"
+    "                  ago are answered (default 60; older: FAILED_PRECONDITION)\n"
     "  --tls-ca F --tls-cert F --tls-key F  mutual TLS on every Thrift connection (served and\n"
     "                  made), https to etcd, CURVE on the update channel (docs/deploy.md)\n"
     "  --tls-curve-key F  the cluster's CURVE key pair (default: curve.key next to --tls-ca)\n"
@@ -157,9 +159,15 @@ int RunServe(int argc, char** argv) {
                                                      "logstore-dir",
                                                      "elect",
                                                      "leader-ttl",
-                                                     "read-consistency"}),
+                                                     "read-consistency",
+                                                     "snapshot-retention"}),
                                             kTraversalFlags));
   if (!known.ok()) return UsageError(known.message(), kUsage);
+  auto retention_s = args->GetUint("snapshot-retention", 60);
+  if (!retention_s.ok() || *retention_s < 1 || *retention_s > 86400) {
+    return UsageError("--snapshot-retention must be 1..86400 seconds", kUsage);
+  }
+  const int retention_ms = static_cast<int>(*retention_s * 1000);
   const auto etcd_endpoint = args->Get("etcd");
   if (!etcd_endpoint) return UsageError("serve needs --etcd HOST:PORT", kUsage);
   auto port = args->GetUint("port", 0);
@@ -172,8 +180,8 @@ int RunServe(int argc, char** argv) {
   if (*ttl < 1 || *ttl > 3600) return UsageError("--lease-ttl must be 1..3600 seconds", kUsage);
   // Where others reach this server, if not where it binds (a proxy or a NAT in front of it).
   std::optional<rpc::Endpoint> advertise, advertise_update;
-  for (auto [flag, slot] : {std::pair{"advertise", &advertise},
-                            std::pair{"advertise-update", &advertise_update}}) {
+  for (auto [flag, slot] :
+       {std::pair{"advertise", &advertise}, std::pair{"advertise-update", &advertise_update}}) {
     if (auto text = args->Get(flag)) {
       auto endpoint = rpc::Endpoint::Parse(*text);
       if (endpoint.ok() && text->find("://") != std::string::npos) {
@@ -263,8 +271,8 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<shard::UpdateSender> sender;
   std::unique_ptr<logstore::LogStore> log_store;
   std::unique_ptr<logstore::ShipReceiver> ship_receiver;  // a standby's; goes before log_store
-  std::unique_ptr<logstore::HaCoordinator> ha;             // --elect; goes before log_store
-  std::atomic<logstore::LogStore*> store_ptr{nullptr};     // for the receiver and ha callbacks
+  std::unique_ptr<logstore::HaCoordinator> ha;            // --elect; goes before log_store
+  std::atomic<logstore::LogStore*> store_ptr{nullptr};    // for the receiver and ha callbacks
   std::shared_ptr<apache::thrift::TProcessor> processor;
   if (role == "shard") {
     const auto store = args->Get("store");
@@ -275,6 +283,7 @@ int RunServe(int argc, char** argv) {
     GraphOpenOptions open_options;
     open_options.verify_checksums = !args->Has("no-verify");
     shard::RebuildOptions rebuild;
+    rebuild.snapshot_retention_ms = retention_ms;
     for (auto [flag, field] : {std::pair{"rebuild-delta", &rebuild.delta_bytes},
                                std::pair{"rebuild-memory", &rebuild.memory}}) {
       if (auto text = args->Get(flag)) {
@@ -317,8 +326,8 @@ int RunServe(int argc, char** argv) {
     }
     // The LogStore epochs these shards have seen (docs/logstore-ha.md, "Fencing"), next to the
     // delta files.
-    auto opened_fence = shard::Fence::Open(
-        args->Get("updates-dir").value_or(*store + "/updates") + "/fence.json");
+    auto opened_fence =
+        shard::Fence::Open(args->Get("updates-dir").value_or(*store + "/updates") + "/fence.json");
     if (!opened_fence.ok()) return Fail(opened_fence.status());
     fence = std::move(*opened_fence);
     auto receiver = shard::UpdateReceiver::Start(
@@ -333,8 +342,8 @@ int RunServe(int argc, char** argv) {
         });
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
-    info.update_endpoint = advertise_update ? "tcp://" + advertise_update->ToString()
-                                            : update_receiver->endpoint();
+    info.update_endpoint =
+        advertise_update ? "tcp://" + advertise_update->ToString() : update_receiver->endpoint();
     auto handler =
         std::make_shared<shard::ShardHandler>(shard_graph.get(), [&]() -> StatusOr<std::string> {
           nlohmann::json j = info.ToJson();
@@ -506,9 +515,11 @@ int RunServe(int argc, char** argv) {
         if (logstore::LogStore* l = store_ptr.load()) l->SuspendWrites(suspended);
       };
       callbacks.on_lost = [&store_ptr] {
-        if (logstore::LogStore* l = store_ptr.load()) l->StopWrites("this LogStore lost the leadership");
+        if (logstore::LogStore* l = store_ptr.load())
+          l->StopWrites("this LogStore lost the leadership");
         std::cerr << "zipg logstore: lost the leadership; exiting (restart it: it rejoins as the "
-                     "standby)" << std::endl;
+                     "standby)"
+                  << std::endl;
         kill(getpid(), SIGTERM);
       };
       auto epoch = ha->Start(std::move(callbacks));
@@ -518,10 +529,12 @@ int RunServe(int argc, char** argv) {
       info.leader = *epoch != 0;
       info.epoch = static_cast<int64_t>(*epoch);
       std::cout << "zipg logstore " << self << ": "
-                << (*epoch ? "the leader, epoch " + std::to_string(*epoch) : std::string("a standby"))
+                << (*epoch ? "the leader, epoch " + std::to_string(*epoch)
+                           : std::string("a standby"))
                 << std::endl;
     }
     log_options.memtable_bytes = *memtable_mb << 20;
+    log_options.snapshot_retention_ms = retention_ms;
     if (auto size = args->Get("edge-cache")) {
       auto bytes = ParseByteSize(*size);
       if (!bytes.ok()) return UsageError("--edge-cache: " + bytes.status().message(), kUsage);
@@ -544,8 +557,10 @@ int RunServe(int argc, char** argv) {
     auto max_log_shards = args->GetUint("max-log-shards", 12);
     if (!max_log_shards.ok() || *max_log_shards > 1024 ||
         (*merge_width >= 2 && *max_log_shards < *merge_width + 1)) {
-      return UsageError("--max-log-shards: a number of log shards up to 1024, at least "
-                        "--merge-width + 1", kUsage);
+      return UsageError(
+          "--max-log-shards: a number of log shards up to 1024, at least "
+          "--merge-width + 1",
+          kUsage);
     }
     log_options.max_log_shards = static_cast<uint32_t>(*max_log_shards);
     log_options.merge_width = static_cast<uint32_t>(*merge_width);
@@ -701,7 +716,7 @@ int RunServe(int argc, char** argv) {
   catch_up.reset();
   (*server)->Stop();
   ship_receiver.reset();  // before the standby LogStore it applies to
-  log_store.reset();  // before the sender and the view it uses
+  log_store.reset();      // before the sender and the view it uses
   return serving_failed ? kExitFailure : kExitOk;
 }
 

@@ -9,6 +9,11 @@
 //   auto client = zipg::Connect("127.0.0.1:9000");
 //   if (!client.ok()) ...;
 //   auto node = (*client)->ObjGet(7);
+//
+// Snapshots (docs/consistency.md): Snapshot() returns a sequence covering every acknowledged
+// write; the reads a thread makes inside a zipg::ReadAt::Scope (util/snapshot.h) answer as of it:
+//   auto seq = (*client)->Snapshot();
+//   { zipg::ReadAt::Scope at(*seq); auto then = (*client)->ObjGet(7); }
 #pragma once
 
 #include <memory>
@@ -16,6 +21,7 @@
 
 #include "rpc/remote_graph.h"
 #include "rpc/tls.h"
+#include "util/snapshot.h"
 
 namespace zipg {
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "graph/traversal.h"
+#include "util/snapshot.h"
 
 namespace zipg::cli {
 
@@ -294,6 +295,12 @@ const std::map<std::string, Handler>& Handlers() {
          for (const BfsEntry& e : entries) out.push_back({{"id", e.id}, {"depth", e.depth}});
          return out;
        }},
+      {"snapshot",
+       [](GraphApi& g, Request& r) -> StatusOr<json> {
+         ZIPG_RETURN_IF_ERROR(r.CheckNoExtra());
+         ARG(seq, g.Snapshot());
+         return json{{"seq", seq}};
+       }},
       {"rpq",
        [](GraphApi& g, Request& r) -> StatusOr<json> {
          ARG(expr, r.String("expr"));
@@ -398,6 +405,19 @@ json ExecuteJson(GraphApi& graph, const json& request, GraphWriteApi* writer) {
   }
   try {
     Request args(request, op);
+    // Every read takes `at` (docs/consistency.md, "Snapshots"); 0 or absent: the latest state.
+    uint64_t at = 0;
+    if (it != Handlers().end() && op != "snapshot") {
+      StatusOr<std::optional<int64_t>> a = args.OptionalInt("at");
+      if (!a.ok()) return ErrorJson(a.status());
+      if (*a && **a < 0) {
+        return ErrorJson(Status::InvalidArgument(op + ": argument 'at' must be a sequence " +
+                                                 "returned by snapshot, not " +
+                                                 std::to_string(**a)));
+      }
+      at = a->value_or(0);
+    }
+    ReadAt::Scope snapshot(at);
     StatusOr<json> result =
         it != Handlers().end() ? it->second(graph, args) : write->second(*writer, args);
     if (!result.ok()) return ErrorJson(result.status());

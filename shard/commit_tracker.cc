@@ -68,6 +68,18 @@ Status CommitTracker::AwaitNode(int64_t node, Clock::time_point deadline) {
                              " is not yet confirmed by every replica of its shard");
 }
 
+Status CommitTracker::AwaitCommitted(uint64_t id, Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  if (id <= committed_) return Status::OK();
+  ++waiting_;
+  const bool done = cv_.wait_until(lock, deadline, [&] { return committed_ >= id; });
+  --waiting_;
+  if (done) return Status::OK();
+  return Status::DeadlineExceeded("snapshot " + std::to_string(id) +
+                                  " is not reached yet by this replica (it holds up to " +
+                                  std::to_string(committed_) + ")");
+}
+
 uint64_t CommitTracker::committed() const {
   std::lock_guard lock(mu_);
   return committed_;

@@ -58,6 +58,9 @@ class CommitTracker {
   // that has not happened by `deadline` (the write's commit is held up: a replica that does not
   // confirm, a LogStore that cannot be reached; a retry elsewhere waits the same way).
   Status AwaitNode(int64_t node, Clock::time_point deadline);
+  // Returns once every update up to `id` is committed (a read at snapshot `id` then reads a state
+  // that no longer changes); DEADLINE_EXCEEDED if not by `deadline`.
+  Status AwaitCommitted(uint64_t id, Clock::time_point deadline);
   // Applying holds it exclusively, a read that reads again shared.
   std::shared_mutex& gate() { return gate_; }
 

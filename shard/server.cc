@@ -18,6 +18,7 @@
 #include "rpc/remote_graph.h"
 #include "util/call_deadline.h"
 #include "util/file.h"
+#include "util/snapshot.h"
 
 namespace zipg::shard {
 
@@ -60,6 +61,7 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     }
     engine::LiveShardOptions live_options;
     live_options.rebuild_memory = rebuild.memory;
+    live_options.snapshot_retention_ms = rebuild.snapshot_retention_ms;
     ZIPG_ASSIGN_OR_RETURN(g->live_[s], engine::LiveShard::Open(g->store_.shards[s].get(), base,
                                                                g->log_.get(), live_options));
     g->apply_mu_[s] = std::make_unique<std::mutex>();
@@ -396,7 +398,8 @@ void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
 }
 
 Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
-  if (!linearizable_.load() || shard >= commits_.size() || !commits_[shard]) {
+  if (!linearizable_.load() || shard >= commits_.size() || !commits_[shard] ||
+      ReadAt::Current() != 0) {  // a snapshot's state is committed (LocalShard)
     return ShardRouter::ReadNode(shard, id, read);
   }
   CommitTracker& tracker = *commits_[shard];
@@ -465,8 +468,24 @@ Status ServerGraph::Answering() const {
 
 StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
   ZIPG_RETURN_IF_ERROR(Answering());
-  if (index < live_.size() && live_[index]) return ShardRef(live_[index]->Current());
-  return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
+  if (index >= live_.size() || !live_[index]) {
+    return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
+  }
+  const uint64_t at = ReadAt::Current();
+  if (at == 0) return ShardRef(live_[index]->Current());
+  // A read at a snapshot (docs/consistency.md, "Snapshots"): once every update up to it is
+  // committed, the versions at it no longer change, and the read needs no commit wait.
+  if (at > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Status::InvalidArgument("at must be a sequence returned by snapshot, not " +
+                                   std::to_string(static_cast<int64_t>(at)));
+  }
+  if (index < commits_.size() && commits_[index]) {
+    const auto deadline = CallDeadline::Current().value_or(
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommitWaitMs));
+    ZIPG_RETURN_IF_ERROR(commits_[index]->AwaitCommitted(at, deadline));
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto version, live_[index]->CurrentAt(at));
+  return ShardRef(std::move(version));
 }
 
 StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32_t>& shards,

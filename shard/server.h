@@ -45,6 +45,8 @@ struct RebuildOptions {
   uint64_t delta_bytes = uint64_t{64} << 20;
   // Memory one rebuild may use; 0: graph::Compress's default share of the memory available.
   uint64_t memory = 0;
+  // How long the hosted shards keep the versions reads at a snapshot need (docs/consistency.md).
+  int snapshot_retention_ms = 60000;
 };
 
 class ServerGraph final : public ShardRouter {
@@ -123,6 +125,12 @@ class ServerGraph final : public ShardRouter {
   // search_node_ids on the listed shards, all hosted here: the first q.limit + 1 ids, sorted.
   StatusOr<std::vector<int64_t>> LocalSearchNodeIds(const std::vector<int32_t>& shards,
                                                     const NodeSearch& q);
+  // Snapshots are handed out by the LogStore, through aggregators.
+  StatusOr<uint64_t> Snapshot() override {
+    return Status::InvalidArgument(
+        "snapshot: ask an aggregator (shard servers do not hand out "
+        "snapshots)");
+  }
 
  protected:
   StatusOr<ShardRef> LocalShard(uint32_t index) override;

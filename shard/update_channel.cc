@@ -51,8 +51,9 @@ StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard,
                                                  std::vector<engine::Update> updates) {
   if (shard >= lanes_.size()) return Status::Internal("update for unknown shard");
   if (fenced_) {
-    return Status::Unavailable("fenced: a newer LogStore leader has reached the shards; this one "
-                               "applies no more writes");
+    return Status::Unavailable(
+        "fenced: a newer LogStore leader has reached the shards; this one "
+        "applies no more writes");
   }
   auto pending = std::make_shared<Pending>();
   pending->updates = std::move(updates);
@@ -89,6 +90,14 @@ void UpdateSender::SetApplied(uint64_t id) {
   for (auto& lane : lanes_) {
     if (std::min(id, lane->delivered.load()) <= lane->told.load()) continue;
     std::lock_guard lock(lane->mu);
+    lane->cv.notify_one();
+  }
+}
+
+void UpdateSender::NotifyIdle() {
+  for (auto& lane : lanes_) {
+    std::lock_guard lock(lane->mu);
+    lane->poke = true;
     lane->cv.notify_one();
   }
 }
@@ -140,10 +149,15 @@ void UpdateSender::Run(uint32_t shard) {
     {
       std::unique_lock lock(lane.mu);
       lane.cv.wait_until(lock, heartbeat + std::chrono::milliseconds(kNoticeIntervalMs), [&] {
-        return stopping_ || !lane.queue.empty() || Committed(shard) > lane.told;
+        return stopping_ || !lane.queue.empty() || lane.poke || Committed(shard) > lane.told;
       });
       if (stopping_) return;
       if (lane.queue.empty()) {
+        // Idle: every update posted to it is delivered (this thread sent them all), and every
+        // update up to the applied id was posted before it was applied (NotifyIdle).
+        const uint64_t applied = applied_.load();
+        if (!fenced_ && applied > lane.delivered.load()) lane.delivered = applied;
+        lane.poke = false;
         // Nothing to carry the committed id: a notice, now if it grew, else as the heartbeat.
         lock.unlock();
         const uint64_t committed = Committed(shard);

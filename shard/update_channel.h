@@ -102,6 +102,11 @@ class UpdateSender {
   void SetApplied(uint64_t id);
   // The committed id of `shard` (what its replicas were or are about to be told).
   uint64_t Committed(uint32_t shard) const;
+  // Has every lane with nothing queued or in flight tell its replicas, now, that they hold every
+  // update up to the applied id (a snapshot's reads then need not wait for a heartbeat). An idle
+  // lane counts as delivered up to the applied id: every update up to it was posted before it
+  // was applied, and the lane has sent them all.
+  void NotifyIdle();
   static constexpr int kNoticeIntervalMs = 500;
   uint64_t notices() const { return notices_.load(); }
 
@@ -127,6 +132,7 @@ class UpdateSender {
     std::atomic<uint64_t> delivered{0};
     // The committed id last sent (written by the lane's thread; SetApplied reads it).
     std::atomic<uint64_t> told{0};
+    bool poke = false;  // (mu) NotifyIdle asked for a notice
     // Its connection to each replica, by endpoint (the lane's thread only): kept across batches,
     // replaced after a timeout.
     std::map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
