@@ -16,6 +16,13 @@ the pure-Python protocol, threads, close(). search_node_ids is also checked agai
 server that decodes its calls (the SearchRequest each argument combination becomes) and against
 Python's own string tests over the loaded values, and read back after writes.
 
+Snapshot reads (interface.md, "Consistency and snapshots"): reads at each of several snapshots
+taken between writes, through both aggregators, see exactly the writes before it. SnapshotWireTest
+needs no cluster (nor zipg): stand-in servers decode what the client sends, with the C encoder and
+the pure-Python one, and check it byte for byte (every read's `at` in the call context, field 32766
+after the deadline's 32767, for that one call only), snapshot()'s answers, and the checks of `at`:
+  cd client/python/tests && /usr/bin/python3 -m unittest -v test_client.SnapshotWireTest
+
 Writes (docs/writes.md) go into the same cluster: every acknowledged write is read back at once
 through the OTHER aggregator (read-your-writes). They use node ids from FRESH_IDS (outside the
 loaded data and every id the comparisons ask about), except one test that changes a loaded node and
@@ -108,8 +115,9 @@ def tearDownModule():
 
 def _stand_in_server(respond):
     """A stand-in Thrift server on 127.0.0.1 for the wire tests: each framed call's message
-    header is read, then respond(name, proto) reads the arguments from proto and returns the
-    *_result struct to send back. Returns (endpoint, close)."""
+    header is read, then respond(name, proto) reads the arguments from proto (the whole frame is
+    proto.trans.getvalue()) and returns the *_result struct to send back, or None to close the
+    connection without answering. Returns (endpoint, close)."""
     from thrift.protocol import TBinaryProtocol
     from thrift.Thrift import TMessageType
     from thrift.transport import TTransport
@@ -142,6 +150,8 @@ def _stand_in_server(respond):
                     proto = TBinaryProtocol.TBinaryProtocol(TTransport.TMemoryBuffer(frame))
                     name, _, seqid = proto.readMessageBegin()
                     result = respond(name, proto)
+                    if result is None:
+                        break
                     out = TTransport.TMemoryBuffer()
                     reply = TBinaryProtocol.TBinaryProtocol(out)
                     reply.writeMessageBegin(name, TMessageType.REPLY, seqid)
@@ -943,6 +953,58 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(w.obj_delete(node), {"deleted": True})
         self.assertEqual(ids(token), [])
 
+    def test_snapshot_reads_answer_as_of_their_sequence(self):
+        # Writes through one aggregator between snapshots; reads through either aggregator at
+        # each snapshot see exactly the writes before it (interface.md, "Consistency and
+        # snapshots"), while reads without `at` (or at=0) see the latest state.
+        w = self.g
+        node, d1, d2 = self._fresh(), self._fresh(), self._fresh()
+        token = "snap-%d-" % node
+        s0 = w.snapshot()
+        self.assertEqual(set(s0), {"seq"})
+        self.assertIsInstance(s0["seq"], int)
+        w.obj_add(node, {"sp": token + "one"})
+        w.assoc_add(node, 5, d1, 100, {"e": "1"})
+        s1 = self.g2.snapshot()["seq"]
+        self.assertGreater(s1, s0["seq"])
+        w.obj_update(node, {"sp": token + "two"})
+        w.assoc_add(node, 5, d2, 200)
+        w.assoc_update(node, 5, d1, 100, {"e": "changed"})
+        s2 = w.snapshot()["seq"]
+        self.assertGreater(s2, s1)
+        s0 = s0["seq"]
+        e1 = {"src": node, "type": 5, "dst": d1, "timestamp": 100, "properties": {"e": "1"}}
+        e1b = dict(e1, properties={"e": "changed"})
+        e2 = {"src": node, "type": 5, "dst": d2, "timestamp": 200, "properties": {}}
+        for g in (self.g, self.g2):
+            for at, props, edges in [(s0, None, []), (s1, {"sp": token + "one"}, [e1]),
+                                     (s2, {"sp": token + "two"}, [e2, e1b]),
+                                     (None, {"sp": token + "two"}, [e2, e1b]),
+                                     (0, {"sp": token + "two"}, [e2, e1b])]:
+                with self.subTest(endpoint=g.endpoint, at=at):
+                    node_json = None if props is None else {"id": node, "properties": props}
+                    self.assertEqual(g.obj_get(node, at=at), node_json)
+                    self.assertEqual(g.get_node_property(node, at=at), props)
+                    self.assertEqual(g.assoc_range(node, 5, 0, 10, at=at), edges)
+                    self.assertEqual(g.assoc_count(node, 5, at=at), len(edges))
+                    self.assertEqual(g.get_edge_record(node, 5, at=at)["count"], len(edges))
+                    self.assertEqual(g.get_edge_range(node, 5, 0, 1000, at=at), [0, len(edges)])
+                    self.assertEqual(g.get_edge_data(node, 5, 0, at=at),
+                                     edges[0] if edges else None)
+                    self.assertEqual(g.assoc_get(node, 5, [d1, d2], 0, 1000, at=at), edges)
+                    self.assertEqual(g.assoc_time_range(node, 5, 0, 1000, 10, at=at), edges)
+                    dsts = sorted(e["dst"] for e in edges)
+                    self.assertEqual(g.get_neighbor_ids(node, 5, at=at), dsts)
+                    self.assertEqual(g.get_node_ids({"sp": token + "one"}, at=at),
+                                     [node] if at == s1 else [])
+                    self.assertEqual(g.search_node_ids(token, at=at)["ids"],
+                                     [] if props is None else [node])
+                    self.assertEqual(g.bfs(node, 1, [5], at=at),
+                                     [{"id": node, "depth": 0}] +
+                                     [{"id": d, "depth": 1} for d in dsts])
+                    self.assertEqual(g.rpq("5", [node], at=at)["pairs"],
+                                     [[node, d] for d in dsts])
+
     def test_status(self):
         st = self.g.status()
         self.assertIsInstance(st, dict)
@@ -1647,7 +1709,345 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(str(e), "NOT_FOUND: no such node")
         self.assertEqual(set(zipg.CODES), {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS",
                                            "UNAVAILABLE", "DEADLINE_EXCEEDED",
-                                           "RESOURCE_EXHAUSTED", "INTERNAL"})
+                                           "RESOURCE_EXHAUSTED", "INTERNAL",
+                                           "FAILED_PRECONDITION"})
+
+
+# The read operations (every one takes `at`) and the rest (none does).
+READ_OPS = ("get_node_property", "get_node_ids", "search_node_ids", "get_neighbor_ids",
+            "get_edge_record", "get_edge_range", "get_edge_data", "obj_get", "assoc_range",
+            "assoc_count", "assoc_get", "assoc_time_range", "bfs", "rpq")
+OTHER_OPS = ("obj_add", "obj_update", "obj_delete", "assoc_add", "assoc_update", "assoc_delete",
+             "write_batch", "snapshot", "status")
+DEADLINE_FIELD, SNAPSHOT_FIELD = 32767, 32766  # the call context (docs/limits.md, interface.md)
+
+
+def _read_cases():
+    """(op, args, kwargs, the *_args struct a server must decode, the success it answers, what
+    the method returns) for each read operation."""
+    from zipg.rpc import GraphService as S
+    from zipg.rpc import ttypes as T
+    edge = T.Edge(src=4, type=2, dst=9, timestamp=77, properties={"k": "v\x00"})
+    e = {"src": 4, "type": 2, "dst": 9, "timestamp": 77, "properties": {"k": "v\x00"}}
+    return [
+        ("get_node_property", (4, ["p", "q"]), {},
+         S.get_node_property_args(id=4, all_properties=False, properties=["p", "q"]),
+         T.MaybeProperties(properties={"p": "x"}), {"p": "x"}),
+        ("get_node_ids", ({"p": "x"},), {}, S.get_node_ids_args(properties={"p": "x"}),
+         [3, 4], [3, 4]),
+        ("search_node_ids", ("red", "p"), {"match": "prefix", "limit": 5},
+         S.search_node_ids_args(search=T.SearchRequest(pattern="red", any_property=False,
+                                                       property="p", match="prefix", limit=5)),
+         T.SearchAnswer(ids=[3, INT64_MAX], truncated=True),
+         {"ids": [3, INT64_MAX], "truncated": True}),
+        ("get_neighbor_ids", (4,), {"type": 2, "properties": {"p": "x"}},
+         S.get_neighbor_ids_args(id=4, any_type=False, type=2, properties={"p": "x"}),
+         [9], [9]),
+        ("get_edge_record", (4, 2), {}, S.get_edge_record_args(id=4, type=2),
+         T.EdgeRecord(src=4, type=2, count=3), {"src": 4, "type": 2, "count": 3}),
+        ("get_edge_range", (4, 2, INT64_MIN, INT64_MAX), {},
+         S.get_edge_range_args(id=4, type=2, t_lo=INT64_MIN, t_hi=INT64_MAX),
+         T.EdgeRange(begin_order=0, end_order=3), [0, 3]),
+        ("get_edge_data", (4, 2, 0), {}, S.get_edge_data_args(id=4, type=2, time_order=0),
+         T.MaybeEdge(edge=edge), e),
+        ("obj_get", (4,), {}, S.obj_get_args(id=4),
+         T.MaybeNode(node=T.Node(id=4, properties={"p": "x"})),
+         {"id": 4, "properties": {"p": "x"}}),
+        ("assoc_range", (4, 2, 0, 10), {}, S.assoc_range_args(id=4, type=2, pos=0, limit=10),
+         [edge], [e]),
+        ("assoc_count", (4, 2), {}, S.assoc_count_args(id=4, type=2), 3, 3),
+        ("assoc_get", (4, 2, [9, 10], 0, 100), {},
+         S.assoc_get_args(id=4, type=2, ids=[9, 10], low=0, high=100), [edge], [e]),
+        ("assoc_time_range", (4, 2, 0, 100, 10), {},
+         S.assoc_time_range_args(id=4, type=2, low=0, high=100, limit=10), [edge], [e]),
+        ("bfs", (4, 2), {"types": [2, 3]},
+         S.bfs_args(id=4, any_type=False, types=[2, 3], max_depth=2, limit=10000),
+         T.BfsResult(ids=[4, 9], depths=[0, 1]), [{"id": 4, "depth": 0}, {"id": 9, "depth": 1}]),
+        ("rpq", ("2*", [4]), {"limit": 7},
+         S.rpq_args(expr="2*", all_sources=False, sources=[4], limit=7),
+         T.RpqResult(srcs=[4], dsts=[9], truncated=False), {"pairs": [[4, 9]], "truncated": False}),
+    ]
+
+
+class _RecordingServer:
+    """A stand-in server that records every call: its name, its whole frame, its top-level fields
+    as decoded one by one with the pure-Python TBinaryProtocol ((id, type, value): the value of the
+    call context's i64 fields, None for the others), and its arguments as the generated *_args
+    reader decodes them (it skips the context's fields, unknown to it). answer(name, args) returns
+    the *_result struct, or None to drop the connection."""
+
+    def __init__(self, answer):
+        self.calls = []
+        self._answer = answer
+        self.endpoint, self.close = _stand_in_server(self._respond)
+
+    def _respond(self, name, proto):
+        from thrift.protocol import TBinaryProtocol
+        from thrift.Thrift import TType
+        from thrift.transport import TTransport
+        from zipg.rpc import GraphService
+        frame = proto.trans.getvalue()
+        fields = []
+        proto.readStructBegin()
+        while True:
+            _, ftype, fid = proto.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid in (DEADLINE_FIELD, SNAPSHOT_FIELD) and ftype == TType.I64:
+                fields.append((fid, ftype, proto.readI64()))
+            else:
+                proto.skip(ftype)
+                fields.append((fid, ftype, None))
+            proto.readFieldEnd()
+        proto.readStructEnd()
+        again = TBinaryProtocol.TBinaryProtocol(TTransport.TMemoryBuffer(frame))
+        again.readMessageBegin()
+        args = getattr(GraphService, name + "_args")()
+        args.read(again)
+        self.calls.append((name, frame, fields, args))
+        return self._answer(name, args)
+
+    def context(self, i):
+        """The call context of call i: {field id: value}, and the ids in the order sent."""
+        fields = [(fid, v) for fid, _, v in self.calls[i][2] if fid in (DEADLINE_FIELD,
+                                                                        SNAPSHOT_FIELD)]
+        return dict(fields), [fid for fid, _ in fields]
+
+
+def _expected_frame(name, seqid, args, context):
+    """The call's frame as the pure-Python TBinaryProtocol writes it on its own: the message
+    header, the *_args struct `args` without its stop byte, then the context's i64 fields
+    [(id, value), ...] in order, then the stop byte."""
+    from thrift.protocol import TBinaryProtocol
+    from thrift.Thrift import TMessageType, TType
+    from thrift.transport import TTransport
+    body = TTransport.TMemoryBuffer()
+    args.write(TBinaryProtocol.TBinaryProtocol(body))
+    body = body.getvalue()
+    assert body[-1:] == b"\x00", "a struct ends in its stop byte"
+    out = TTransport.TMemoryBuffer()
+    proto = TBinaryProtocol.TBinaryProtocol(out)
+    proto.writeMessageBegin(name, TMessageType.CALL, seqid)
+    out.write(body[:-1])
+    for fid, value in context:
+        proto.writeFieldBegin("", TType.I64, fid)
+        proto.writeI64(value)
+        proto.writeFieldEnd()
+    proto.writeFieldStop()
+    proto.writeMessageEnd()
+    return out.getvalue()
+
+
+class SnapshotWireTest(unittest.TestCase):
+    """Snapshot reads on the wire, against stand-in servers (no cluster): snapshot() and every
+    read's `at`, which travels in the call context as field 32766 (i64) after the deadline's
+    32767, for that one call only, written alike by the C encoder and the pure-Python one."""
+
+    def setUp(self):
+        from thrift.protocol import TBinaryProtocol
+        self.saved = zipg.client._PROTOCOL
+        self.assertIs(self.saved, TBinaryProtocol.TBinaryProtocolAccelerated,
+                      "the C encoder (thrift.protocol.fastbinary) is not there to test")
+        self.encoders = (self.saved, TBinaryProtocol.TBinaryProtocol)
+        self.addCleanup(setattr, zipg.client, "_PROTOCOL", self.saved)
+
+    def _server(self, answer):
+        server = _RecordingServer(answer)
+        self.addCleanup(server.close)
+        return server
+
+    def _assert_error(self, code, fn, *args, **kwargs):
+        with self.assertRaises(zipg.Error) as cm:
+            fn(*args, **kwargs)
+        self.assertEqual(cm.exception.code, code, str(cm.exception))
+        return cm.exception
+
+    def test_read_operations_take_at_and_the_others_do_not(self):
+        import inspect
+        self.assertEqual(sorted(c[0] for c in _read_cases()), sorted(READ_OPS))
+        public = {n for n, f in inspect.getmembers(zipg.Graph, inspect.isfunction)
+                  if not n.startswith("_") and n not in ("close", "connect")}
+        self.assertEqual(public, set(READ_OPS) | set(OTHER_OPS))
+        for op in READ_OPS:
+            at = inspect.signature(getattr(zipg.Graph, op)).parameters.get("at")
+            self.assertIsNotNone(at, op)
+            self.assertEqual((at.kind, at.default), (inspect.Parameter.KEYWORD_ONLY, None), op)
+        for op in OTHER_OPS:
+            self.assertNotIn("at", inspect.signature(getattr(zipg.Graph, op)).parameters, op)
+
+    def test_every_read_sends_at_in_the_call_context(self):
+        # Every read, with either encoder, with and without a deadline, for each `at`: the frame
+        # is exactly the arguments, then 32767 = the deadline (if any), then 32766 = at (if not
+        # None or 0), then the stop byte; the arguments decode as they should, and the answer
+        # comes back as the method's result.
+        cases = _read_cases()
+        answers = {op: success for op, _, _, _, success, _ in cases}
+        from zipg.rpc import GraphService
+        server = self._server(lambda name, args: getattr(GraphService, name + "_result")(
+            success=answers[name]))
+        ats = (None, 0, 1, 123456789012345, INT64_MAX)
+        frames = {}
+        for encoder in self.encoders:
+            zipg.client._PROTOCOL = encoder
+            for timeout, deadline in ((2.5, 2500), (None, None)):
+                del server.calls[:]
+                with zipg.connect(server.endpoint, timeout=timeout, connect_timeout=5) as g:
+                    for op, args, kwargs, _, _, result in cases:
+                        for at in ats:
+                            self.assertEqual(getattr(g, op)(*args, at=at, **kwargs), result,
+                                             (op, at))
+                want_calls = [(op, want_args, at) for op, _, _, want_args, _, _ in cases
+                              for at in ats]
+                self.assertEqual(len(server.calls), len(want_calls))
+                for seqid, ((op, want_args, at), (name, frame, fields, got_args)) in enumerate(
+                        zip(want_calls, server.calls), 1):
+                    what = "%s at=%r, %s, timeout %r" % (op, at, encoder.__name__, timeout)
+                    context = ([(DEADLINE_FIELD, deadline)] if deadline is not None else []) + \
+                        ([(SNAPSHOT_FIELD, at)] if at else [])
+                    self.assertEqual(name, op, what)
+                    self.assertEqual(got_args, want_args, what)
+                    # Decoded field by field: the context's fields come last, in order, as i64.
+                    n = len(context)
+                    self.assertEqual([(fid, value) for fid, _, value in fields[len(fields) - n:]],
+                                     context, what)
+                    self.assertTrue(all(fid not in (DEADLINE_FIELD, SNAPSHOT_FIELD)
+                                        for fid, _, _ in fields[:len(fields) - n]), what)
+                    self.assertEqual(frame, _expected_frame(op, seqid, want_args, context), what)
+                    frames.setdefault((timeout, seqid), set()).add(frame)
+        # And the two encoders wrote the very same bytes.
+        self.assertEqual({len(f) for f in frames.values()}, {1})
+
+    def test_at_is_for_one_call_only(self):
+        # `at` is sent with the call it was given to and no other: not with the next call, after
+        # an answer, a declared error, a refused argument or a retry on a new connection (which
+        # sends it again); never with a write or snapshot().
+        from zipg.rpc import GraphService
+        from zipg.rpc.ttypes import ErrorCode, GraphError, MaybeNode, Node
+        dropped = set()
+
+        def answer(name, args):
+            if name == "snapshot":
+                return GraphService.snapshot_result(success=77)
+            if name == "obj_add":
+                return GraphService.obj_add_result()
+            if args.id == 13:
+                return GraphService.obj_get_result(error=GraphError(
+                    code=ErrorCode.FAILED_PRECONDITION, message="snapshot 5 is no longer held"))
+            if args.id == 666 and 666 not in dropped:  # the connection dies during the call
+                dropped.add(666)
+                return None
+            return GraphService.obj_get_result(success=MaybeNode(node=Node(id=args.id,
+                                                                            properties={})))
+        server = self._server(answer)
+        for encoder in self.encoders:
+            zipg.client._PROTOCOL = encoder
+            del server.calls[:]
+            dropped.clear()
+            with zipg.connect(server.endpoint, timeout=2.5, connect_timeout=5) as g:
+                def idle():  # between calls, the connection holds no snapshot
+                    self.assertIsNone(g._conn.protocol.at)
+                self.assertEqual(g.obj_get(1, at=5), {"id": 1, "properties": {}})
+                idle()
+                g.obj_get(2)
+                e = self._assert_error("FAILED_PRECONDITION", g.obj_get, 13, at=5)
+                self.assertEqual(e.message, "snapshot 5 is no longer held")
+                idle()
+                g.obj_get(3)
+                self._assert_error("INVALID_ARGUMENT", g.obj_get, 99, at=-5)
+                g.obj_get(4)
+                first = g._conn
+                self.assertEqual(g.obj_get(666, at=9), {"id": 666, "properties": {}})
+                self.assertIsNot(g._conn, first)  # retried on a new connection
+                self.assertIsNone(first.protocol.at)
+                idle()
+                g.obj_get(5)
+                g.obj_get(6, at=0)
+                g.obj_get(7, at=8)
+                self.assertIsNone(g.obj_add(8, {}))
+                self.assertEqual(g.snapshot(), {"seq": 77})
+                g.obj_get(9)
+            got = [(name, args.id if name != "snapshot" else None, server.context(i))
+                   for i, (name, _, _, args) in enumerate(server.calls)]
+
+            def ctx(at=None):
+                return ({DEADLINE_FIELD: 2500, SNAPSHOT_FIELD: at}, [DEADLINE_FIELD,
+                                                                     SNAPSHOT_FIELD]) \
+                    if at else ({DEADLINE_FIELD: 2500}, [DEADLINE_FIELD])
+            self.assertEqual(got, [
+                ("obj_get", 1, ctx(5)), ("obj_get", 2, ctx()), ("obj_get", 13, ctx(5)),
+                ("obj_get", 3, ctx()), ("obj_get", 4, ctx()),
+                ("obj_get", 666, ctx(9)), ("obj_get", 666, ctx(9)),  # dropped, then retried
+                ("obj_get", 5, ctx()), ("obj_get", 6, ctx()), ("obj_get", 7, ctx(8)),
+                ("obj_add", 8, ctx()), ("snapshot", None, ctx()), ("obj_get", 9, ctx())],
+                encoder.__name__)
+
+    def test_snapshot_parses_the_answer(self):
+        # snapshot() sends no arguments (the deadline only) and returns {"seq": n}; a declared
+        # error is raised with its code; an answer that is not a sequence is INTERNAL.
+        from zipg.rpc import GraphService
+        from zipg.rpc.ttypes import ErrorCode, GraphError
+        answers = []
+
+        def answer(name, args):
+            a = answers.pop(0)
+            if isinstance(a, GraphError):
+                return GraphService.snapshot_result(error=a)
+            return GraphService.snapshot_result(success=a)
+        server = self._server(answer)
+        for encoder in self.encoders:
+            zipg.client._PROTOCOL = encoder
+            del server.calls[:]
+            answers[:] = [0, 1, 123456789012345, INT64_MAX,
+                          GraphError(code=ErrorCode.UNAVAILABLE, message="no LogStore"),
+                          GraphError(code=ErrorCode.FAILED_PRECONDITION, message="gone"), -1, 5]
+            with zipg.connect(server.endpoint, timeout=2.5, connect_timeout=5) as g:
+                for seq in (0, 1, 123456789012345, INT64_MAX):
+                    self.assertEqual(g.snapshot(), {"seq": seq})
+                e = self._assert_error("UNAVAILABLE", g.snapshot)
+                self.assertEqual(e.message, "no LogStore")
+                self._assert_error("FAILED_PRECONDITION", g.snapshot)
+                e = self._assert_error("INTERNAL", g.snapshot)
+                self.assertIn("-1", e.message)
+                self.assertEqual(g.snapshot(), {"seq": 5})  # still in step
+            self.assertEqual(len(server.calls), 8)
+            for seqid, (name, frame, fields, args) in enumerate(server.calls, 1):
+                self.assertEqual(name, "snapshot")
+                self.assertEqual(fields, [(DEADLINE_FIELD, 10, 2500)])  # 10: TType.I64
+                self.assertEqual(frame, _expected_frame(
+                    "snapshot", seqid, GraphService.snapshot_args(), [(DEADLINE_FIELD, 2500)]))
+        # Through a dispatcher of JSON-like requests ({"op": ..., <arguments>}), as the tests
+        # of the cluster call the client: "snapshot" and "at" are plain names.
+        from zipg.rpc.ttypes import MaybeNode
+        server = self._server(lambda name, args: GraphService.snapshot_result(success=41)
+                              if name == "snapshot" else
+                              GraphService.obj_get_result(success=MaybeNode()))
+        with zipg.connect(server.endpoint, timeout=None, connect_timeout=5) as g:
+            for request, want in [({"op": "snapshot"}, {"seq": 41}),
+                                  ({"op": "obj_get", "id": 3, "at": 41}, None)]:
+                args = {k: v for k, v in request.items() if k != "op"}
+                self.assertEqual(getattr(g, request["op"])(**args), want)
+        self.assertEqual([server.context(i) for i in range(2)],
+                         [({}, []), ({SNAPSHOT_FIELD: 41}, [SNAPSHOT_FIELD])])
+
+    def test_at_is_checked_before_sending(self):
+        # A Graph on a dead endpoint: a check that reached the network would say UNAVAILABLE.
+        dead = zipg.Graph("127.0.0.1:%d" % _free_port(), timeout=2.0)
+        self.addCleanup(dead.close)
+        for op, args, kwargs, _, _, _ in _read_cases():
+            for at, why in [(-1, "a sequence returned by snapshot, not -1"),
+                            (INT64_MIN, "a sequence returned by snapshot, not %d" % INT64_MIN),
+                            (1 << 63, "out of the int64 range"), (True, "not bool"),
+                            (False, "not bool"), ("5", "not str"), (5.0, "not float"),
+                            ([5], "not list"), ({"seq": 5}, "not dict")]:
+                with self.subTest(op=op, at=at):
+                    e = self._assert_error("INVALID_ARGUMENT", getattr(dead, op), *args, at=at,
+                                           **kwargs)
+                    self.assertTrue(e.message.startswith("%s: argument 'at' " % op), e.message)
+                    self.assertIn(why, e.message)
+            # Valid values pass the checks and reach the network.
+            for at in (None, 0, 1, INT64_MAX):
+                with self.subTest(op=op, at=at):
+                    self._assert_error("UNAVAILABLE", getattr(dead, op), *args, at=at, **kwargs)
 
 
 if __name__ == "__main__":

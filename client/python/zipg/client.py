@@ -37,6 +37,7 @@ CODES = (
     "DEADLINE_EXCEEDED",
     "RESOURCE_EXHAUSTED",
     "INTERNAL",
+    "FAILED_PRECONDITION",
 )
 
 # Requests larger than this are refused before sending (RESOURCE_EXHAUSTED), as the C++ client
@@ -152,6 +153,19 @@ def _int32(op, name, value):
     return value
 
 
+def _at(op, value):
+    """A read's `at`: None (also for 0: the latest state) or a sequence, an int >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _bad(op, "at", "an int (the \"seq\" of snapshot()) or None", value)
+    value = _int(op, "at", value)
+    if value < 0:
+        raise Error("INVALID_ARGUMENT", "%s: argument 'at' must be a sequence returned by "
+                    "snapshot, not %d" % (op, value))
+    return value or None
+
+
 def _request_bytes(ids=0, props=None, names=None):
     n = 8 * ids
     for k, v in (props or {}).items():
@@ -229,6 +243,10 @@ def _timeout(name, value):
 # The call context (docs/limits.md, "Deadlines"): an i64 field with this id appended to every
 # call's arguments holds the milliseconds the server has to answer.
 _DEADLINE_FIELD_ID = 32767
+# ... and one with this id, after it, the snapshot a read answers at (interface.md, "Consistency
+# and snapshots"; rpc/connection_pool.h kSnapshotFieldId): sent only for a read given `at`; absent
+# (as 0) means the latest state.
+_SNAPSHOT_FIELD_ID = 32766
 
 
 class _CheckedProtocol:
@@ -238,8 +256,10 @@ class _CheckedProtocol:
     the way would answer the next call with another call's result (docs/serving.md, "Sequence
     ids"). A reply of an earlier call is skipped; any other mismatch is a transport error, which
     drops the connection. With `deadline_ms`, every call's arguments also carry the call context
-    (_DEADLINE_FIELD_ID), so that the server's sub-calls stop when this client stops waiting.
-    Everything else goes to the wrapped protocol.
+    (_DEADLINE_FIELD_ID), so that the server's sub-calls stop when this client stops waiting; with
+    `at` set (by Graph._call, for one call, under its lock), they carry the snapshot the read
+    answers at (_SNAPSHOT_FIELD_ID), after the deadline. Everything else goes to the wrapped
+    protocol.
     """
 
     def __init__(self, inner, deadline_ms=None):
@@ -248,14 +268,25 @@ class _CheckedProtocol:
         self._name = None
         self._deadline_ms = deadline_ms
         self._depth = 0
+        self.at = None  # the snapshot of the call being written; None (or 0): none sent
         fast = getattr(inner, "_fast_encode", None)
         # The C encoder writes a call's whole argument struct at once, ending in its stop byte.
-        self._fast_encode = fast if fast is None or deadline_ms is None else self._encode_args
+        self._fast_encode = None if fast is None else self._encode_args
+
+    def _context(self):
+        """The call context's fields as (name, id, value), in the order they are written."""
+        fields = []
+        if self._deadline_ms is not None:
+            fields.append(("deadline_ms", _DEADLINE_FIELD_ID, self._deadline_ms))
+        if self.at:
+            fields.append(("at", _SNAPSHOT_FIELD_ID, self.at))
+        return fields
 
     def _encode_args(self, obj, spec):
         data = self._inner._fast_encode(obj, spec)
-        return data[:-1] + struct.pack("!bhq", TType.I64, _DEADLINE_FIELD_ID,
-                                       self._deadline_ms) + data[-1:]
+        context = b"".join(struct.pack("!bhq", TType.I64, fid, value)
+                           for _, fid, value in self._context())
+        return data[:-1] + context + data[-1:] if context else data
 
     def writeStructBegin(self, name):
         self._depth += 1
@@ -266,10 +297,11 @@ class _CheckedProtocol:
         self._inner.writeStructEnd()
 
     def writeFieldStop(self):
-        if self._depth == 1 and self._deadline_ms is not None:  # the end of a call's arguments
-            self._inner.writeFieldBegin("deadline_ms", TType.I64, _DEADLINE_FIELD_ID)
-            self._inner.writeI64(self._deadline_ms)
-            self._inner.writeFieldEnd()
+        if self._depth == 1:  # the end of a call's arguments (a struct argument's is deeper)
+            for name, fid, value in self._context():
+                self._inner.writeFieldBegin(name, TType.I64, fid)
+                self._inner.writeI64(value)
+                self._inner.writeFieldEnd()
         self._inner.writeFieldStop()
 
     def __getattr__(self, attr):
@@ -343,6 +375,9 @@ class Graph:
 
     Every method is one operation of the contract, with its name and keyword arguments, returning
     plain Python values shaped like the JSON results of `zipg query`; failures raise zipg.Error.
+    Every read also takes the keyword `at`: a sequence from snapshot(), to answer as of exactly
+    the writes up to it (None or 0: the latest state); one the cluster no longer holds is
+    FAILED_PRECONDITION. Writes take no `at`.
     After a connection failure the next call reconnects; reads that fail on a connection that had
     already been used (e.g. the aggregator restarted meanwhile) are retried once on a new one.
     A Graph may be shared by threads (calls are serialized); close() it when done, or use `with`.
@@ -431,7 +466,8 @@ class Graph:
         if self._closed:
             raise Error("INVALID_ARGUMENT", "the connection to %s is closed" % self._endpoint)
 
-    def _call(self, method, *args, read=True):
+    def _call(self, method, *args, read=True, at=None):
+        """Calls `method`; `at` (a read's, checked by _at): the snapshot this one call reads at."""
         with self._lock:
             self._check_open()
             for attempt in (0, 1):
@@ -441,6 +477,8 @@ class Graph:
                 if self._conn.used_up():
                     self._drop()
                     self._conn = self._open()
+                protocol = self._conn.protocol
+                protocol.at = at
                 try:
                     return getattr(self._conn.client, method)(*args)
                 except GraphError as e:  # declared error: the connection stays usable
@@ -473,26 +511,30 @@ class Graph:
                 except BaseException:  # KeyboardInterrupt mid-call: the stream is out of step
                     self._drop()
                     raise
+                finally:  # `at` is this call's only (a retry sets it again)
+                    protocol.at = None
 
     # ---- paper primitives (ZipG Table 1) --------------------------------------------------------
 
-    def get_node_property(self, id, properties=None):
+    def get_node_property(self, id, properties=None, *, at=None):
         """{name: value} of the requested (all if None) present properties; None if no node."""
         op = "get_node_property"
         id = _int(op, "id", id)
         names = None if properties is None else _names(op, "properties", properties)
+        at = _at(op, at)
         _check_size(op, _request_bytes(names=names))
-        r = self._call(op, id, names is None, names or [])
+        r = self._call(op, id, names is None, names or [], at=at)
         return None if r.properties is None else dict(r.properties)
 
-    def get_node_ids(self, properties):
+    def get_node_ids(self, properties, *, at=None):
         """Sorted ids of the nodes matching ALL pairs; an empty dict is INVALID_ARGUMENT."""
         op = "get_node_ids"
         props = _props(op, "properties", properties)
+        at = _at(op, at)
         _check_size(op, _request_bytes(props=props))
-        return list(self._call(op, props))
+        return list(self._call(op, props, at=at))
 
-    def search_node_ids(self, pattern, property=None, match="contains", limit=None):
+    def search_node_ids(self, pattern, property=None, match="contains", limit=None, *, at=None):
         """{"ids": [id, ...], "truncated": bool}: the sorted ids of the live nodes with a property
         value (of `property`, or of any property if None) that contains `pattern` (match
         "contains", also if None), starts with it ("prefix"), ends with it ("suffix") or equals it
@@ -517,46 +559,48 @@ class Graph:
         if not 1 <= limit <= _SEARCH_MAX_LIMIT:
             raise Error("INVALID_ARGUMENT", "%s: argument 'limit' must be in 1..%d, not %d"
                         % (op, _SEARCH_MAX_LIMIT, limit))
+        at = _at(op, at)
         _check_size(op, _request_bytes(names=[pattern, match] + ([prop] if prop else [])))
         r = self._call(op, SearchRequest(pattern=pattern, any_property=prop is None,
-                                         property=prop or "", match=match, limit=limit))
+                                         property=prop or "", match=match, limit=limit), at=at)
         return {"ids": list(r.ids or []), "truncated": bool(r.truncated)}
 
-    def get_neighbor_ids(self, id, type=None, properties=None):
+    def get_neighbor_ids(self, id, type=None, properties=None, *, at=None):
         """Sorted distinct dst of the node's edges (of `type`, or all), kept if dst matches."""
         op = "get_neighbor_ids"
         id = _int(op, "id", id)
         t = None if type is None else _int(op, "type", type)
         props = {} if properties is None else _props(op, "properties", properties)
+        at = _at(op, at)
         _check_size(op, _request_bytes(props=props))
-        return list(self._call(op, id, t is None, 0 if t is None else t, props))
+        return list(self._call(op, id, t is None, 0 if t is None else t, props, at=at))
 
-    def get_edge_record(self, id, type):
+    def get_edge_record(self, id, type, *, at=None):
         """{"src", "type", "count"} of the node's edges of `type`."""
         op = "get_edge_record"
-        r = self._call(op, _int(op, "id", id), _int(op, "type", type))
+        r = self._call(op, _int(op, "id", id), _int(op, "type", type), at=_at(op, at))
         return {"src": r.src, "type": r.type, "count": r.count}
 
-    def get_edge_range(self, id, type, t_lo, t_hi):
+    def get_edge_range(self, id, type, t_lo, t_hi, *, at=None):
         """[begin, end): the TimeOrder range of the edges with t_lo <= timestamp <= t_hi."""
         op = "get_edge_range"
         r = self._call(op, _int(op, "id", id), _int(op, "type", type), _int(op, "t_lo", t_lo),
-                       _int(op, "t_hi", t_hi))
+                       _int(op, "t_hi", t_hi), at=_at(op, at))
         return [r.begin_order, r.end_order]
 
-    def get_edge_data(self, id, type, time_order):
+    def get_edge_data(self, id, type, time_order, *, at=None):
         """The edge at `time_order` (0 = newest), or None if out of range."""
         op = "get_edge_data"
         r = self._call(op, _int(op, "id", id), _int(op, "type", type),
-                       _int(op, "time_order", time_order))
+                       _int(op, "time_order", time_order), at=_at(op, at))
         return None if r.edge is None else _edge(r.edge)
 
     # ---- TAO / LinkBench ------------------------------------------------------------------------
 
-    def obj_get(self, id):
+    def obj_get(self, id, *, at=None):
         """{"id", "properties"}, or None if there is no such node."""
         op = "obj_get"
-        r = self._call(op, _int(op, "id", id))
+        r = self._call(op, _int(op, "id", id), at=_at(op, at))
         if r.node is None:
             return None
         return {"id": r.node.id, "properties": dict(r.node.properties or {})}
@@ -608,31 +652,32 @@ class Graph:
                              _int(op, "dst", dst), read=False)
         return {"deleted": bool(deleted)}
 
-    def assoc_range(self, id, type, pos, limit):
+    def assoc_range(self, id, type, pos, limit, *, at=None):
         """The edges at TimeOrder pos .. pos+limit-1 (newest first)."""
         op = "assoc_range"
         return _edges(self._call(op, _int(op, "id", id), _int(op, "type", type),
-                                 _int(op, "pos", pos), _int(op, "limit", limit)))
+                                 _int(op, "pos", pos), _int(op, "limit", limit), at=_at(op, at)))
 
-    def assoc_count(self, id, type):
+    def assoc_count(self, id, type, *, at=None):
         """The number of the node's edges of `type`."""
         op = "assoc_count"
-        return self._call(op, _int(op, "id", id), _int(op, "type", type))
+        return self._call(op, _int(op, "id", id), _int(op, "type", type), at=_at(op, at))
 
-    def assoc_get(self, id, type, ids, low, high):
+    def assoc_get(self, id, type, ids, low, high, *, at=None):
         """The edges whose dst is in `ids` and low <= timestamp <= high, newest first."""
         op = "assoc_get"
         args = (_int(op, "id", id), _int(op, "type", type), _ids(op, "ids", ids),
                 _int(op, "low", low), _int(op, "high", high))
+        at = _at(op, at)
         _check_size(op, _request_bytes(ids=len(args[2])))
-        return _edges(self._call(op, *args))
+        return _edges(self._call(op, *args, at=at))
 
-    def assoc_time_range(self, id, type, low, high, limit):
+    def assoc_time_range(self, id, type, low, high, limit, *, at=None):
         """Up to `limit` edges with low <= timestamp <= high, newest first."""
         op = "assoc_time_range"
         return _edges(self._call(op, _int(op, "id", id), _int(op, "type", type),
                                  _int(op, "low", low), _int(op, "high", high),
-                                 _int(op, "limit", limit)))
+                                 _int(op, "limit", limit), at=_at(op, at)))
 
     def write_batch(self, writes):
         """Sends many writes in few round trips: `writes` is a list of dicts {"op": <a write
@@ -688,7 +733,7 @@ class Graph:
 
     # ---- traversals (ZipG appendix B) -----------------------------------------------------------
 
-    def bfs(self, id, max_depth, types=None, limit=None):
+    def bfs(self, id, max_depth, types=None, limit=None, *, at=None):
         """[{"id", "depth"}, ...]: every id reachable from `id` over live outgoing edges (of the
         listed `types`, or of any type if None; [] allows none) in at most `max_depth` (0..10)
         hops, each once at its smallest depth, `id` itself at depth 0; ordered by (depth, id), at
@@ -698,15 +743,16 @@ class Graph:
         max_depth = _int32(op, "max_depth", max_depth)
         type_list = None if types is None else _ids(op, "types", types)
         limit = _BFS_LIMIT if limit is None else _int(op, "limit", limit)
+        at = _at(op, at)
         _check_size(op, _request_bytes(ids=len(type_list or ())))
-        r = self._call(op, id, type_list is None, type_list or [], max_depth, limit)
+        r = self._call(op, id, type_list is None, type_list or [], max_depth, limit, at=at)
         ids, depths = r.ids or [], r.depths or []
         if len(ids) != len(depths):
             raise Error("INTERNAL", "bfs: the server answered %d ids and %d depths"
                         % (len(ids), len(depths)))
         return [{"id": i, "depth": d} for i, d in zip(ids, depths)]
 
-    def rpq(self, expr, sources=None, limit=None):
+    def rpq(self, expr, sources=None, limit=None, *, at=None):
         """{"pairs": [[src, dst], ...], "truncated": bool}: the distinct pairs such that some path
         from src to dst over live outgoing edges spells a word of the regular path expression
         `expr` over edge types (`1`, `_` any type, `a/b`, `a|b`, `a*`, `a+`, `a?`, parentheses;
@@ -719,13 +765,27 @@ class Graph:
         expr = _str(op, "expr", expr, "a str")
         source_list = None if sources is None else _ids(op, "sources", sources)
         limit = _RPQ_LIMIT if limit is None else _int(op, "limit", limit)
+        at = _at(op, at)
         _check_size(op, _request_bytes(ids=len(source_list or ()), names=[expr]))
-        r = self._call(op, expr, source_list is None, source_list or [], limit)
+        r = self._call(op, expr, source_list is None, source_list or [], limit, at=at)
         srcs, dsts = r.srcs or [], r.dsts or []
         if len(srcs) != len(dsts):
             raise Error("INTERNAL", "rpq: the server answered %d sources and %d destinations"
                         % (len(srcs), len(dsts)))
         return {"pairs": [[s, d] for s, d in zip(srcs, dsts)], "truncated": bool(r.truncated)}
+
+    # ---- snapshots (interface.md, "Consistency and snapshots") ----------------------------------
+
+    def snapshot(self):
+        """{"seq": n}: a sequence that covers every write acknowledged before the call. A read
+        given `at=n` answers as of exactly the writes with sequence <= n, however many writes
+        follow, while the cluster holds it (for its --snapshot-retention, 60 s by default; after
+        that, or once a merge, rebuild or restart gave it up, FAILED_PRECONDITION)."""
+        op = "snapshot"
+        seq = self._call(op)
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise Error("INTERNAL", "%s: the server answered %r, not a sequence" % (op, seq))
+        return {"seq": seq}
 
     # ---- the cluster ----------------------------------------------------------------------------
 
