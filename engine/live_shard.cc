@@ -161,6 +161,17 @@ uint64_t LiveShard::SnapshotFloor() {
   return std::max(floor, retention_.Horizon());
 }
 
+nlohmann::json LiveShard::SnapshotStats() {
+  size_t versions = 0, replaced = 0;
+  {
+    std::lock_guard lock(version_mu_);
+    versions = current_->merged->delta().versions();
+    for (const auto& v : replaced_) versions += v->merged->delta().versions();
+    replaced = replaced_.size();
+  }
+  return {{"floor", SnapshotFloor()}, {"versions", versions}, {"replaced", replaced}};
+}
+
 StatusOr<std::vector<bool>> LiveShard::Apply(const std::vector<Update>& batch) {
   std::lock_guard lock(apply_mu_);
   auto v = Snapshot();
@@ -362,6 +373,12 @@ StatusOr<json> LiveShard::Rebuild() {
   }
   const int64_t number = from->number + 1;
   if (options_.rebuild_hook) options_.rebuild_hook(0);
+  // The shard applies an update before the LogStore applies its data (docs/consistency.md): the
+  // build must not read a pointer whose data is not there yet, or the new base would lack it
+  // while the new delta starts after it (an acknowledged write lost; tests/snapshot_test.py).
+  if (options_.await_commit) {
+    if (Status s = options_.await_commit(through); !s.ok()) return Abandon(number, s);
+  }
 
   // 2. The build, with no lock held.
   json summary = {

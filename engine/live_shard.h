@@ -51,6 +51,10 @@ struct LiveShardOptions {
   // Snapshots (docs/consistency.md): reads at a snapshot the LogStore handed out less than this
   // long ago are answered.
   int snapshot_retention_ms = 60000;
+  // Returns once every update up to the id is committed (the LogStore has applied its data);
+  // a rebuild calls it before it reads the LogStore's data of the updates it folds in. Null:
+  // no wait (a test's stand-in LogStore applies before the shard does).
+  std::function<Status(uint64_t id)> await_commit;
 };
 
 class LiveShard {
@@ -71,6 +75,8 @@ class LiveShard {
   // delta's floor: the updates replayed at open, or a rebuild's last id). A rebuild keeps the
   // version it replaced for the reads before its start, until the horizon passes it.
   uint64_t SnapshotFloor();
+  // {"floor", "versions" (node versions kept), "replaced" (whole versions kept)}.
+  nlohmann::json SnapshotStats();
 
   // Applies a batch from the LogStore to the current version (MergedShard::Apply).
   StatusOr<std::vector<bool>> Apply(const std::vector<Update>& batch);

@@ -115,6 +115,8 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
   for (const auto& ls : store->log_shards_) {
     if (ls.first_generation != ls.generation) store->floor_ = store->applied_id_.load();
   }
+  // The deletion sets replayed every version they logged: keep those a snapshot may need.
+  for (auto& ls : store->log_shards_) ls.deletes->Prune(store->floor_.load());
   if (!options.standby && !options.standby_endpoint.empty()) {
     // In sync only if the standby is exactly where this log is; otherwise the leader goes on
     // alone and the resync thread catches the standby up.
@@ -301,9 +303,6 @@ Status LogStore::Recover(bool post) {
   if (post) sink_->SetApplied(applied);
   applied_id_ = std::max(applied_id_.load(), applied);
   retention_.Note(applied_id_.load());
-  // The deletion sets replayed every version they logged; keep those a snapshot may need.
-  const uint64_t keep_from = std::max(floor_.load(), static_cast<uint64_t>(logs.front()) << 32);
-  for (auto& ls : log_shards_) ls.deletes->Prune(std::max(keep_from, retention_.Horizon()));
   // What the replay found again, for the file's next reader (FlushDeletes without its lock: Open
   // runs alone, Reload holds the data lock).
   for (auto& ls : log_shards_) ZIPG_RETURN_IF_ERROR(ls.deletes->Flush());
@@ -328,9 +327,13 @@ Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
                         const std::function<Status()>& before_recover) {
   ++reloads_;  // a merge under way is discarded
   std::unique_lock data(data_mu_);
+  // A merged shard's inputs stay open in retired_: the reopened shard answers through them at
+  // snapshots before its merge, as before (a takeover keeps those snapshots).
+  std::map<Range, std::pair<uint64_t, std::vector<const LogShard*>>> merges;
   for (auto& ls : log_shards_) {
-    // A merged shard's inputs are not reopened: snapshots before its merge are given up.
-    floor_ = std::max(floor_.load(), ls.merged_at);
+    if (ls.merged_at != 0) {
+      merges[{ls.first_generation, ls.generation}] = {ls.merged_at, ls.inputs};
+    }
     for (const auto& part : ls.parts) edge_cache_.Forget(part.get());
     retired_.push_back(std::move(ls));
   }
@@ -344,6 +347,14 @@ Status LogStore::Reload(bool post, std::optional<uint64_t> keep_live_records,
   }
   if (before_recover) ZIPG_RETURN_IF_ERROR(before_recover());
   ZIPG_RETURN_IF_ERROR(Recover(post));
+  for (auto& ls : log_shards_) {
+    auto m = merges.find({ls.first_generation, ls.generation});
+    if (m == merges.end()) continue;
+    ls.merged_at = m->second.first;
+    ls.inputs = m->second.second;
+  }
+  // The deletion sets replayed every version they logged: keep those a snapshot may need.
+  for (auto& ls : log_shards_) ls.deletes->Prune(SnapshotFloor());
   data.unlock();
   if (frozen_) WakeCompactor();  // finish the interrupted compaction
   return Status::OK();
@@ -449,6 +460,26 @@ json LogStore::StatusJson() const {
       merging[1] = ls.generation;
     }
     j["merging"] = merging;
+    // Snapshots (docs/consistency.md): what is kept for reads at them.
+    uint64_t history_changes = 0, history_bytes = 0, deletion_versions = 0;
+    auto add = [&](const MemHistory& h) {
+      history_changes += h.changes();
+      history_bytes += h.bytes();
+    };
+    add(*memtable_->history());
+    if (frozen_) {
+      add(*frozen_->table->history());
+      deletion_versions += frozen_->overlay_history.changes();
+    }
+    for (const auto& [g, h] : histories_) add(*h);
+    for (const auto& ls : log_shards_) deletion_versions += ls.deletes->versions();
+    for (const auto& ls : retired_) deletion_versions += ls.deletes->versions();
+    j["snapshots"] = {{"applied", applied_id_.load()},
+                      {"floor", SnapshotFloor()},
+                      {"retention_ms", options_.snapshot_retention_ms},
+                      {"history_changes", history_changes},
+                      {"history_bytes", history_bytes},
+                      {"deletion_versions", deletion_versions}};
   }
   j["merges"] = merges_.load();
   j["max_log_shards"] = options_.max_log_shards;

@@ -160,7 +160,7 @@ class LogStore final : public GraphWriteApi {
   StatusOr<uint64_t> Snapshot();
   // The lowest snapshot this LogStore answers at: its retention horizon, or what it could not
   // keep (the live logs' start when it opened; a merge's swap).
-  uint64_t SnapshotFloor();
+  uint64_t SnapshotFloor() const;
 
   // A piece of base shard `shard`'s update feed after id `after`, for replica `member` catching
   // up (docs/replication.md): `included` (checked first) says whether pushes go to it now.

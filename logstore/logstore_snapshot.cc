@@ -39,7 +39,7 @@ void LogStore::NoteApplied(uint64_t id) {
   }
 }
 
-uint64_t LogStore::SnapshotFloor() { return std::max(floor_.load(), retention_.Horizon()); }
+uint64_t LogStore::SnapshotFloor() const { return std::max(floor_.load(), retention_.Horizon()); }
 
 StatusOr<uint64_t> LogStore::Snapshot() {
   if (standby_) return Status::Unavailable("this LogStore is a standby: ask its leader");

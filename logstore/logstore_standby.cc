@@ -272,7 +272,7 @@ Status LogStore::InstallReseed(const ShipRequest& q) {
     std::unique_lock data(data_mu_);
     histories_.clear();
   }
-  floor_ = std::numeric_limits<uint64_t>::max();  // lowered below once the install is known
+  floor_ = std::numeric_limits<uint64_t>::max();  // until the install: then its applied id
   Status reloaded = Reload(/*post=*/false, std::nullopt, [&]() -> Status {
     const std::string old = options_.dir + ".old";
     std::error_code ec;
@@ -287,7 +287,7 @@ Status LogStore::InstallReseed(const ShipRequest& q) {
     ++reseeds_;
     return Status::OK();
   });
-  floor_ = static_cast<uint64_t>(LiveLogs().front()) << 32;
+  floor_ = applied_id_.load();
   return reloaded;
 }
 

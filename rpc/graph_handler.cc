@@ -2,6 +2,7 @@
 
 #include "rpc/convert.h"
 #include "rpc/limits.h"
+#include "util/snapshot.h"
 
 namespace zipg::rpc {
 
@@ -97,6 +98,9 @@ void GraphHandler::obj_get(MaybeNode& _return, int64_t id) {
 }
 
 GraphWriteApi& GraphHandler::Writer() {
+  // A write's checks (exists? live?) and everything it calls read the latest state, whatever
+  // snapshot the call's context carried (a client writing inside a ReadAt scope).
+  ReadAt::Set(0);
   if (writer_ == nullptr) {
     throw ToError(Status::InvalidArgument(
         "this server does not take writes; send them to an aggregator or the LogStore"));

@@ -60,6 +60,7 @@ class GraphHandler : virtual public GraphServiceIf {
                    const std::vector<BatchedWrite>& writes) override;
 
  private:
+  // The writer of every write operation; also clears the call's snapshot (util/snapshot.h).
   GraphWriteApi& Writer();
 
   GraphApi* graph_;

@@ -62,6 +62,10 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     engine::LiveShardOptions live_options;
     live_options.rebuild_memory = rebuild.memory;
     live_options.snapshot_retention_ms = rebuild.snapshot_retention_ms;
+    live_options.await_commit = [p = g.get(), s](uint64_t id) {
+      return p->commits_[s]->AwaitCommitted(
+          id, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+    };
     ZIPG_ASSIGN_OR_RETURN(g->live_[s], engine::LiveShard::Open(g->store_.shards[s].get(), base,
                                                                g->log_.get(), live_options));
     g->apply_mu_[s] = std::make_unique<std::mutex>();
@@ -433,7 +437,8 @@ nlohmann::json ServerGraph::CommitStats() const {
   for (uint32_t s : hosted_) {
     j[std::to_string(s)] = {{"committed", commits_[s]->committed()},
                             {"tracked_nodes", commits_[s]->tracked()},
-                            {"rereads", commits_[s]->rereads()}};
+                            {"rereads", commits_[s]->rereads()},
+                            {"snapshots", live_[s]->SnapshotStats()}};
   }
   return j;
 }

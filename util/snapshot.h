@@ -72,7 +72,7 @@ class RetentionClock {
   }
   // The oldest id the component must still answer at: its progress `retention` ago (0 before
   // that long has passed since the first sample).
-  uint64_t Horizon() {
+  uint64_t Horizon() const {
     const auto cut = Clock::now() - retention_;
     std::lock_guard lock(mu_);
     while (samples_.size() > 1 && samples_[1].first <= cut) samples_.pop_front();
@@ -82,8 +82,8 @@ class RetentionClock {
 
  private:
   const std::chrono::milliseconds retention_;
-  std::mutex mu_;
-  std::deque<std::pair<Clock::time_point, uint64_t>> samples_;
+  mutable std::mutex mu_;
+  mutable std::deque<std::pair<Clock::time_point, uint64_t>> samples_;  // old ones dropped
 };
 
 // The snapshots of the reads running now: versions they need are not pruned while they run.
