@@ -105,8 +105,12 @@ class DeltaIndex {
   // The node's delta at this thread's snapshot (ReadAt; the current one at 0), or null if no
   // write touched it by then.
   std::shared_ptr<const NodeDelta> Lookup(int64_t node) const;
-  // The lowest snapshot this index answers at: its last id when opened.
-  uint64_t floor() const { return floor_; }
+  // The lowest snapshot this index answers at: its last id when opened, or as set.
+  uint64_t floor() const { return floor_.load(); }
+  // Raises the floor to `id` (a rebuilt version answers from its swap on: engine/live_shard.h).
+  void RaiseFloor(uint64_t id) {
+    if (id > floor_.load()) floor_ = id;
+  }
   // Forgets the versions replaced at or below `horizon`.
   void Prune(uint64_t horizon);
   // Earlier versions kept (their count).
@@ -134,7 +138,7 @@ class DeltaIndex {
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<const NodeDelta>> nodes_;
   VersionLog<int64_t, NodeDelta> history_;  // guarded by mu_
-  uint64_t floor_ = 0;
+  std::atomic<uint64_t> floor_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> last_id_{0};
   std::unique_ptr<logstore::Wal> file_;

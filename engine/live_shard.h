@@ -150,7 +150,9 @@ class LiveShard {
   mutable std::mutex version_mu_;     // guards current_ (held only to copy or swap it)
   std::shared_ptr<Version> current_;  // never null after Open
   // Versions a rebuild or adoption replaced, oldest first, kept for reads at snapshots before
-  // their successor's start (its delta's floor) until the retention horizon passes it.
+  // their successor's start (its delta's floor: the last id at its swap; its base holds what
+  // the build read, which may be newer than its `through`) until the retention horizon passes
+  // it.
   std::deque<std::shared_ptr<Version>> replaced_;
 
   // Serializes Apply and the swap; guards the two fields below.

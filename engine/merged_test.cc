@@ -531,18 +531,27 @@ TEST(LiveShardTest, ReadsAtASnapshotAnswerAsTheModelThenAcrossRebuilds) {
   LiveShardOptions options;
   options.rebuild_memory = 256 << 20;
   const std::string prefix = f.dir.File("shard-0");
-  auto live = LiveShard::Open(f.base.get(), prefix, &log, options);
-  ASSERT_TRUE(live.ok()) << live.status().ToString();
   std::map<uint64_t, Model> models;  // the model at each round's last id
   models[0] = f.model;
-  for (int round = 0; round < 9; ++round) {
-    if (round % 4 == 3) ++w.generation;
+  LiveShard* target = nullptr;
+  auto round = [&] {
     std::vector<bool> want;
     const std::vector<Update> batch = w.Round(rng, &want);
-    ASSERT_TRUE((*live)->Apply(batch).ok());
+    ASSERT_TRUE(target->Apply(batch).ok());
     log.Keep(w.last_id);
     models[w.last_id] = f.model;
-    if (round % 3 == 1) {
+  };
+  // Rounds applied during each rebuild: after its snapshot (the build reads them: its base is
+  // newer than its `through`) and after its build.
+  options.rebuild_hook = [&](int) { round(); };
+  auto live = LiveShard::Open(f.base.get(), prefix, &log, options);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  target = live->get();
+  for (int r = 0; r < 9; ++r) {
+    if (r % 4 == 3) ++w.generation;
+    round();
+    if (HasFatalFailure()) return;
+    if (r % 3 == 1) {
       auto summary = (*live)->Rebuild();
       ASSERT_TRUE(summary.ok()) << summary.status().ToString();
       w.Reset();  // the new base holds every live version
