@@ -147,7 +147,10 @@ StatusOr<const MemberInfo*> ShardMap::Pick(uint32_t shard, const std::string& av
 }
 
 bool RetryElsewhere(const Status& s) {
-  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+  // FAILED_PRECONDITION: a replica that restarted no longer holds a snapshot its peer may hold
+  // (docs/consistency.md, "Snapshots").
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
+         s.code() == StatusCode::kFailedPrecondition;
 }
 
 StatusOr<const MemberInfo*> ShardMap::LogStore() const {

@@ -84,7 +84,8 @@ struct ShardMap {
 };
 
 // Whether a failed call to one replica is retried on another (docs/replication.md, "Reads"):
-// UNAVAILABLE (refused, reset, not served there, catching up) or DEADLINE_EXCEEDED.
+// UNAVAILABLE (refused, reset, not served there, catching up), DEADLINE_EXCEEDED, or
+// FAILED_PRECONDITION (a snapshot this replica no longer holds).
 bool RetryElsewhere(const Status& s);
 
 // Work for one server: where it listens and the items (shard numbers, node ids) it answers for.

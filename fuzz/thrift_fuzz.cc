@@ -177,6 +177,7 @@ std::vector<std::string> Seeds() {
   c.send_rpq("(0|1)/2+/5?", false, {1, 2, 3}, 100), take();
   c.send_rpq("0/1", true, {}, 100), take();
   c.send_status(), take();
+  c.send_snapshot(), take();
   c.send_admin_compact(), take();
   zipg::rpc::BatchedWrite w;
   w.kind = zipg::rpc::WriteKind::ASSOC_ADD, w.id = 3, w.type = 2, w.dst = 4, w.timestamp = 5;
@@ -218,6 +219,29 @@ std::vector<std::string> Seeds() {
     proto->writeFieldEnd();
     proto->writeFieldBegin("type", T_I64, 2);
     proto->writeI64(5);
+    proto->writeFieldEnd();
+    proto->writeFieldStop();
+    proto->writeStructEnd();
+    proto->writeMessageEnd();
+    proto->getTransport()->writeEnd();
+    proto->getTransport()->flush();
+    take();
+  }
+  // A read at a snapshot (docs/consistency.md, "Snapshots"): the call context's field 32766, a
+  // sequence the fuzzed server never reached (its wait is bounded by the deadline before it) and
+  // a negative one.
+  for (int64_t at : {int64_t{1} << 40, int64_t{-1}, int64_t{1}}) {
+    using apache::thrift::protocol::T_I64;
+    proto->writeMessageBegin("obj_get", apache::thrift::protocol::T_CALL, 0);
+    proto->writeStructBegin("obj_get_args");
+    proto->writeFieldBegin("id", T_I64, 1);
+    proto->writeI64(1);
+    proto->writeFieldEnd();
+    proto->writeFieldBegin("deadline_ms", T_I64, zipg::rpc::kDeadlineFieldId);
+    proto->writeI64(20);
+    proto->writeFieldEnd();
+    proto->writeFieldBegin("at", T_I64, zipg::rpc::kSnapshotFieldId);
+    proto->writeI64(at);
     proto->writeFieldEnd();
     proto->writeFieldStop();
     proto->writeStructEnd();
