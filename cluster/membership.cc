@@ -147,10 +147,7 @@ StatusOr<const MemberInfo*> ShardMap::Pick(uint32_t shard, const std::string& av
 }
 
 bool RetryElsewhere(const Status& s) {
-  // FAILED_PRECONDITION: a replica that restarted no longer holds a snapshot its peer may hold
-  // (docs/consistency.md, "Snapshots").
-  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded ||
-         s.code() == StatusCode::kFailedPrecondition;
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
 }
 
 StatusOr<const MemberInfo*> ShardMap::LogStore() const {

@@ -84,8 +84,7 @@ struct ShardMap {
 };
 
 // Whether a failed call to one replica is retried on another (docs/replication.md, "Reads"):
-// UNAVAILABLE (refused, reset, not served there, catching up), DEADLINE_EXCEEDED, or
-// FAILED_PRECONDITION (a snapshot this replica no longer holds).
+// UNAVAILABLE (refused, reset, not served there, catching up) or DEADLINE_EXCEEDED.
 bool RetryElsewhere(const Status& s);
 
 // Work for one server: where it listens and the items (shard numbers, node ids) it answers for.
@@ -183,8 +182,10 @@ class ClusterView {
   std::thread thread_;
 };
 
-// Runs call(member) on a serving replica of `shard`; if that fails with RetryElsewhere, once more
-// on another replica, picked from the view's map at that moment.
+// Runs call(member) on a serving replica of `shard`; if that fails with RetryElsewhere, or with
+// FAILED_PRECONDITION (a replica that restarted no longer holds a snapshot its peer may hold:
+// docs/consistency.md, "Snapshots"), once more on another replica, picked from the view's map at
+// that moment; without one, the first answer stands.
 template <typename Fn>
 auto CallShard(const ClusterView& view, uint32_t shard, Fn&& call)
     -> decltype(call(std::declval<const MemberInfo&>())) {
@@ -193,7 +194,10 @@ auto CallShard(const ClusterView& view, uint32_t shard, Fn&& call)
   if (!first.ok()) return first.status();
   const std::string tried = (*first)->name;
   auto result = call(**first);
-  if (result.ok() || !RetryElsewhere(result.status())) return result;
+  if (result.ok() || (!RetryElsewhere(result.status()) &&
+                      result.status().code() != StatusCode::kFailedPrecondition)) {
+    return result;
+  }
   map = view.Current();
   auto second = map->Pick(shard, tried);
   if (!second.ok()) return result;

@@ -53,10 +53,14 @@ uint64_t DeltaIndex::Footprint(const NodeDelta& node) {
   return bytes;
 }
 
-void DeltaIndex::Transition(const Resolved& r, NodeDelta* node) {
+void DeltaIndex::Transition(const Resolved& r, NodeDelta* node, Undo* undo) {
   const Update& u = r.update;
   switch (u.op) {
     case UpdateOp::kPutNode:
+      if (undo) {
+        undo->props_dead = node->props_dead;
+        undo->props_generation = node->props_generation;
+      }
       if (r.found) node->props_dead = true;
       node->props_generation = u.generation;
       return;
@@ -69,13 +73,18 @@ void DeltaIndex::Transition(const Resolved& r, NodeDelta* node) {
     case UpdateOp::kPutEdge:
     case UpdateOp::kDeleteEdge: {
       TypeDelta& t = node->types[u.type];
+      if (undo) undo->type = u.type;
       if (const int64_t* ts = t.log_dst.Find(u.dst)) {
-        t.log = t.log.Erase(EdgeKey{*ts, u.dst});
+        const EdgeKey old{*ts, u.dst};
+        if (undo) undo->erased_log = std::make_pair(old, *t.log.Find(old));
+        t.log = t.log.Erase(old);
         t.log_dst = t.log_dst.Erase(u.dst);
       } else if (r.time_order) {
+        if (undo && t.dead.Find(*r.time_order) == nullptr) undo->inserted_dead = *r.time_order;
         t.dead = t.dead.Insert(*r.time_order, Unit{});
       }
       if (u.op == UpdateOp::kPutEdge) {
+        if (undo) undo->inserted_log = EdgeKey{u.timestamp, u.dst};
         t.log = t.log.Insert(EdgeKey{u.timestamp, u.dst}, u.generation);
         t.log_dst = t.log_dst.Insert(u.dst, u.timestamp);
       } else if (t.dead.empty() && t.log.empty()) {
@@ -84,6 +93,36 @@ void DeltaIndex::Transition(const Resolved& r, NodeDelta* node) {
       return;
     }
   }
+}
+
+void DeltaIndex::ApplyUndo(const Undo& undo, std::optional<NodeDelta>* node) {
+  if (undo.absent) {
+    node->reset();
+    return;
+  }
+  if (undo.whole) {
+    *node = *undo.whole;
+    return;
+  }
+  if (!*node) node->emplace();
+  NodeDelta& n = **node;
+  if (undo.type < 0) {
+    n.props_dead = undo.props_dead;
+    n.props_generation = undo.props_generation;
+    return;
+  }
+  TypeDelta& t = n.types[undo.type];
+  if (undo.inserted_log) {
+    t.log = t.log.Erase(*undo.inserted_log);
+    t.log_dst = t.log_dst.Erase(undo.inserted_log->dst);
+  }
+  if (undo.erased_log) {
+    const auto& [key, generation] = *undo.erased_log;
+    t.log = t.log.Insert(key, generation);
+    t.log_dst = t.log_dst.Insert(key.dst, key.timestamp);
+  }
+  if (undo.inserted_dead) t.dead = t.dead.Erase(*undo.inserted_dead);
+  if (t.dead.empty() && t.log.empty()) n.types.erase(undo.type);  // types hold no empty entry
 }
 
 StatusOr<DeltaIndex::Resolved> DeltaIndex::Resolve(const Shard& base, const NodeDelta& node,
@@ -127,13 +166,8 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
   // failed write leaves memory unchanged and readers never see half a batch.
   std::lock_guard apply_lock(apply_mu_);
   std::unordered_map<int64_t, NodeDelta> next;
-  // Each numbered update's node and the version it replaces, in id order (for snapshots).
-  struct Before {
-    uint64_t id;
-    int64_t node;
-    std::shared_ptr<const NodeDelta> delta;
-  };
-  std::vector<Before> befores;
+  // Each numbered update's node and undo record, in id order (for snapshots).
+  std::vector<std::pair<int64_t, Undo>> undos;
   std::vector<bool> found;
   found.reserve(batch.size());
   std::string record;
@@ -157,12 +191,18 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
       if (o != nodes_.end()) old = o->second;
     }
     if (fresh && old) it->second = *old;
-    if (u.id != 0) {
-      befores.push_back(
-          Before{u.id, u.node, fresh ? old : std::make_shared<const NodeDelta>(it->second)});
-    }
     ZIPG_ASSIGN_OR_RETURN(Resolved r, Resolve(base, it->second, u));
-    Transition(r, &it->second);
+    Undo* undo = nullptr;
+    if (u.id != 0) {
+      undos.emplace_back(u.node, Undo());
+      undo = &undos.back().second;
+      undo->id = u.id;
+      undo->absent = fresh && !old;
+      if (u.op == UpdateOp::kDeleteNode && !undo->absent) {
+        undo->whole = fresh ? old : std::make_shared<const NodeDelta>(it->second);
+      }
+    }
+    Transition(r, &it->second, undo);
     found.push_back(r.found);
     record.push_back(static_cast<char>(u.op));
     PutFixed64(&record, static_cast<uint64_t>(u.node));
@@ -179,7 +219,7 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vect
   ZIPG_RETURN_IF_ERROR(file_->Append(record));
   last_id_ = last;
   std::unique_lock lock(mu_);
-  for (auto& b : befores) history_.Record(b.node, b.id, std::move(b.delta));
+  for (auto& [node, undo] : undos) history_.Record(node, std::move(undo));
   for (auto& [id, delta] : next) {
     auto& slot = nodes_[id];
     const uint64_t before = slot ? Footprint(*slot) : 0;
@@ -231,7 +271,15 @@ std::shared_ptr<const NodeDelta> DeltaIndex::Lookup(int64_t node) const {
   std::shared_lock lock(mu_);
   auto it = nodes_.find(node);
   std::shared_ptr<const NodeDelta> current = it == nodes_.end() ? nullptr : it->second;
-  return at == 0 ? current : history_.At(node, at, std::move(current));
+  if (at == 0 || !history_.ChangedAfter(node, at)) return current;
+  // The current version with the node's updates above `at` undone, newest first.
+  std::optional<NodeDelta> version;
+  if (current) version = *current;
+  const auto* changes = history_.Changes(node);
+  for (auto u = changes->rbegin(); u != changes->rend() && u->id > at; ++u) {
+    ApplyUndo(*u, &version);
+  }
+  return version ? std::make_shared<const NodeDelta>(std::move(*version)) : nullptr;
 }
 
 void DeltaIndex::Prune(uint64_t horizon) {

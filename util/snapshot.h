@@ -12,10 +12,11 @@
 // LogStore handed out less than `retention` ago is at or above every component's horizon.
 //
 // VersionLog<K, T>: for each key, the values (shared, immutable) it had before each change with
-// an id above the horizon, so that the value at n is the one before the oldest change above n.
+// an id above the horizon, so that the value at n is the one before the oldest change above n;
+// ChangeLog<K, C>, under it, keeps any kind of change record (engine/delta.h keeps undo records).
 //
-// Thread-safety: ReadAt is per thread; RetentionClock is thread-safe; VersionLog has none (its
-// owner's lock guards it).
+// Thread-safety: ReadAt is per thread; RetentionClock and SnapshotPins are thread-safe;
+// ChangeLog and VersionLog have none (their owner's lock guards them).
 #pragma once
 
 #include <algorithm>
@@ -134,32 +135,25 @@ inline std::string SnapshotGoneMessage(uint64_t at, uint64_t floor, const char* 
          " (it holds snapshots from " + std::to_string(floor) + " on)";
 }
 
-template <typename K, typename T, typename Hash = std::hash<K>>
-class VersionLog {
+// ChangeLog<K, C>: per key, the changes C (each with a member `uint64_t id`, increasing across
+// Record calls) made above the horizon, oldest first; Prune forgets those at or below it.
+template <typename K, typename C, typename Hash = std::hash<K>>
+class ChangeLog {
  public:
-  // Before `current` (null: absent) changes with update `id` (increasing across calls).
-  void Record(const K& key, uint64_t id, std::shared_ptr<const T> before) {
-    auto& changes = keys_[key];
-    changes.push_back(Change{id, std::move(before)});
-    order_.emplace_back(id, key);
+  void Record(const K& key, C change) {
+    order_.emplace_back(change.id, key);
+    keys_[key].push_back(std::move(change));
   }
-  // The key's value at `at`, given its current value: the value before its oldest change above
-  // `at`; `current` if none (or at == 0).
-  std::shared_ptr<const T> At(const K& key, uint64_t at, std::shared_ptr<const T> current) const {
-    if (at == 0 || keys_.empty()) return current;
+  // The key's changes, oldest first (null if none).
+  const std::deque<C>* Changes(const K& key) const {
     auto it = keys_.find(key);
-    if (it == keys_.end()) return current;
-    for (const Change& c : it->second) {
-      if (c.id > at) return c.before;
-    }
-    return current;
+    return it == keys_.end() ? nullptr : &it->second;
   }
-  // Whether the key changed after `at`.
   bool ChangedAfter(const K& key, uint64_t at) const {
-    auto it = keys_.find(key);
-    return it != keys_.end() && !it->second.empty() && it->second.back().id > at;
+    const std::deque<C>* changes = Changes(key);
+    return changes != nullptr && !changes->empty() && changes->back().id > at;
   }
-  // The keys changed after `at` (each once).
+  // The keys changed after `at` (each once, sorted).
   std::vector<K> KeysChangedAfter(uint64_t at) const {
     std::vector<K> out;
     for (auto it = order_.rbegin(); it != order_.rend() && it->first > at; ++it) {
@@ -189,12 +183,42 @@ class VersionLog {
   bool empty() const { return order_.empty(); }
 
  private:
+  std::unordered_map<K, std::deque<C>, Hash> keys_;
+  std::deque<std::pair<uint64_t, K>> order_;
+};
+
+// VersionLog<K, T>: a ChangeLog of the values (shared, immutable) each change replaced.
+template <typename K, typename T, typename Hash = std::hash<K>>
+class VersionLog {
+ public:
+  // Before `current` (null: absent) changes with update `id` (increasing across calls).
+  void Record(const K& key, uint64_t id, std::shared_ptr<const T> before) {
+    log_.Record(key, Change{id, std::move(before)});
+  }
+  // The key's value at `at`, given its current value: the value before its oldest change above
+  // `at`; `current` if none (or at == 0).
+  std::shared_ptr<const T> At(const K& key, uint64_t at, std::shared_ptr<const T> current) const {
+    if (at == 0 || log_.empty()) return current;
+    if (const auto* changes = log_.Changes(key)) {
+      for (const Change& c : *changes) {
+        if (c.id > at) return c.before;
+      }
+    }
+    return current;
+  }
+  bool ChangedAfter(const K& key, uint64_t at) const { return log_.ChangedAfter(key, at); }
+  std::vector<K> KeysChangedAfter(uint64_t at) const { return log_.KeysChangedAfter(at); }
+  void Prune(uint64_t horizon) { log_.Prune(horizon); }
+  void Clear() { log_.Clear(); }
+  size_t changes() const { return log_.changes(); }
+  bool empty() const { return log_.empty(); }
+
+ private:
   struct Change {
     uint64_t id;
     std::shared_ptr<const T> before;
   };
-  std::unordered_map<K, std::deque<Change>, Hash> keys_;
-  std::deque<std::pair<uint64_t, K>> order_;
+  ChangeLog<K, Change, Hash> log_;
 };
 
 }  // namespace zipg

@@ -35,7 +35,8 @@ TEST(VersionLogTest, TheValueAtASnapshotIsTheOneBeforeItsOldestLaterChange) {
   auto value = [](const std::shared_ptr<const int>& v) { return v ? *v : -1; };
   auto check_from = [&](size_t first) {
     for (size_t s = first; s < states.size(); ++s) {
-      const auto& [at, state] = states[s];
+      const uint64_t at = states[s].first;  // not a structured binding: clang 14 cannot capture one
+      const auto& state = states[s].second;
       for (int key = 0; key < 6; ++key) {
         auto it = state.find(key);
         const int want = it == state.end() ? -1 : value(it->second);
