@@ -19,7 +19,6 @@ Usage: bench_snapshots.py --zipg BUILD/client/zipg --before OLD/client/zipg --st
        [-- LOCAL-START-OPTIONS...]   (default: --servers 2 --replicas 2 --aggregators 2
                                       --logstores 2 --memtable-mb 0)
 """
-import argparse
 import json
 import os
 import statistics
@@ -29,7 +28,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import kind, run_bench, server_pids, split_args, start_cluster, stop_cluster  # noqa
+from benchlib import (compare, comparison_parser, kind, parse_workloads, run_bench,  # noqa
+                      server_pids, split_args, start_cluster, stop_cluster)
 
 DEFAULT_LOCAL = ["--servers", "2", "--replicas", "2", "--aggregators", "2", "--logstores", "2",
                  "--memtable-mb", "0"]
@@ -108,55 +108,19 @@ def memory_run(zipg, store, local, seconds):
 
 def main():
     argv, local_args = split_args(sys.argv[1:])
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--zipg", required=True)
-    p.add_argument("--before", required=True)
-    p.add_argument("--store", required=True)
-    p.add_argument("--workloads", default="tao:4,write:16")
-    p.add_argument("--duration", type=int, default=10)
-    p.add_argument("--rounds", type=int, default=2)
+    p = comparison_parser(__doc__, "tao:4,write:16")
     p.add_argument("--memory-seconds", type=int, default=100)
     a = p.parse_args(argv)
     local = local_args or DEFAULT_LOCAL
-    configs = [("before", a.before), ("after", a.zipg)]
-    workloads = [(w.split(":")[0], int(w.split(":")[1])) for w in a.workloads.split(",") if w]
-    results = {}
-    for mix, conns in workloads:
-        for rnd in range(a.rounds):
-            for name, zipg in configs:
-                state = start_cluster(zipg, a.store, local)
-                try:
-                    r = run_bench(zipg, state, mix, a.duration, conns)
-                finally:
-                    stop_cluster(zipg, a.store)
-                results.setdefault((mix, conns, name), []).append(r)
-                print(f"round {rnd + 1} {mix}:{conns} {name}: {r['ops_per_s']:.0f} op/s "
-                      f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us "
-                      f"CPU {r['cpu_us']:.0f} us/op errors {r['errors']}", flush=True)
-    if workloads:
-        print()
-        print("| workload | config | op/s | p50 us | p99 us | CPU us/op | op/s vs before | "
-              "p99 vs before |")
-        print("|---|---|---|---|---|---|---|---|")
-        for mix, conns in workloads:
-            base = None
-            for name, _ in configs:
-                runs = results[(mix, conns, name)]
-                m = {k: statistics.median(r[k] for r in runs)
-                     for k in ("ops_per_s", "p50_us", "p99_us", "cpu_us")}
-                if base is None:
-                    base = m
-                print(f"| {mix}, {conns} conn | {name} | {m['ops_per_s']:.0f} | "
-                      f"{m['p50_us']:.0f} | {m['p99_us']:.0f} | {m['cpu_us']:.0f} | "
-                      f"{m['ops_per_s'] / base['ops_per_s']:.3f} | "
-                      f"{m['p99_us'] / base['p99_us']:.3f} |", flush=True)
+    configs = [("before", a.before, []), ("after", a.zipg, [])]
+    compare(configs, parse_workloads(a.workloads), a.store, local, a.rounds, a.duration)
     if a.memory_seconds > 0:
         print()
         print(f"sustained durable writes (write:16) for {a.memory_seconds} s; resident MiB per "
               f"process: after 10 s / mean of the last 30 s / peak")
         print("| config | role | processes | RSS at 10 s | RSS last 30 s | peak | writes/s |")
         print("|---|---|---|---|---|---|---|")
-        for name, zipg in configs:
+        for name, zipg, _ in configs:
             bench, per_role, status = memory_run(zipg, a.store, local, a.memory_seconds)
             rate = bench["ops_per_s"] if bench else 0
             for role, rows in sorted(per_role.items()):

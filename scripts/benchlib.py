@@ -1,9 +1,11 @@
 """What the cluster benchmarks share: starting a local cluster on a store with its writes removed,
 running `zipg bench` against its aggregators, and CPU time per operation by process from /proc."""
+import argparse
 import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -83,3 +85,69 @@ def run_bench(zipg, state, mix, seconds, connections, count_cpu=True, extra=()):
         out["cpu_per"] = per
         out["cpu_us"] = sum(per.values())
     return out
+
+
+def parse_workloads(text):
+    """"tao:4,write:16" -> [("tao", 4), ("write", 16)]."""
+    return [(w.split(":")[0], int(w.split(":")[1])) for w in text.split(",") if w]
+
+
+def compare(configs, workloads, store, local, rounds, duration):
+    """Runs each workload (mix, connections) on a fresh cluster per configuration (name, zipg,
+    extra local start arguments) and round, configurations alternating within a round so that
+    drift of the machine hits them alike; prints each run, then per workload and configuration
+    the medians of op/s, p50, p99 and CPU per operation and the ratios to the first one."""
+    results = {}
+    for mix, conns in workloads:
+        for rnd in range(rounds):
+            for name, zipg, extra in configs:
+                r = None
+                for attempt in range(2):  # a server that died under load (printed) is run again
+                    state = start_cluster(zipg, store, local + extra)
+                    try:
+                        r = run_bench(zipg, state, mix, duration, conns)
+                    except OSError as e:  # a server's /proc entry vanished: it exited
+                        print(f"round {rnd + 1} {mix}:{conns} {name}: a server died ({e}); "
+                              f"logs in {store}/run", flush=True)
+                    finally:
+                        stop_cluster(zipg, store)
+                    if r is not None:
+                        break
+                if r is None:
+                    sys.exit("a server died twice; see the logs")
+                results.setdefault((mix, conns, name), []).append(r)
+                print(f"round {rnd + 1} {mix}:{conns} {name}: {r['ops_per_s']:.0f} op/s "
+                      f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us "
+                      f"CPU {r['cpu_us']:.0f} us/op errors {r['errors']}", flush=True)
+    if not workloads:
+        return
+    first = configs[0][0]
+    print()
+    print(f"| workload | config | op/s | p50 us | p99 us | CPU us/op | op/s vs {first} | "
+          f"p99 vs {first} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for mix, conns in workloads:
+        base = None
+        for name, _, _ in configs:
+            runs = results[(mix, conns, name)]
+            m = {k: statistics.median(r[k] for r in runs)
+                 for k in ("ops_per_s", "p50_us", "p99_us", "cpu_us")}
+            if base is None:
+                base = m
+            print(f"| {mix}, {conns} conn | {name} | {m['ops_per_s']:.0f} | {m['p50_us']:.0f} | "
+                  f"{m['p99_us']:.0f} | {m['cpu_us']:.0f} | "
+                  f"{m['ops_per_s'] / base['ops_per_s']:.3f} | "
+                  f"{m['p99_us'] / base['p99_us']:.3f} |", flush=True)
+
+
+def comparison_parser(doc, workloads):
+    """The arguments of a before/after comparison: --zipg, --before, --store, --workloads,
+    --duration, --rounds (add more to the parser it returns)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--zipg", required=True)
+    p.add_argument("--before", required=True)
+    p.add_argument("--store", required=True)
+    p.add_argument("--workloads", default=workloads)
+    p.add_argument("--duration", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=2)
+    return p
