@@ -264,7 +264,7 @@ Status LogStore::Recover(bool post) {
                 << "\n";
     }
     if (i + 1 < logs.size()) {
-      frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}};
+      frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}, {}, {}};
       memtable_ = std::make_unique<Memtable>();
     } else {
       wal_ = std::move(wal);

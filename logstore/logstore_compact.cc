@@ -85,7 +85,7 @@ StatusOr<bool> LogStore::Freeze(bool force) {
   const uint64_t last_count = records_in_generation_;
   {
     std::unique_lock data(data_mu_);
-    frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}};
+    frozen_ = Frozen{g, std::shared_ptr<const Memtable>(std::move(memtable_)), {}, {}, {}};
     memtable_ = std::make_unique<Memtable>();
     generation_ = g + 1;
     records_in_generation_ = 0;  // with generation_, under data_mu_: Position reads the pair
