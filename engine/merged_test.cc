@@ -302,9 +302,12 @@ void CheckNode(const MergedShard& g, const Model& model, int64_t src, int64_t ty
   ASSERT_EQ(*neighbors, dsts) << what << " get_neighbor_ids " << src << "/" << type;
 }
 
+// `every`: check every `every`-th source only (from a random one), and the hot node (k5).
 void CheckAll(const MergedShard& g, const Model& model, std::mt19937_64& rng,
-              const std::string& what) {
+              const std::string& what, int64_t every = 1) {
+  const int64_t offset = every > 1 ? static_cast<int64_t>(rng() % every) : 0;
   for (int64_t src = 0; src < 42; ++src) {
+    if (src != kHot && (src + offset) % every != 0) continue;
     for (int64_t type = 0; type < 4; ++type) {
       CheckNode(g, model, src, type, rng, what);
       if (::testing::Test::HasFatalFailure()) return;
@@ -564,7 +567,9 @@ TEST(LiveShardTest, ReadsAtASnapshotAnswerAsTheModelThenAcrossRebuilds) {
     ReadAt::Scope at(id);
     auto version = (*live)->CurrentAt(id);
     ASSERT_TRUE(version.ok()) << version.status().ToString();
-    CheckAll(**version, model, rng, "at " + std::to_string(id));
+    // A third of the sources per snapshot (a different third each time): the whole check of 15
+    // snapshots took 47 s under ASan.
+    CheckAll(**version, model, rng, "at " + std::to_string(id), 3);
     if (HasFatalFailure()) return;
   }
   // Reopened: the replayed updates have no versions, so it answers from its last id on.
