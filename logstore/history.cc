@@ -35,8 +35,7 @@ uint64_t MemHistory::Bytes(const Change& c) {
 void MemHistory::Record(int64_t node, Change change) {
   std::unique_lock lock(mu_);
   bytes_ += Bytes(change);
-  order_.emplace_back(change.id, node);
-  nodes_[node].push_back(std::move(change));
+  log_.Record(node, std::move(change));
 }
 
 void MemHistory::RecordProps(int64_t node, uint64_t id, std::optional<Properties> before) {
@@ -50,16 +49,15 @@ void MemHistory::RecordEdge(int64_t node, uint64_t id, int64_t type, int64_t dst
 
 bool MemHistory::ChangedAfter(int64_t node, uint64_t at) const {
   std::shared_lock lock(mu_);
-  auto it = nodes_.find(node);
-  return it != nodes_.end() && !it->second.empty() && it->second.back().id > at;
+  return log_.ChangedAfter(node, at);
 }
 
 NodeAt MemHistory::At(int64_t node, uint64_t at) const {
   NodeAt out;
   std::shared_lock lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return out;
-  for (const Change& c : it->second) {  // oldest first: the first change of a key after `at` wins
+  const auto* changes = log_.Changes(node);
+  if (changes == nullptr) return out;
+  for (const Change& c : *changes) {  // oldest first: the first change of a key after `at` wins
     if (c.id <= at) continue;
     if (c.type < 0) {
       if (!out.props_changed) {
@@ -74,44 +72,25 @@ NodeAt MemHistory::At(int64_t node, uint64_t at) const {
 }
 
 std::vector<int64_t> MemHistory::PropsChangedAfter(uint64_t at) const {
-  std::vector<int64_t> out;
   std::shared_lock lock(mu_);
-  for (auto it = order_.rbegin(); it != order_.rend() && it->first > at; ++it) {
-    out.push_back(it->second);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  std::vector<int64_t> out = log_.KeysChangedAfter(at);
   // Only those whose properties changed.
-  out.erase(std::remove_if(out.begin(), out.end(),
-                           [&](int64_t node) {
-                             const auto& changes = nodes_.at(node);
-                             return std::none_of(
-                                 changes.begin(), changes.end(),
-                                 [&](const Change& c) { return c.id > at && c.type < 0; });
-                           }),
-            out.end());
+  std::erase_if(out, [&](int64_t node) {
+    const auto* changes = log_.Changes(node);
+    return std::none_of(changes->begin(), changes->end(),
+                        [&](const Change& c) { return c.id > at && c.type < 0; });
+  });
   return out;
 }
 
 void MemHistory::Prune(uint64_t horizon) {
   std::unique_lock lock(mu_);
-  while (!order_.empty() && order_.front().first <= horizon) {
-    auto it = nodes_.find(order_.front().second);
-    if (it != nodes_.end()) {
-      auto& changes = it->second;
-      while (!changes.empty() && changes.front().id <= horizon) {
-        bytes_ -= Bytes(changes.front());
-        changes.pop_front();
-      }
-      if (changes.empty()) nodes_.erase(it);
-    }
-    order_.pop_front();
-  }
+  log_.Prune(horizon, [this](const Change& c) { bytes_ -= Bytes(c); });
 }
 
 size_t MemHistory::changes() const {
   std::shared_lock lock(mu_);
-  return order_.size();
+  return log_.changes();
 }
 
 uint64_t MemHistory::bytes() const {

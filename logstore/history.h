@@ -11,15 +11,14 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <shared_mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "model/types.h"
+#include "util/snapshot.h"
 
 namespace zipg::logstore {
 
@@ -63,8 +62,7 @@ class MemHistory {
   void Record(int64_t node, Change change);
 
   mutable std::shared_mutex mu_;
-  std::unordered_map<int64_t, std::deque<Change>> nodes_;
-  std::deque<std::pair<uint64_t, int64_t>> order_;  // (id, node), by id
+  ChangeLog<int64_t, Change> log_;  // by node
   uint64_t bytes_ = 0;
 };
 

@@ -55,26 +55,27 @@ bool CommitTracker::Settled(int64_t node) const {
   return it == newest_.end() || it->second <= committed_;
 }
 
+bool CommitTracker::WaitFor(std::unique_lock<std::mutex>& lock, uint64_t id,
+                            Clock::time_point deadline) {
+  if (id <= committed_) return true;
+  ++waiting_;
+  const bool done = cv_.wait_until(lock, deadline, [&] { return committed_ >= id; });
+  --waiting_;
+  return done;
+}
+
 Status CommitTracker::AwaitNode(int64_t node, Clock::time_point deadline) {
   std::unique_lock lock(mu_);
   uint64_t needed = floor_;
   if (auto it = newest_.find(node); it != newest_.end()) needed = std::max(needed, it->second);
-  if (needed <= committed_) return Status::OK();
-  ++waiting_;
-  const bool done = cv_.wait_until(lock, deadline, [&] { return committed_ >= needed; });
-  --waiting_;
-  if (done) return Status::OK();
+  if (WaitFor(lock, needed, deadline)) return Status::OK();
   return Status::Unavailable("a write to node " + std::to_string(node) +
                              " is not yet confirmed by every replica of its shard");
 }
 
 Status CommitTracker::AwaitCommitted(uint64_t id, Clock::time_point deadline) {
   std::unique_lock lock(mu_);
-  if (id <= committed_) return Status::OK();
-  ++waiting_;
-  const bool done = cv_.wait_until(lock, deadline, [&] { return committed_ >= id; });
-  --waiting_;
-  if (done) return Status::OK();
+  if (WaitFor(lock, id, deadline)) return Status::OK();
   return Status::DeadlineExceeded("snapshot " + std::to_string(id) +
                                   " is not reached yet by this replica (it holds up to " +
                                   std::to_string(committed_) + ")");

@@ -73,6 +73,8 @@ class CommitTracker {
  private:
   // Forgets updates that no running read can have missed the commit of.
   void Prune();
+  // Waits (mu_ held by `lock`) until every update up to `id` is committed; false at `deadline`.
+  bool WaitFor(std::unique_lock<std::mutex>& lock, uint64_t id, Clock::time_point deadline);
 
   std::shared_mutex gate_;
   mutable std::mutex mu_;

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -163,13 +164,22 @@ class ChangeLog {
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   }
-  // Forgets the changes at or below `horizon` (no read at or above it undoes them).
-  void Prune(uint64_t horizon) {
+  // Forgets the changes at or below `horizon` (no read at or above it undoes them), calling
+  // `dropped` (if given) with each.
+  template <typename F = void (*)(const C&)>
+  void Prune(uint64_t horizon, F dropped = nullptr) {
     while (!order_.empty() && order_.front().first <= horizon) {
       auto it = keys_.find(order_.front().second);
       if (it != keys_.end()) {
         auto& changes = it->second;
-        while (!changes.empty() && changes.front().id <= horizon) changes.pop_front();
+        while (!changes.empty() && changes.front().id <= horizon) {
+          if constexpr (!std::is_pointer_v<F>) {
+            dropped(changes.front());
+          } else if (dropped != nullptr) {
+            dropped(changes.front());
+          }
+          changes.pop_front();
+        }
         if (changes.empty()) keys_.erase(it);
       }
       order_.pop_front();
