@@ -50,8 +50,8 @@ F. An expired snapshot, on a second small cluster with `--snapshot-retention 2`:
 Usage: snapshot_test.py [--long] PATH/TO/zipg        (exit status 0 if everything passed)
   --long   more rounds (12: two of each event, and a second failover back to the restarted old
            leader, after which a snapshot taken before that LogStore's restart may also be
-           FAILED_PRECONDITION: docs/consistency.md, "Restarts and failover"), more writes per
-           round, 20 s of traversals during writes.
+           FAILED_PRECONDITION: docs/consistency.md, "Snapshots", what is given up and when),
+           more writes per round, 20 s of traversals during writes.
 Environment: ZIPG_SNAPSHOT_SEED=N changes the seed; ZIPG_SNAPSHOT_PLAN=compact,rebuild,failover
 (a comma-separated list of rounds, each of compact, compact+merge, rebuild, compact+rebuild,
 failover, or none) replaces the rounds' events; ZIPG_KEEP_TEST_DIR=1 keeps the test directory
