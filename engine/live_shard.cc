@@ -138,11 +138,10 @@ StatusOr<std::shared_ptr<const MergedShard>> LiveShard::CurrentAt(uint64_t at) {
          ++it) {
       v = *it;
     }
-    floor = replaced_.empty() ? current_->merged->delta().floor()
-                              : replaced_.front()->merged->delta().floor();
+    floor = OldestStartLocked();
   }
   floor = std::max(floor, retention_.Horizon());
-  if (at < floor || at < v->merged->delta().floor()) {
+  if (at < floor) {
     return Status::FailedPrecondition(SnapshotGoneMessage(at, floor, "this shard replica"));
   }
   return std::shared_ptr<const MergedShard>(v->merged.get(), [v, pin](const MergedShard*) mutable {
@@ -151,12 +150,15 @@ StatusOr<std::shared_ptr<const MergedShard>> LiveShard::CurrentAt(uint64_t at) {
   });
 }
 
+uint64_t LiveShard::OldestStartLocked() const {
+  return (replaced_.empty() ? current_ : replaced_.front())->merged->delta().floor();
+}
+
 uint64_t LiveShard::SnapshotFloor() {
   uint64_t floor;
   {
     std::lock_guard lock(version_mu_);
-    floor = replaced_.empty() ? current_->merged->delta().floor()
-                              : replaced_.front()->merged->delta().floor();
+    floor = OldestStartLocked();
   }
   return std::max(floor, retention_.Horizon());
 }

@@ -128,6 +128,9 @@ class LiveShard {
   std::string VersionDir(int64_t k) const;
   std::string DeltaPath(int64_t k) const;
   std::shared_ptr<Version> Snapshot() const;
+  // The start (delta floor) of the oldest version kept: replaced_'s first, or current_ (version_mu_
+  // held).
+  uint64_t OldestStartLocked() const;
   // Rebuild and Adopt: starts logging the batches applied from now on (apply_mu_ held).
   void StartLogging();
   void RemoveVersion(int64_t number) const;

@@ -399,6 +399,11 @@ class LogStore final : public GraphWriteApi {
   // A read at this thread's snapshot: waits until it is applied here (within the call's
   // deadline), or says why it cannot be answered; OK for reads of the latest state.
   Status CheckSnapshot();
+  // OK unless `at` (not 0) is below SnapshotFloor(): FAILED_PRECONDITION.
+  Status Held(uint64_t at) const;
+  // The corrections of a log shard's memtable history to node `id` at snapshot `at` (none at 0
+  // or if the node did not change after it).
+  static std::optional<NodeAt> HistoryAt(const ShardRef& ref, int64_t id, uint64_t at);
   // Snapshots: notes the applied id, and every so often forgets the versions below the horizon
   // (data lock held exclusively).
   void NoteApplied(uint64_t id);

@@ -72,8 +72,11 @@ void LogStore::AddShardRefs(const LogShard& ls, const std::vector<int64_t>* gene
 
 std::shared_ptr<const NodeUpdates> LogStore::OverlayEntry(int64_t id) const {
   auto it = frozen_->overlay.find(id);
+  // The current entry, not owned: valid while the data lock is held.
   std::shared_ptr<const NodeUpdates> current =
-      it == frozen_->overlay.end() ? nullptr : std::make_shared<const NodeUpdates>(it->second);
+      it == frozen_->overlay.end()
+          ? nullptr
+          : std::shared_ptr<const NodeUpdates>(std::shared_ptr<void>(), &it->second);
   return frozen_->overlay_history.At(id, ReadAt::Current(), std::move(current));
 }
 
@@ -85,12 +88,7 @@ std::vector<LogStore::ShardRef> LogStore::ReadFragments(int64_t id,
     std::shared_lock data(data_mu_);
     shards = ShardsIn(&generations, id);
     if (frozen_ && Contains(generations, frozen_->generation)) {
-      if (ReadAt::Current() == 0) {
-        auto it = frozen_->overlay.find(id);
-        visit(*frozen_->table, it == frozen_->overlay.end() ? nullptr : &it->second);
-      } else {
-        visit(*frozen_->table, OverlayEntry(id).get());
-      }
+      visit(*frozen_->table, OverlayEntry(id).get());
     }
     if (Contains(generations, generation_)) visit(*memtable_, nullptr);
   }
@@ -117,23 +115,23 @@ Status LogStore::CheckSnapshot() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  return Held(at);
+}
+
+Status LogStore::Held(uint64_t at) const {
+  if (at == 0) return Status::OK();
   if (const uint64_t floor = SnapshotFloor(); at < floor) {
     return Status::FailedPrecondition(SnapshotGoneMessage(at, floor, "the LogStore"));
   }
   return Status::OK();
 }
 
-namespace {
-
-// Checks, after a read at a snapshot, that its versions were not forgotten while it ran.
-Status StillHeld(uint64_t at, uint64_t floor) {
-  if (at != 0 && at < floor) {
-    return Status::FailedPrecondition(SnapshotGoneMessage(at, floor, "the LogStore"));
+std::optional<NodeAt> LogStore::HistoryAt(const ShardRef& ref, int64_t id, uint64_t at) {
+  if (at == 0 || ref.history == nullptr || !ref.history->ChangedAfter(id, at)) {
+    return std::nullopt;
   }
-  return Status::OK();
+  return ref.history->At(id, at);
 }
-
-}  // namespace
 
 StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
                                       const std::vector<int64_t>& generations) {
@@ -146,8 +144,7 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
   });
   for (const auto& ref : shards) {
     auto entry = ref.deletes->Lookup(id);
-    std::optional<NodeAt> fix;
-    if (at != 0 && ref.history && ref.history->ChangedAfter(id, at)) fix = ref.history->At(id, at);
+    const std::optional<NodeAt> fix = HistoryAt(ref, id, at);
     if (!(entry && entry->props_dead)) {
       std::optional<Properties> props;
       if (fix && fix->props_changed) {
@@ -170,7 +167,7 @@ StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
       }
     }
   }
-  ZIPG_RETURN_IF_ERROR(StillHeld(at, SnapshotFloor()));
+  ZIPG_RETURN_IF_ERROR(Held(at));  // not forgotten while the read ran
   return out;
 }
 
@@ -192,8 +189,7 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
   for (const auto& ref : shards) {
     auto entry = ref.deletes->Lookup(id);
     if (entry && entry->edges_dead) continue;
-    std::optional<NodeAt> fix;
-    if (at != 0 && ref.history && ref.history->ChangedAfter(id, at)) fix = ref.history->At(id, at);
+    const std::optional<NodeAt> fix = HistoryAt(ref, id, at);
     // Only the keys the shard's filter may hold: a read names several generations, and a key
     // lives in one of them. A key changed after the snapshot is taken from the history.
     maybe.clear();
@@ -213,7 +209,7 @@ StatusOr<std::vector<Edge>> LogStore::FragmentEdges(int64_t id, int64_t type,
       if (!(entry && entry->EdgeDead(e.type, e.dst))) out.push_back(std::move(e));
     }
   }
-  ZIPG_RETURN_IF_ERROR(StillHeld(at, SnapshotFloor()));
+  ZIPG_RETURN_IF_ERROR(Held(at));  // not forgotten while the read ran
   return out;
 }
 
@@ -231,10 +227,6 @@ StatusOr<std::vector<int64_t>> LogStore::WrittenNodeIds(
       in_table(
           *frozen_->table,
           [&](int64_t id) {
-            if (at == 0) {
-              auto it = frozen_->overlay.find(id);
-              return it != frozen_->overlay.end() && it->second.props_dead;
-            }
             auto entry = OverlayEntry(id);
             return entry && entry->props_dead;
           },
@@ -261,7 +253,7 @@ StatusOr<std::vector<int64_t>> LogStore::WrittenNodeIds(
       if (!(entry && entry->props_dead)) ids.push_back(id);
     }
   }
-  ZIPG_RETURN_IF_ERROR(StillHeld(at, SnapshotFloor()));
+  ZIPG_RETURN_IF_ERROR(Held(at));  // not forgotten while the read ran
   return ids;
 }
 
