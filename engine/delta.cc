@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "engine/shard.h"
-#include "logstore/wal.h"
+#include "layout/shard.h"
 #include "util/coding.h"
+#include "util/wal.h"
 
 namespace zipg::engine {
 
@@ -26,11 +26,11 @@ StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, 
                                                        uint64_t floor) {
   std::unique_ptr<DeltaIndex> index(new DeltaIndex());
   index->last_id_ = floor;
-  logstore::WalOptions options;
+  WalOptions options;
   options.sync = sync;
   ZIPG_ASSIGN_OR_RETURN(
       index->file_,
-      logstore::Wal::Open(
+      Wal::Open(
           path, [&](std::string_view record) { return index->Replay(record); }, options));
   index->floor_ = index->last_id_.load();
   return index;
@@ -125,7 +125,7 @@ void DeltaIndex::ApplyUndo(const Undo& undo, std::optional<NodeDelta>* node) {
   if (t.dead.empty() && t.log.empty()) n.types.erase(undo.type);  // types hold no empty entry
 }
 
-StatusOr<DeltaIndex::Resolved> DeltaIndex::Resolve(const Shard& base, const NodeDelta& node,
+StatusOr<DeltaIndex::Resolved> DeltaIndex::Resolve(const layout::Shard& base, const NodeDelta& node,
                                                    const Update& u) {
   Resolved r{u, false, std::nullopt};
   switch (u.op) {
@@ -160,7 +160,8 @@ StatusOr<DeltaIndex::Resolved> DeltaIndex::Resolve(const Shard& base, const Node
   return r;
 }
 
-StatusOr<std::vector<bool>> DeltaIndex::Apply(const Shard& base, const std::vector<Update>& batch) {
+StatusOr<std::vector<bool>> DeltaIndex::Apply(const layout::Shard& base,
+                                              const std::vector<Update>& batch) {
   // Each update is decided against the state its predecessors in the batch leave, on new
   // versions of the nodes it touches; they are installed only after the batch is logged, so a
   // failed write leaves memory unchanged and readers never see half a batch.

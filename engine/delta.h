@@ -37,13 +37,14 @@
 #include "util/snapshot.h"
 #include "util/status.h"
 
-namespace zipg::logstore {
+namespace zipg {
 class Wal;
+namespace layout {
+class Shard;
 }
+}  // namespace zipg
 
 namespace zipg::engine {
-
-class Shard;
 
 // An edge's place in the contract's order of its (node, type): timestamp descending, then dst.
 struct EdgeKey {
@@ -96,7 +97,7 @@ class DeltaIndex {
   // update, whether the base held a live version of what it targets (node properties, any edge
   // of the node for DeleteNode, the edge key). An update whose id is not above last_id() was
   // applied before and is skipped (found: false); unnumbered updates (id 0) always apply.
-  StatusOr<std::vector<bool>> Apply(const Shard& base, const std::vector<Update>& batch);
+  StatusOr<std::vector<bool>> Apply(const layout::Shard& base, const std::vector<Update>& batch);
   // The highest update id applied; 0 if none.
   uint64_t last_id() const { return last_id_.load(); }
   // Opened without `sync`: makes every batch applied so far durable (docs/replication.md,
@@ -149,7 +150,8 @@ class DeltaIndex {
   static void Transition(const Resolved& r, NodeDelta* node, Undo* undo = nullptr);
   // Undoes one update on `node` (nullopt: no delta).
   static void ApplyUndo(const Undo& undo, std::optional<NodeDelta>* node);
-  static StatusOr<Resolved> Resolve(const Shard& base, const NodeDelta& node, const Update& u);
+  static StatusOr<Resolved> Resolve(const layout::Shard& base, const NodeDelta& node,
+                                    const Update& u);
   Status Replay(std::string_view record);
 
   std::mutex apply_mu_;  // serializes Apply
@@ -159,7 +161,7 @@ class DeltaIndex {
   std::atomic<uint64_t> floor_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> last_id_{0};
-  std::unique_ptr<logstore::Wal> file_;
+  std::unique_ptr<Wal> file_;
 };
 
 }  // namespace zipg::engine

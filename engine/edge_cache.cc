@@ -27,7 +27,7 @@ uint64_t EdgeCache::BytesOf(const std::optional<Edge>& e) {
   return bytes;
 }
 
-StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int64_t type,
+StatusOr<std::vector<Edge>> EdgeCache::Get(const layout::Shard& shard, int64_t src, int64_t type,
                                            const std::vector<int64_t>& dsts, bool fill) {
   std::vector<int64_t> wanted = dsts;
   std::sort(wanted.begin(), wanted.end());
@@ -104,7 +104,7 @@ StatusOr<std::vector<Edge>> EdgeCache::Get(const Shard& shard, int64_t src, int6
   return out;
 }
 
-void EdgeCache::Forget(const Shard* shard) {
+void EdgeCache::Forget(const layout::Shard* shard) {
   std::lock_guard lock(mu_);
   for (auto it = lru_.begin(); it != lru_.end();) {
     if (it->key.shard != shard) {

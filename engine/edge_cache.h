@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "util/status.h"
 
 namespace zipg::engine {
@@ -38,11 +38,11 @@ class EdgeCache {
   // where known, the rest read from the shard and remembered. With `fill` false (a scan that would
   // push out what other readers use) nothing is added, reordered or counted in the stats. With
   // capacity 0, every call reads.
-  StatusOr<std::vector<Edge>> Get(const Shard& shard, int64_t src, int64_t type,
+  StatusOr<std::vector<Edge>> Get(const layout::Shard& shard, int64_t src, int64_t type,
                                   const std::vector<int64_t>& dsts, bool fill = true);
 
   // Drops every entry of `shard` (which is no longer read: merged away or reloaded).
-  void Forget(const Shard* shard);
+  void Forget(const layout::Shard* shard);
 
   struct Stats {
     uint64_t hits = 0;    // destinations answered from the cache
@@ -55,7 +55,7 @@ class EdgeCache {
 
  private:
   struct Key {
-    const Shard* shard;
+    const layout::Shard* shard;
     int64_t src, type;
     bool operator==(const Key&) const = default;
   };

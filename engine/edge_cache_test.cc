@@ -24,7 +24,7 @@ constexpr int64_t kHot = 3;  // its type-1 record is large (it has a destination
 struct Fixture {
   ScratchDir dir{"edge_cache_test"};
   std::map<std::pair<int64_t, int64_t>, std::map<int64_t, Edge>> model;  // (src, type) -> dst
-  std::unique_ptr<Shard> shard;
+  std::unique_ptr<layout::Shard> shard;
 
   void Build() {
     std::mt19937_64 rng(11);

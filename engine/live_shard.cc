@@ -22,7 +22,7 @@ using nlohmann::json;
 struct LiveShard::Version {
   int64_t number = 0;
   uint64_t through = 0;
-  std::unique_ptr<Shard> owned;  // null for version 0 (the store's shard)
+  std::unique_ptr<layout::Shard> owned;  // null for version 0 (the store's shard)
   std::unique_ptr<MergedShard> merged;
   // Set when a newer version replaced this one: its files go when its last reader does.
   std::vector<std::string> remove_when_closed;
@@ -35,7 +35,7 @@ struct LiveShard::Version {
   }
 };
 
-LiveShard::LiveShard(const Shard* original, std::string prefix, FragmentSource* log,
+LiveShard::LiveShard(const layout::Shard* original, std::string prefix, FragmentSource* log,
                      LiveShardOptions options)
     : original_(original),
       prefix_(std::move(prefix)),
@@ -54,7 +54,7 @@ std::string LiveShard::DeltaPath(int64_t k) const {
 namespace {
 
 // The one shard of a rebuilt version's store directory.
-StatusOr<std::unique_ptr<Shard>> OpenVersion(const std::string& dir, bool verify) {
+StatusOr<std::unique_ptr<layout::Shard>> OpenVersion(const std::string& dir, bool verify) {
   GraphOpenOptions open_options;
   open_options.verify_checksums = verify;
   ZIPG_ASSIGN_OR_RETURN(OpenedStore store, OpenStore(dir, open_options, nullptr));
@@ -71,7 +71,7 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LiveShard>> LiveShard::Open(const Shard* original,
+StatusOr<std::unique_ptr<LiveShard>> LiveShard::Open(const layout::Shard* original,
                                                      const std::string& prefix, FragmentSource* log,
                                                      LiveShardOptions options) {
   std::unique_ptr<LiveShard> live(new LiveShard(original, prefix, log, std::move(options)));
@@ -208,7 +208,7 @@ uint64_t LiveShard::delta_bytes() const { return Snapshot()->merged->delta().byt
 size_t LiveShard::written_nodes() const { return Snapshot()->merged->delta().size(); }
 
 Status LiveShard::Build(const Version& v, const std::string& dir, json* summary) const {
-  const Shard& base = v.owned ? *v.owned : *original_;
+  const layout::Shard& base = v.owned ? *v.owned : *original_;
   const DeltaIndex& delta = v.merged->delta();
   const auto start = std::chrono::steady_clock::now();
   // The written nodes, each as one snapshot of its delta, used for both of its parts: what the

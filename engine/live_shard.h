@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "engine/merged.h"
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "util/snapshot.h"
 
 namespace zipg::engine {
@@ -60,8 +60,9 @@ struct LiveShardOptions {
 class LiveShard {
  public:
   // `original` (the store's shard, version 0) and `log` must outlive this.
-  static StatusOr<std::unique_ptr<LiveShard>> Open(const Shard* original, const std::string& prefix,
-                                                   FragmentSource* log, LiveShardOptions options);
+  static StatusOr<std::unique_ptr<LiveShard>> Open(const layout::Shard* original,
+                                                   const std::string& prefix, FragmentSource* log,
+                                                   LiveShardOptions options);
   ~LiveShard();
 
   // The current version, for one read (it stays open while the pointer is held).
@@ -123,7 +124,7 @@ class LiveShard {
  private:
   struct Version;
 
-  LiveShard(const Shard* original, std::string prefix, FragmentSource* log,
+  LiveShard(const layout::Shard* original, std::string prefix, FragmentSource* log,
             LiveShardOptions options);
   std::string VersionDir(int64_t k) const;
   std::string DeltaPath(int64_t k) const;
@@ -145,7 +146,7 @@ class LiveShard {
   // Streams the live data of `v` into a new one-shard store at `dir`.
   Status Build(const Version& v, const std::string& dir, nlohmann::json* summary) const;
 
-  const Shard* const original_;
+  const layout::Shard* const original_;
   const std::string prefix_;
   FragmentSource* const log_;
   const LiveShardOptions options_;

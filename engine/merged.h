@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "engine/delta.h"
-#include "engine/shard.h"
 #include "graph/edge_list.h"
+#include "layout/shard.h"
 
 namespace zipg::engine {
 
@@ -46,10 +46,10 @@ class FragmentSource {
   }
 };
 
-class MergedShard final : public ShardReader {
+class MergedShard final : public layout::ShardReader {
  public:
   // `base` and `log` must outlive this.
-  MergedShard(const Shard* base, std::unique_ptr<DeltaIndex> delta, FragmentSource* log)
+  MergedShard(const layout::Shard* base, std::unique_ptr<DeltaIndex> delta, FragmentSource* log)
       : base_(base), delta_(std::move(delta)), log_(log) {}
 
   const DeltaIndex& delta() const { return *delta_; }
@@ -90,7 +90,7 @@ class MergedShard final : public ShardReader {
   // The node's live properties: the base's unless deleted, else the LogStore's.
   StatusOr<std::optional<zipg::Properties>> LiveProperties(int64_t id, const NodeDelta& node) const;
 
-  const Shard* base_;
+  const layout::Shard* base_;
   std::unique_ptr<DeltaIndex> delta_;
   FragmentSource* log_;
 };

@@ -109,7 +109,7 @@ struct Fixture {
   ScratchDir dir{"merged_test"};
   graph::InputGraph input;
   Model model;
-  std::unique_ptr<Shard> base;
+  std::unique_ptr<layout::Shard> base;
 
   void Build(uint64_t seed) {
     std::mt19937_64 rng(seed);

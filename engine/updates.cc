@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <mutex>
 
-#include "engine/shard.h"
-#include "logstore/wal.h"
+#include "layout/shard.h"
 #include "util/coding.h"
+#include "util/wal.h"
 
 namespace zipg::engine {
 
@@ -66,7 +66,7 @@ Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
   return Status::OK();
 }
 
-StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Update& u) {
+StatusOr<bool> FoundLive(const layout::Shard& data, const NodeUpdates* entry, const Update& u) {
   switch (u.op) {
     case UpdateOp::kPutNode:
     case UpdateOp::kDeleteNode: {
@@ -117,11 +117,11 @@ void UpdateIndex::ApplyTo(const Update& u, bool found, NodeUpdates* entry) {
 
 StatusOr<std::unique_ptr<UpdateIndex>> UpdateIndex::Open(const std::string& path, bool sync) {
   std::unique_ptr<UpdateIndex> index(new UpdateIndex());
-  logstore::WalOptions options;
+  WalOptions options;
   options.sync = sync;
   ZIPG_ASSIGN_OR_RETURN(
       index->file_,
-      logstore::Wal::Open(
+      Wal::Open(
           path, [&](std::string_view record) { return index->Replay(record); }, options));
   return index;
 }
@@ -228,7 +228,8 @@ size_t UpdateIndex::size() const {
   return nodes_.size();
 }
 
-StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const NodeUpdates* entry) {
+StatusOr<int64_t> LiveCount(const layout::Shard& data, int64_t id, int64_t type,
+                            const NodeUpdates* entry) {
   if (entry && entry->edges_dead) return int64_t{0};
   ZIPG_ASSIGN_OR_RETURN(int64_t n, data.AssocCount(id, type));
   if (entry == nullptr) return n;

@@ -26,13 +26,14 @@
 #include "util/snapshot.h"
 #include "util/status.h"
 
-namespace zipg::logstore {
+namespace zipg {
 class Wal;
+namespace layout {
+class Shard;
 }
+}  // namespace zipg
 
 namespace zipg::engine {
-
-class Shard;
 
 // The four unconditional write operations of the log (docs/writes.md), as they reach a fragment.
 enum class UpdateOp : uint8_t { kPutNode = 1, kDeleteNode = 2, kPutEdge = 3, kDeleteEdge = 4 };
@@ -128,7 +129,7 @@ class UpdateIndex {
   std::unordered_map<int64_t, std::shared_ptr<NodeUpdates>> nodes_;
   VersionLog<int64_t, NodeUpdates> history_;  // guarded by mu_
   std::vector<Update> pending_;               // applied by Apply, not yet persisted
-  std::unique_ptr<logstore::Wal> file_;
+  std::unique_ptr<Wal> file_;
 };
 
 // Bytes a map of entries holds in memory (an estimate from their sizes).
@@ -137,10 +138,11 @@ uint64_t NodeUpdatesBytes(const std::unordered_map<int64_t, NodeUpdates>& entrie
 // Whether `data` holds a live version (given the node's current entry, may be null) of what `u`
 // targets: the node's properties (put/delete node; delete node also counts live edges) or the
 // edge key.
-StatusOr<bool> FoundLive(const Shard& data, const NodeUpdates* entry, const Update& u);
+StatusOr<bool> FoundLive(const layout::Shard& data, const NodeUpdates* entry, const Update& u);
 
 // How many edges of (id, type) in `data` are live, given the node's deletes there (may be null):
 // the stored count minus the dead keys (each of which is stored here: see NodeUpdates).
-StatusOr<int64_t> LiveCount(const Shard& data, int64_t id, int64_t type, const NodeUpdates* entry);
+StatusOr<int64_t> LiveCount(const layout::Shard& data, int64_t id, int64_t type,
+                            const NodeUpdates* entry);
 
 }  // namespace zipg::engine

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "engine/delta.h"
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "fuzz/fuzz_common.h"
 #include "graph/graph.h"
 #include "logstore/record.h"
-#include "logstore/wal.h"
+#include "util/wal.h"
 #include "util/checksum.h"
 #include "util/coding.h"
 
@@ -30,7 +30,7 @@ namespace {
 using zipg::Status;
 using zipg::StatusCode;
 using zipg::fuzz::Check;
-using zipg::logstore::Wal;
+using zipg::Wal;
 
 std::string path;
 
@@ -38,20 +38,20 @@ std::string path;
 std::vector<std::string> ParseFraming(std::string_view file, size_t* end) {
   std::vector<std::string> out;
   size_t at = 0;
-  while (file.size() - at >= zipg::logstore::kWalHeaderSize) {
+  while (file.size() - at >= zipg::kWalHeaderSize) {
     const uint32_t length = zipg::DecodeFixed32(file.data() + at);
-    if (length > zipg::logstore::kMaxWalPayload ||
-        length > file.size() - at - zipg::logstore::kWalHeaderSize) {
+    if (length > zipg::kMaxWalPayload ||
+        length > file.size() - at - zipg::kWalHeaderSize) {
       break;
     }
     std::string covered(file.substr(at, 4));
-    covered.append(file.substr(at + zipg::logstore::kWalHeaderSize, length));
+    covered.append(file.substr(at + zipg::kWalHeaderSize, length));
     if (zipg::Checksum64(covered.data(), covered.size()) !=
         zipg::DecodeFixed64(file.data() + at + 4)) {
       break;
     }
     out.push_back(covered.substr(4));
-    at += zipg::logstore::kWalHeaderSize + length;
+    at += zipg::kWalHeaderSize + length;
   }
   *end = at;
   return out;

@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "graph/manifest.h"
 #include "graph/memory_plan.h"
 #include "graph/partition.h"
@@ -342,7 +342,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   for (uint32_t s = 0; s < num_shards; ++s) {
     const std::string dir = tmp + "/" + ShardDirName(s);
     for (const std::string& name :
-         engine::ShardFiles(options.node_file.format, options.edge_file.format)) {
+         layout::ShardFiles(options.node_file.format, options.edge_file.format)) {
       ManifestFile file;
       file.path = ShardDirName(s) + "/" + name;
       file.bytes = fs::file_size(dir + "/" + name, ec);

@@ -34,7 +34,7 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
   std::set<std::string> opened;  // the files of the shards opened here
   for (uint32_t i = 0; i < store.manifest.shards; ++i) {
     for (const std::string& name :
-         engine::ShardFiles(store.manifest.node_file.format, store.manifest.edge_file.format)) {
+         layout::ShardFiles(store.manifest.node_file.format, store.manifest.edge_file.format)) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
       if (wanted[i]) opened.insert(expected.back());
     }
@@ -71,7 +71,7 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
       continue;
     }
     ZIPG_ASSIGN_OR_RETURN(auto shard,
-                          engine::Shard::Open(dir + "/" + graph::ShardDirName(i), open_options));
+                          layout::Shard::Open(dir + "/" + graph::ShardDirName(i), open_options));
     store.shards.push_back(std::move(shard));
   }
   return store;

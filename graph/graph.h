@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "graph/manifest.h"
 #include "graph/router.h"
 
@@ -24,7 +24,7 @@ struct GraphOpenOptions {
 // A store's manifest and shards, checked as Graph::Open describes.
 struct OpenedStore {
   graph::Manifest manifest;
-  std::vector<std::unique_ptr<engine::Shard>> shards;  // null for shards not opened
+  std::vector<std::unique_ptr<layout::Shard>> shards;  // null for shards not opened
 };
 // Opens the shards listed in `only` (every shard if null); only their files are checked.
 StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& options,
@@ -36,7 +36,7 @@ class Graph final : public ShardRouter {
                                                const GraphOpenOptions& options = {});
 
   const graph::Manifest& manifest() const { return manifest_; }
-  const engine::Shard& shard(uint32_t i) const { return *shards_[i]; }
+  const layout::Shard& shard(uint32_t i) const { return *shards_[i]; }
 
  protected:
   StatusOr<ShardRef> LocalShard(uint32_t index) override {
@@ -47,7 +47,7 @@ class Graph final : public ShardRouter {
   Graph() = default;
 
   graph::Manifest manifest_;
-  std::vector<std::unique_ptr<engine::Shard>> shards_;
+  std::vector<std::unique_ptr<layout::Shard>> shards_;
 };
 
 }  // namespace zipg

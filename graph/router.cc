@@ -24,9 +24,9 @@ Status ShardRouter::ReadNode(uint32_t shard, int64_t, const NodeRead& read) {
 
 template <typename Read>
 auto ShardRouter::ReadOwner(int64_t id, Read&& read)
-    -> decltype(read(std::declval<const engine::ShardReader&>())) {
-  std::optional<decltype(read(std::declval<const engine::ShardReader&>()))> answer;
-  ZIPG_RETURN_IF_ERROR(ReadNode(ShardOf(id, num_shards_), id, [&](const engine::ShardReader& s) {
+    -> decltype(read(std::declval<const layout::ShardReader&>())) {
+  std::optional<decltype(read(std::declval<const layout::ShardReader&>()))> answer;
+  ZIPG_RETURN_IF_ERROR(ReadNode(ShardOf(id, num_shards_), id, [&](const layout::ShardReader& s) {
     answer.emplace(read(s));
     return answer->status();
   }));
@@ -96,7 +96,7 @@ StatusOr<std::optional<Properties>> ShardRouter::GetNodeProperty(
     int64_t id, const std::vector<std::string>* names) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
   return ReadOwner(
-      id, [&](const engine::ShardReader& shard) { return shard.GetNodeProperty(id, names); });
+      id, [&](const layout::ShardReader& shard) { return shard.GetNodeProperty(id, names); });
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::GetNodeIds(const Properties& properties) {
@@ -112,7 +112,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
                                                            const Properties& properties) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
   if (type) ZIPG_RETURN_IF_ERROR(CheckId(*type, "type"));
-  ZIPG_ASSIGN_OR_RETURN(auto neighbors, ReadOwner(id, [&](const engine::ShardReader& shard) {
+  ZIPG_ASSIGN_OR_RETURN(auto neighbors, ReadOwner(id, [&](const layout::ShardReader& shard) {
                           return shard.NeighborIds(id, type);
                         }));
   if (properties.empty()) return neighbors;
@@ -125,7 +125,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
 
 StatusOr<EdgeRecordInfo> ShardRouter::GetEdgeRecord(int64_t id, int64_t type) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  ZIPG_ASSIGN_OR_RETURN(int64_t count, ReadOwner(id, [&](const engine::ShardReader& shard) {
+  ZIPG_ASSIGN_OR_RETURN(int64_t count, ReadOwner(id, [&](const layout::ShardReader& shard) {
                           return shard.AssocCount(id, type);
                         }));
   return EdgeRecordInfo{id, type, count};
@@ -135,7 +135,7 @@ StatusOr<std::pair<int64_t, int64_t>> ShardRouter::GetEdgeRange(int64_t id, int6
                                                                 int64_t t_lo, int64_t t_hi) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   return ReadOwner(
-      id, [&](const engine::ShardReader& shard) { return shard.EdgeRange(id, type, t_lo, t_hi); });
+      id, [&](const layout::ShardReader& shard) { return shard.EdgeRange(id, type, t_lo, t_hi); });
 }
 
 StatusOr<std::optional<Edge>> ShardRouter::GetEdgeData(int64_t id, int64_t type,
@@ -143,12 +143,12 @@ StatusOr<std::optional<Edge>> ShardRouter::GetEdgeData(int64_t id, int64_t type,
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   if (time_order < 0) return std::optional<Edge>();
   return ReadOwner(
-      id, [&](const engine::ShardReader& shard) { return shard.EdgeData(id, type, time_order); });
+      id, [&](const layout::ShardReader& shard) { return shard.EdgeData(id, type, time_order); });
 }
 
 StatusOr<std::optional<Node>> ShardRouter::ObjGet(int64_t id) {
   ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
-  ZIPG_ASSIGN_OR_RETURN(auto props, ReadOwner(id, [&](const engine::ShardReader& shard) {
+  ZIPG_ASSIGN_OR_RETURN(auto props, ReadOwner(id, [&](const layout::ShardReader& shard) {
                           return shard.GetNodeProperty(id, nullptr);
                         }));
   if (!props) return std::optional<Node>();
@@ -161,20 +161,20 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocRange(int64_t id, int64_t type, in
   ZIPG_RETURN_IF_ERROR(CheckId(pos, "pos"));
   ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
   return ReadOwner(
-      id, [&](const engine::ShardReader& shard) { return shard.AssocRange(id, type, pos, limit); });
+      id, [&](const layout::ShardReader& shard) { return shard.AssocRange(id, type, pos, limit); });
 }
 
 StatusOr<int64_t> ShardRouter::AssocCount(int64_t id, int64_t type) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   return ReadOwner(id,
-                   [&](const engine::ShardReader& shard) { return shard.AssocCount(id, type); });
+                   [&](const layout::ShardReader& shard) { return shard.AssocCount(id, type); });
 }
 
 StatusOr<std::vector<Edge>> ShardRouter::AssocGet(int64_t id, int64_t type,
                                                   const std::vector<int64_t>& ids, int64_t low,
                                                   int64_t high) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
-  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+  return ReadOwner(id, [&](const layout::ShardReader& shard) {
     return shard.AssocGet(id, type, ids, low, high);
   });
 }
@@ -183,7 +183,7 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocTimeRange(int64_t id, int64_t type
                                                         int64_t high, int64_t limit) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeArgs(id, type));
   ZIPG_RETURN_IF_ERROR(CheckId(limit, "limit"));
-  return ReadOwner(id, [&](const engine::ShardReader& shard) {
+  return ReadOwner(id, [&](const layout::ShardReader& shard) {
     return shard.AssocTimeRange(id, type, low, high, limit);
   });
 }
@@ -192,7 +192,7 @@ StatusOr<std::vector<Edge>> ShardRouter::AssocTimeRange(int64_t id, int64_t type
 
 namespace zipg {
 
-engine::ShardReader::ListBounds ListBoundsOf(const graph::TraversalBudget& budget) {
+layout::ShardReader::ListBounds ListBoundsOf(const graph::TraversalBudget& budget) {
   return {budget.deadline(), budget.memory_bytes() / sizeof(int64_t)};
 }
 
@@ -238,7 +238,7 @@ StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandShards(
 
 StatusOr<std::vector<int64_t>> ShardRouter::SourcesLocal(
     const std::vector<uint32_t>& shards, bool include_dsts,
-    const engine::ShardReader::ListBounds& bounds) {
+    const layout::ShardReader::ListBounds& bounds) {
   std::vector<int64_t> out;
   for (uint32_t s : shards) {
     if (s >= num_shards_) {

@@ -17,14 +17,14 @@
 #include <optional>
 #include <vector>
 
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "graph/api.h"
 #include "graph/traversal.h"
 
 namespace zipg {
 
 // The bounds of listing an rpq's sources within `budget` (8 bytes per id).
-engine::ShardReader::ListBounds ListBoundsOf(const graph::TraversalBudget& budget);
+layout::ShardReader::ListBounds ListBoundsOf(const graph::TraversalBudget& budget);
 
 class ShardRouter : public GraphApi {
  public:
@@ -66,7 +66,7 @@ class ShardRouter : public GraphApi {
   // `include_dsts` every destination of their live edges: sorted, distinct.
   StatusOr<std::vector<int64_t>> SourcesLocal(const std::vector<uint32_t>& shards,
                                               bool include_dsts,
-                                              const engine::ShardReader::ListBounds& bounds);
+                                              const layout::ShardReader::ListBounds& bounds);
   const graph::TraversalLimits& traversal_limits() const { return traversal_limits_; }
 
   // search_node_ids over the listed shards (open here): a part of the answer (CutSearchPart).
@@ -83,13 +83,13 @@ class ShardRouter : public GraphApi {
 
   // A shard for one operation: it stays open (a shard server may swap in a rebuilt version
   // meanwhile, engine/live_shard.h) while the reference is held.
-  using ShardRef = std::shared_ptr<const engine::ShardReader>;
+  using ShardRef = std::shared_ptr<const layout::ShardReader>;
   // Shard `index` if it is open in this process; UNAVAILABLE otherwise.
   virtual StatusOr<ShardRef> LocalShard(uint32_t index) = 0;
   // A read of node `id` on shard `shard`, one of the contract's single-object operations:
   // calls read with the shard, once or more; returns its status or the failure to read. A
   // replica makes it linearizable (docs/consistency.md). Default: LocalShard, then read.
-  using NodeRead = std::function<Status(const engine::ShardReader&)>;
+  using NodeRead = std::function<Status(const layout::ShardReader&)>;
   virtual Status ReadNode(uint32_t shard, int64_t id, const NodeRead& read);
   // get_node_ids on every shard of the store (any order). Default: LocalShard for each.
   virtual StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties);
@@ -120,7 +120,7 @@ class ShardRouter : public GraphApi {
   // read(shard) on the shard that owns node `id`, through ReadNode; read's answer.
   template <typename Read>
   auto ReadOwner(int64_t id, Read&& read)
-      -> decltype(read(std::declval<const engine::ShardReader&>()));
+      -> decltype(read(std::declval<const layout::ShardReader&>()));
   uint32_t num_shards_ = 0;
   graph::TraversalLimits traversal_limits_;
 };

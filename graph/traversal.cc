@@ -153,7 +153,7 @@ std::map<uint32_t, std::vector<Visit>> GroupByShard(const std::vector<Visit>& vi
   return groups;
 }
 
-StatusOr<std::vector<Visit>> ExpandOnShard(const engine::ShardReader& shard,
+StatusOr<std::vector<Visit>> ExpandOnShard(const layout::ShardReader& shard,
                                            const PathAutomaton& automaton,
                                            std::vector<Visit> visits, int64_t deadline_ms,
                                            uint64_t max_visits) {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "graph/api.h"
 #include "graph/path_expr.h"
 
@@ -100,7 +100,7 @@ class FrontierExpander {
 // (node, type) is read once however many visits ask for it. DEADLINE_EXCEEDED after
 // `deadline_ms` (checked at each node; clamped to 0..1 hour), RESOURCE_EXHAUSTED past
 // `max_visits` distinct successors.
-StatusOr<std::vector<Visit>> ExpandOnShard(const engine::ShardReader& shard,
+StatusOr<std::vector<Visit>> ExpandOnShard(const layout::ShardReader& shard,
                                            const PathAutomaton& automaton,
                                            std::vector<Visit> visits, int64_t deadline_ms,
                                            uint64_t max_visits);

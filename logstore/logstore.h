@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "engine/edge_cache.h"
-#include "engine/shard.h"
+#include "layout/shard.h"
 #include "engine/updates.h"
 #include "graph/api.h"
 #include "graph/edge_list.h"
@@ -41,7 +41,7 @@
 #include "logstore/property_names.h"
 #include "logstore/record.h"
 #include "logstore/ship.h"
-#include "logstore/wal.h"
+#include "util/wal.h"
 #include "shard/update_channel.h"
 #include "util/snapshot.h"
 
@@ -211,7 +211,7 @@ class LogStore final : public GraphWriteApi {
     int64_t generation = 0;
     uint64_t bytes = 0;    // its files' size on disk
     bool merging = false;  // (data lock) its deletes are also logged in merge_log_
-    std::vector<std::unique_ptr<engine::Shard>> parts;  // hash partitions, one or more
+    std::vector<std::unique_ptr<layout::Shard>> parts;  // hash partitions, one or more
     std::unique_ptr<engine::UpdateIndex> deletes;       // of all parts
     // A compacted generation's memtable history (null for a merged shard).
     std::shared_ptr<const MemHistory> history;
@@ -219,7 +219,7 @@ class LogStore final : public GraphWriteApi {
     // which answer reads at snapshots before it (docs/consistency.md, "Snapshots").
     uint64_t merged_at = 0;
     std::vector<const LogShard*> inputs;
-    const engine::Shard* PartFor(int64_t id) const;
+    const layout::Shard* PartFor(int64_t id) const;
     bool Covers(int64_t g) const { return first_generation <= g && g <= generation; }
   };
   struct Frozen {
@@ -380,7 +380,7 @@ class LogStore final : public GraphWriteApi {
   using MemtableVisitor = std::function<void(const Memtable&, const engine::NodeUpdates*)>;
   // A log shard part to read, with its deletion set and its generation's memtable history.
   struct ShardRef {
-    const engine::Shard* shard;
+    const layout::Shard* shard;
     const engine::UpdateIndex* deletes;
     const MemHistory* history;  // may be null
     uint32_t part, parts;       // which hash partition of the log shard
@@ -412,7 +412,7 @@ class LogStore final : public GraphWriteApi {
   // overlay), in_shard's from every log shard minus its generation's deletes.
   using TableIds =
       std::function<void(const Memtable&, const Memtable::PropsDead&, std::vector<int64_t>*)>;
-  using ShardIds = std::function<StatusOr<std::vector<int64_t>>(const engine::Shard&)>;
+  using ShardIds = std::function<StatusOr<std::vector<int64_t>>(const layout::Shard&)>;
   // `match` decides a node's properties as a snapshot saw them (those a log shard's history
   // restores).
   StatusOr<std::vector<int64_t>> WrittenNodeIds(

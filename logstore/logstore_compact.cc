@@ -349,7 +349,7 @@ StatusOr<bool> LogStore::MergeNow() {
   const auto start = std::chrono::steady_clock::now();
   // 1. The run and its snapshot: from now on, ApplyLocal logs the deletes that hit it.
   struct Input {
-    std::vector<const engine::Shard*> parts;
+    std::vector<const layout::Shard*> parts;
     const engine::UpdateIndex* deletes;
     uint64_t bytes;
     Range range;
@@ -401,7 +401,7 @@ StatusOr<bool> LogStore::MergeNow() {
   std::set<std::string> node_names, edge_names;
   for (const Input& in : inputs) {
     input_bytes += in.bytes;
-    for (const engine::Shard* part : in.parts) {
+    for (const layout::Shard* part : in.parts) {
       for (const auto& n : part->nodes().property_names()) node_names.insert(n);
       for (const auto& n : part->edges().property_names()) edge_names.insert(n);
     }
@@ -420,7 +420,7 @@ StatusOr<bool> LogStore::MergeNow() {
     graph::PropertyRefs refs;
     nodes_out = edges_out = 0;
     for (const Input& in : inputs) {
-      for (const engine::Shard* part : in.parts) {
+      for (const layout::Shard* part : in.parts) {
         for (int64_t id : part->nodes().ids()) {
           if (stop_merge_) return Status::Unavailable("the LogStore is closing");
           const auto entry = in.deletes->Lookup(id);

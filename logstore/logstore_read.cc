@@ -33,7 +33,7 @@ namespace zipg::logstore {
 using engine::NodeUpdates;
 using internal::Contains;
 
-const engine::Shard* LogStore::LogShard::PartFor(int64_t id) const {
+const layout::Shard* LogStore::LogShard::PartFor(int64_t id) const {
   return parts[ShardOf(id, static_cast<uint32_t>(parts.size()))].get();
 }
 
@@ -263,7 +263,7 @@ StatusOr<std::vector<int64_t>> LogStore::NodeIds(const Properties& properties) {
   ZIPG_ASSIGN_OR_RETURN(
       auto ids, WrittenNodeIds([&](const Memtable& t, const Memtable::PropsDead& dead,
                                    std::vector<int64_t>* out) { t.NodeIds(filter, dead, out); },
-                               [&](const engine::Shard& s) { return s.GetNodeIds(filter); },
+                               [&](const layout::Shard& s) { return s.GetNodeIds(filter); },
                                [&](const Properties& props) { return MatchesAll(props, filter); }));
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
@@ -275,7 +275,7 @@ StatusOr<std::vector<int64_t>> LogStore::SearchNodeIds(const NodeSearch& q) {
   ZIPG_ASSIGN_OR_RETURN(
       auto ids, WrittenNodeIds([&](const Memtable& t, const Memtable::PropsDead& dead,
                                    std::vector<int64_t>* out) { t.SearchNodeIds(q, dead, out); },
-                               [&](const engine::Shard& s) { return s.SearchNodeIds(q); },
+                               [&](const layout::Shard& s) { return s.SearchNodeIds(q); },
                                [&](const Properties& props) { return PropertiesMatch(props, q); }));
   CutSearchPart(&ids, q.limit);
   return ids;

@@ -332,7 +332,7 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
 void LogStore::LookupStored(const std::vector<Commit*>& group, GroupFanout* fanout) {
   fanout->stored.assign(group.size(), {});
   // The parts to ask, taken under the lock; log shards stay put while they are read (ShardsIn).
-  std::vector<std::vector<std::pair<const engine::UpdateIndex*, const engine::Shard*>>> parts(
+  std::vector<std::vector<std::pair<const engine::UpdateIndex*, const layout::Shard*>>> parts(
       group.size());
   {
     std::shared_lock data(data_mu_);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "graph/api.h"
-#include "logstore/wal.h"
+#include "util/wal.h"
 #include "util/status.h"
 
 namespace zipg::logstore {

@@ -27,8 +27,6 @@
 #include <mutex>
 #include <thread>
 
-#include "cluster/membership.h"
-#include "cluster/placement.h"
 #include "rpc/convert.h"
 #include "rpc/graph_handler.h"
 #include "rpc/limits.h"
@@ -45,7 +43,7 @@ namespace {
 // A GraphApi that answers from fixed data, can be told to fail or to stall, and counts calls.
 class FakeGraph : public GraphApi {
  public:
-  Status fail;           // returned by every call when not OK
+  Status fail;                   // returned by every call when not OK
   std::atomic<int> stall_ms{0};  // sleep before answering (set while a call may run)
   std::atomic<int> calls{0};
   // The milliseconds the last call had left by its call deadline when it came in (-1: none).
@@ -124,9 +122,10 @@ class FakeGraph : public GraphApi {
     return std::vector<zipg::Edge>(static_cast<size_t>(limit), kEdge);
   }
 
-  inline static const Properties kProps = {
-      {"", "empty name"}, {"a", std::string("nul\0byte", 8)}, {"city", "Z\xc3\xbcrich \xf4\x8f\xbf\xbf"},
-      {"z", ""}};
+  inline static const Properties kProps = {{"", "empty name"},
+                                           {"a", std::string("nul\0byte", 8)},
+                                           {"city", "Z\xc3\xbcrich \xf4\x8f\xbf\xbf"},
+                                           {"z", ""}};
   inline static const zipg::Edge kEdge = {INT64_MAX, 3, 0, INT64_MIN, {{"w", "1,\"2\"\n"}}};
 
  private:
@@ -208,8 +207,14 @@ void PrintTo(const FakeWriter::Call& c, std::ostream* os) {
 std::vector<std::pair<std::string, std::function<Status(RemoteGraph&)>>> EveryWrite() {
   const zipg::Edge e{1, 2, 3, 4, {{"p", "v"}}};
   return {
-      {"obj_add", [](RemoteGraph& c) { return c.ObjAdd(1, {{"p", "v"}}); }},
-      {"obj_update", [](RemoteGraph& c) { return c.ObjUpdate(1, {{"p", "v"}}); }},
+      {"obj_add",
+       [](RemoteGraph& c) {
+         return c.ObjAdd(1, {{"p", "v"}});
+       }},
+      {"obj_update",
+       [](RemoteGraph& c) {
+         return c.ObjUpdate(1, {{"p", "v"}});
+       }},
       {"obj_delete", [](RemoteGraph& c) { return c.ObjDelete(1).status(); }},
       {"assoc_add", [e](RemoteGraph& c) { return c.AssocAdd(e).status(); }},
       {"assoc_update", [e](RemoteGraph& c) { return c.AssocUpdate(e); }},
@@ -222,8 +227,7 @@ class RpcTest : public ::testing::Test {
  protected:
   void StartServer(int port = 0, int max_request_bytes = 64 << 20) {
     auto handler = std::make_shared<GraphHandler>(
-        &fake_, []() -> StatusOr<std::string> { return std::string("{\"fake\":true}"); },
-        writer_);
+        &fake_, []() -> StatusOr<std::string> { return std::string("{\"fake\":true}"); }, writer_);
     ServerOptions options;
     options.port = port;
     options.max_request_bytes = max_request_bytes;
@@ -289,11 +293,11 @@ TEST_F(RpcTest, SearchArgumentsAndAnswersRoundTrip) {
   StartServer();
   RemoteGraph c = Client();
   const std::string pattern("a\0\xFF\xF5\"\n", 6);
-  for (SearchMatch match : {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix,
-                            SearchMatch::kExact}) {
-    for (std::optional<std::string> property : {std::optional<std::string>(),
-                                                std::optional<std::string>(""),
-                                                std::optional<std::string>("name")}) {
+  for (SearchMatch match :
+       {SearchMatch::kContains, SearchMatch::kPrefix, SearchMatch::kSuffix, SearchMatch::kExact}) {
+    for (std::optional<std::string> property :
+         {std::optional<std::string>(), std::optional<std::string>(""),
+          std::optional<std::string>("name")}) {
       const NodeSearch q{pattern, property, match, 77};
       auto got = c.SearchNodeIds(q);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -325,10 +329,10 @@ TEST_F(RpcTest, SearchArgumentsAndAnswersRoundTrip) {
 TEST_F(RpcTest, EveryErrorCodeSurvivesTheTrip) {
   StartServer();
   RemoteGraph c = Client();
-  for (StatusCode code : {StatusCode::kInvalidArgument, StatusCode::kNotFound,
-                          StatusCode::kAlreadyExists, StatusCode::kUnavailable,
-                          StatusCode::kDeadlineExceeded, StatusCode::kResourceExhausted,
-                          StatusCode::kInternal}) {
+  for (StatusCode code :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists,
+        StatusCode::kUnavailable, StatusCode::kDeadlineExceeded, StatusCode::kResourceExhausted,
+        StatusCode::kInternal}) {
     fake_.fail = Status(code, "why");
     auto r = c.ObjGet(7);
     ASSERT_FALSE(r.ok());
@@ -410,9 +414,8 @@ TEST_F(RpcTest, WritesRoundTripArgumentsAndResults) {
     want.push_back({"assoc_update", e.src, e.type, e.dst, e.timestamp, e.properties});
   }
 
-  for (const std::string& result :
-       {std::string("{\"compacted\":true,\"generation\":7}"), std::string(),
-        std::string("nul\0inside \xc3\xbc", 13)}) {
+  for (const std::string& result : {std::string("{\"compacted\":true,\"generation\":7}"),
+                                    std::string(), std::string("nul\0inside \xc3\xbc", 13)}) {
     writer.compacted = result;
     auto r = c.Compact();
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -441,12 +444,10 @@ TEST_F(RpcTest, WriteBatchesRoundTripEachWriteAndItsOutcome) {
       {zipg::Write::Op::kAssocUpdate, 7, 8, 9, -4, {}},
       {zipg::Write::Op::kObjDelete, 11, 0, 0, 0, {}},
   };
-  std::vector<Call> want = {{"obj_add", INT64_MAX, 0, 0, 0, props},
-                            {"assoc_add", 1, 2, INT64_MIN, INT64_MAX, props},
-                            {"obj_update", 5, 0, 0, 0, {{"", ""}}},
-                            {"assoc_delete", 1, 2, 3, 0, {}},
-                            {"assoc_update", 7, 8, 9, -4, {}},
-                            {"obj_delete", 11, 0, 0, 0, {}}};
+  std::vector<Call> want = {
+      {"obj_add", INT64_MAX, 0, 0, 0, props}, {"assoc_add", 1, 2, INT64_MIN, INT64_MAX, props},
+      {"obj_update", 5, 0, 0, 0, {{"", ""}}}, {"assoc_delete", 1, 2, 3, 0, {}},
+      {"assoc_update", 7, 8, 9, -4, {}},      {"obj_delete", 11, 0, 0, 0, {}}};
   writer.deleted = true;
   std::vector<StatusOr<bool>> got = c.WriteBatch(batch);
   ASSERT_EQ(got.size(), batch.size());
@@ -494,10 +495,10 @@ TEST_F(RpcTest, EveryErrorCodeOfAWriteSurvivesTheTrip) {
   writer_ = &writer;
   StartServer();
   RemoteGraph c = Client();
-  for (StatusCode code : {StatusCode::kInvalidArgument, StatusCode::kNotFound,
-                          StatusCode::kAlreadyExists, StatusCode::kUnavailable,
-                          StatusCode::kDeadlineExceeded, StatusCode::kResourceExhausted,
-                          StatusCode::kInternal}) {
+  for (StatusCode code :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kAlreadyExists,
+        StatusCode::kUnavailable, StatusCode::kDeadlineExceeded, StatusCode::kResourceExhausted,
+        StatusCode::kInternal}) {
     writer.fail = Status(code, "why \xe2\x98\x83");
     for (auto& [op, write] : EveryWrite()) {
       Status s = write(c);
@@ -1096,114 +1097,6 @@ TEST(EndpointTest, Parse) {
   }
 }
 
-cluster::MemberInfo Shard(std::string name, std::vector<uint32_t> shards, uint32_t n = 4) {
-  cluster::MemberInfo m;
-  m.name = std::move(name);
-  m.role = "shard";
-  m.endpoint = Endpoint{"127.0.0.1", 1000 + static_cast<int>(m.name.size())};
-  m.num_shards = n;
-  m.shards = std::move(shards);
-  return m;
-}
-
-TEST(ShardMapTest, RoutesEveryShardAndReportsGaps) {
-  cluster::MemberInfo agg;
-  agg.name = "agg";
-  agg.role = "aggregator";
-  agg.endpoint = Endpoint{"127.0.0.1", 9};
-  auto map = cluster::ShardMap::Build({Shard("s1", {1, 3}), agg, Shard("s0", {0})}, 5);
-  EXPECT_EQ(map->num_shards, 4u);
-  EXPECT_EQ(map->Unserved(), std::vector<uint32_t>{2});
-  EXPECT_EQ((*map->Pick(0))->name, "s0");
-  EXPECT_EQ((*map->Pick(3))->name, "s1");
-  auto missing = map->Pick(2);
-  EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(missing.status().message().find("shard 2"), std::string::npos);
-  EXPECT_EQ(map->Pick(7).status().code(), StatusCode::kUnavailable);
-}
-
-TEST(ShardMapTest, ReplicasAreTakenInTurn) {
-  auto map = cluster::ShardMap::Build({Shard("a", {0, 1, 2, 3}), Shard("bb", {0})}, 1);
-  std::map<std::string, int> seen;
-  for (int i = 0; i < 10; ++i) seen[(*map->Pick(0))->name]++;
-  EXPECT_EQ(seen["a"], 5);
-  EXPECT_EQ(seen["bb"], 5);
-}
-
-TEST(ShardMapTest, OnlyServingReplicasTakeReadsAndAvoidPicksAnother) {
-  auto catching_up = Shard("c", {0, 1});
-  catching_up.serving = false;
-  auto map = cluster::ShardMap::Build({Shard("a", {0}), Shard("bb", {0, 2, 3}), catching_up}, 1);
-  EXPECT_EQ(map->replicas[0].size(), 3u);  // updates go to all three
-  EXPECT_EQ(map->owners[0].size(), 2u);    // reads to the two serving ones
-  EXPECT_EQ(map->Unserved(), std::vector<uint32_t>{1});  // only a catching-up replica
-  for (int i = 0; i < 6; ++i) {
-    EXPECT_NE((*map->Pick(0))->name, "c");
-    EXPECT_EQ((*map->Pick(0, "a"))->name, "bb");
-    EXPECT_EQ((*map->Pick(0, "bb"))->name, "a");
-  }
-  auto only = map->Pick(2, "bb");
-  EXPECT_EQ(only.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(only.status().message().find("no other live server"), std::string::npos);
-  // "serving" survives the etcd entry's JSON; entries without it (older servers) serve.
-  auto back = cluster::MemberInfo::FromJson(catching_up.ToJson().dump());
-  ASSERT_TRUE(back.ok());
-  EXPECT_FALSE(back->serving);
-  auto j = Shard("d", {0}).ToJson();
-  j.erase("serving");
-  EXPECT_TRUE(cluster::MemberInfo::FromJson(j.dump())->serving);
-}
-
-TEST(PlacementTest, ReplicasOfAShardAreOnDifferentServersAndLoadsAreEven) {
-  for (uint32_t shards : {1u, 4u, 7u, 16u}) {
-    for (uint32_t servers = 1; servers <= 6; ++servers) {
-      for (uint32_t r = 1; r <= 3; ++r) {
-        auto placed = cluster::PlaceReplicas(shards, servers, r);
-        if (r > servers) {
-          EXPECT_EQ(placed.status().code(), StatusCode::kInvalidArgument);
-          continue;
-        }
-        ASSERT_TRUE(placed.ok());
-        std::map<uint32_t, int> copies;
-        size_t lo = SIZE_MAX, hi = 0;
-        for (const auto& held : *placed) {
-          EXPECT_TRUE(std::adjacent_find(held.begin(), held.end()) == held.end())
-              << "two copies of a shard on one server";
-          for (uint32_t s : held) copies[s]++;
-          lo = std::min(lo, held.size());
-          hi = std::max(hi, held.size());
-        }
-        for (uint32_t s = 0; s < shards; ++s) EXPECT_EQ(copies[s], static_cast<int>(r));
-        EXPECT_LE(hi - lo, 1u) << shards << " shards, " << servers << " servers, R " << r;
-      }
-    }
-  }
-}
-
-TEST(ShardMapTest, DisagreeingShardCountsMakeEveryRouteUnavailable) {
-  auto map = cluster::ShardMap::Build({Shard("a", {0, 1}, 2), Shard("b", {2, 3}, 4)}, 1);
-  EXPECT_FALSE(map->problem.empty());
-  EXPECT_EQ(map->Pick(0).status().code(), StatusCode::kUnavailable);
-  auto empty = cluster::ShardMap::Build({}, 1);
-  EXPECT_EQ(empty->Pick(0).status().code(), StatusCode::kUnavailable);
-}
-
-TEST(MemberInfoTest, JsonRoundTripAndBadEntries) {
-  auto m = Shard("s", {2, 0});
-  m.store = "/x";
-  m.pid = 42;
-  auto back = cluster::MemberInfo::FromJson(m.ToJson().dump());
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->name, "s");
-  EXPECT_EQ(back->shards, (std::vector<uint32_t>{2, 0}));
-  EXPECT_EQ(back->endpoint.ToString(), m.endpoint.ToString());
-  EXPECT_EQ(back->pid, 42);
-  for (const char* bad : {"", "[]", "{}", "{\"name\":\"a\",\"role\":\"shard\",\"endpoint\":\"x\"}",
-                          "{\"name\":1,\"role\":\"shard\",\"endpoint\":\"h:1\"}"}) {
-    EXPECT_FALSE(cluster::MemberInfo::FromJson(bad).ok()) << bad;
-  }
-}
-
 // Certificates made with the openssl command line, as `zipg deploy certs` makes them: a CA with a
 // server and a client certificate, and a second CA (a stranger's) with a client certificate.
 class TlsFiles {
@@ -1229,14 +1122,13 @@ class TlsFiles {
     return std::system(("openssl " + args + " >/dev/null 2>&1").c_str()) == 0;
   }
   bool Ca(const std::string& name) {
-    return Run("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
-               dir_ + "/" + name + ".key -out " + dir_ + "/" + name + ".pem -days 2 -subj /CN=" +
-               name);
+    return Run("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + dir_ +
+               "/" + name + ".key -out " + dir_ + "/" + name + ".pem -days 2 -subj /CN=" + name);
   }
   bool Cert(const std::string& ca, const std::string& name) {
     const std::string base = dir_ + "/" + name;
-    return Run("req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " +
-               base + ".key -out " + base + ".csr -subj /CN=" + name) &&
+    return Run("req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + base +
+               ".key -out " + base + ".csr -subj /CN=" + name) &&
            Run("x509 -req -in " + base + ".csr -CA " + dir_ + "/" + ca + ".pem -CAkey " + dir_ +
                "/" + ca + ".key -CAcreateserial -out " + base + ".pem -days 2");
   }

@@ -659,7 +659,7 @@ void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
     which.push_back(static_cast<uint32_t>(s));
   }
   const graph::TraversalLimits& own = graph_->traversal_limits();
-  engine::ShardReader::ListBounds bounds;
+  layout::ShardReader::ListBounds bounds;
   bounds.deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(std::clamp<int64_t>(deadline_ms, 0, own.deadline.count()));

@@ -25,7 +25,7 @@
 #include "graph/compress.h"
 #include "graph/graph.h"
 #include "logstore/logstore.h"
-#include "logstore/wal.h"
+#include "util/wal.h"
 #include "shard/update_channel.h"
 #include "tests/faults/shim.h"
 #include "util/scratch_dir.h"
@@ -102,7 +102,7 @@ class FaultTest : public ::testing::Test {
 // Replays the WAL at `path`.
 std::vector<std::string> ReplayWal(const std::string& path) {
   std::vector<std::string> got;
-  auto wal = logstore::Wal::Open(path, [&](std::string_view p) {
+  auto wal = Wal::Open(path, [&](std::string_view p) {
     got.emplace_back(p);
     return Status::OK();
   });
@@ -131,7 +131,7 @@ TEST_F(FaultTest, WalLosesNoAcknowledgedRecordAndRefusesAfterAFailure) {
     std::vector<std::string> attempted;
     std::vector<bool> acked;
     {
-      auto wal = logstore::Wal::Open(path, {});
+      auto wal = Wal::Open(path, {});
       ASSERT_TRUE(wal.ok());
       for (int i = 0; i < 3; ++i) {
         attempted.push_back("before " + std::to_string(i));
@@ -188,7 +188,7 @@ TEST_F(FaultTest, DeltaFileKeepsAcknowledgedBatchesAndServesNothingUnwritten) {
   ASSERT_EQ(BuildStore(dir.path() + "/store", SmallGraph()), "");
   auto store = OpenStore(dir.path() + "/store", {}, nullptr);
   ASSERT_TRUE(store.ok());
-  const engine::Shard& base = *store->shards[0];
+  const layout::Shard& base = *store->shards[0];
   using engine::UpdateOp;
   for (const Case& c : kWriteCases) {
     SCOPED_TRACE(c.Name());

@@ -4,7 +4,7 @@
 //
 // Random values come from std::mt19937_64 (whose output the standard fixes) with fixed seeds.
 
-#include "logstore/wal.h"
+#include "util/wal.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -31,18 +31,18 @@
 #include "util/checksum.h"
 #include "util/coding.h"
 #include "util/file.h"
-#include "util/status.h"
 #include "util/scratch_dir.h"
+#include "util/status.h"
 
 namespace {
 
+using zipg::kMaxWalPayload;
+using zipg::kWalHeaderSize;
 using zipg::Status;
 using zipg::StatusCode;
 using zipg::StatusOr;
-using zipg::logstore::kMaxWalPayload;
-using zipg::logstore::kWalHeaderSize;
-using zipg::logstore::Wal;
-using zipg::logstore::WalOptions;
+using zipg::Wal;
+using zipg::WalOptions;
 
 using zipg::ScratchDir;
 
@@ -195,7 +195,7 @@ TEST(WalTest, RoundTripAcrossReopensMatchesTheFormatByteForByte) {
     auto wal = OpenCollect(path, &replayed);
     ASSERT_TRUE(wal.ok()) << wal.status().ToString();
     for (const std::string& p : first) ASSERT_TRUE((*wal)->Append(p).ok());
-    const zipg::logstore::WalStats stats = (*wal)->stats();
+    const zipg::WalStats stats = (*wal)->stats();
     EXPECT_EQ(stats.records, first.size());
     EXPECT_EQ(stats.syncs, first.size());  // one caller at a time: nothing to share
     EXPECT_EQ(stats.bytes, Frames(first).size());
@@ -468,7 +468,7 @@ TEST(WalTest, GroupCommitSharesSyncsAndLosesNothing) {
   for (std::thread& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 
-  const zipg::logstore::WalStats stats = log->stats();
+  const zipg::WalStats stats = log->stats();
   std::printf(
       "group commit: %d threads x %d appends: %llu records, %llu syncs (%.1f records/sync)\n",
       kThreads, kPerThread, static_cast<unsigned long long>(stats.records),

@@ -21,7 +21,7 @@
 #include "model/search.h"
 #include "model/types.h"
 
-namespace zipg::engine {
+namespace zipg::layout {
 
 // The files of a shard directory whose NodeFile and EdgeFile have these formats, as listed in the
 // store manifest.
@@ -130,4 +130,4 @@ class Shard final : public ShardReader {
   std::unique_ptr<layout::EdgeFile> edges_;
 };
 
-}  // namespace zipg::engine
+}  // namespace zipg::layout

@@ -1,11 +1,11 @@
 // Shard-local reads over a NodeFile and an EdgeFile.
 
-#include "engine/shard.h"
+#include "layout/shard.h"
 
 #include <algorithm>
 #include <limits>
 
-namespace zipg::engine {
+namespace zipg::layout {
 
 StatusOr<std::unique_ptr<Shard>> Shard::Open(const std::string& dir,
                                              const layout::OpenOptions& options) {
@@ -195,4 +195,4 @@ StatusOr<std::vector<Edge>> Shard::AssocTimeRange(int64_t id, int64_t type, int6
   return edges_->Edges(*record, range.first, end);
 }
 
-}  // namespace zipg::engine
+}  // namespace zipg::layout

@@ -36,7 +36,7 @@
 
 #include "util/status.h"
 
-namespace zipg::logstore {
+namespace zipg {
 
 // The largest payload Append accepts (1 GiB). On replay, a length above it marks a torn tail.
 inline constexpr uint32_t kMaxWalPayload = uint32_t{1} << 30;
@@ -129,4 +129,4 @@ class Wal {
   uint64_t synced_records_ = 0;  // guarded by mu_; records made durable by Sync()
 };
 
-}  // namespace zipg::logstore
+}  // namespace zipg

@@ -1,4 +1,4 @@
-#include "logstore/wal.h"
+#include "util/wal.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@
 #include "util/coding.h"
 #include "util/file.h"
 
-namespace zipg::logstore {
+namespace zipg {
 namespace {
 
 // Replay reads the file in chunks of this size (a record larger than a chunk is read whole).
@@ -149,7 +149,8 @@ Status Wal::Truncate(const std::string& path, uint64_t keep) {
                                      }));
   const uint64_t cut = keep == 0 ? 0 : end;
   if (cut >= static_cast<uint64_t>(st.st_size)) return Status::OK();
-  if (::ftruncate(fd.get(), static_cast<off_t>(cut)) != 0) return ErrnoStatus("cannot truncate", path);
+  if (::ftruncate(fd.get(), static_cast<off_t>(cut)) != 0)
+    return ErrnoStatus("cannot truncate", path);
   if (::fdatasync(fd.get()) != 0) return ErrnoStatus("cannot sync", path);
   return Status::OK();
 }
@@ -182,11 +183,11 @@ StatusOr<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const Replay& 
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
 
   // Replay up to the first record that is short or fails its checksum.
-  ZIPG_ASSIGN_OR_RETURN(const uint64_t end,
-                        ReplayIntact(fd.get(), path, file_size,
-                                     [&](std::string_view payload, bool*) {
-                                       return replay ? replay(payload) : Status::OK();
-                                     }));
+  ZIPG_ASSIGN_OR_RETURN(
+      const uint64_t end,
+      ReplayIntact(fd.get(), path, file_size, [&](std::string_view payload, bool*) {
+        return replay ? replay(payload) : Status::OK();
+      }));
 
   if (end < file_size) {
     if (::ftruncate(fd.get(), static_cast<off_t>(end)) != 0) {
@@ -338,4 +339,4 @@ uint64_t Wal::size() const {
   return size_;
 }
 
-}  // namespace zipg::logstore
+}  // namespace zipg
