@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -86,6 +87,12 @@ const char kUsage[] =
     "  --write-batches N  each aggregator's write_batch calls in flight (default 8)\n"
     "  --traversal-deadline-ms MS --traversal-memory SIZE  the bounds of each bfs / rpq\n"
     "                   (default 5000 ms, 256M; docs/traversal.md)\n"
+    "  --metrics        every server serves Prometheus metrics on a free port; prints\n"
+    "                   `metrics ROLE NAME URL` per server (docs/operations.md)\n"
+    "  --http           every aggregator serves the HTTP/JSON API and the web explorer on a free\n"
+    "                   port; prints `http URL` per aggregator\n"
+    "  --prometheus     with --metrics: also start a Prometheus server (Debian's `prometheus`)\n"
+    "                   scraping every server each second; prints `prometheus URL`\n"
     "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
     "                   and CURVE (docs/deploy.md); etcd started here stays plain on loopback\n";
 
@@ -112,19 +119,33 @@ StatusOr<int> FreePort(const std::string& host) {
   return port;
 }
 
-// Stops aggregators first, then shard servers (they revoke their leases in etcd), then etcd.
-void StopAll(const std::vector<Process>& processes, const std::string& etcd_endpoint) {
-  for (const char* role : {"aggregator", "logstore", "shard", "etcd"}) {
+std::string RunDir(const std::string& store) { return store + "/run"; }
+
+// True if GET http://host:port/path answers 200 within a second.
+bool HttpGetOk(const std::string& host, int port, const std::string& path) {
+  httplib::Client client(host, port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(1);
+  auto r = client.Get(path);
+  return r && r->status == 200;
+}
+
+// Stops aggregators first, then shard servers (they revoke their leases in etcd), then etcd, then
+// a Prometheus server.
+void StopAll(const std::vector<Process>& processes, const std::string& etcd_endpoint,
+             const std::string& run_dir) {
+  for (const char* role : {"aggregator", "logstore", "shard", "etcd", "prometheus"}) {
     std::vector<Process> group;
     for (const auto& p : processes) {
-      // Only processes that are still the ones we started (same etcd endpoint in argv).
-      if (p.role == role && Alive(p.pid) && CmdlineHas(p.pid, etcd_endpoint)) group.push_back(p);
+      // Only processes that are still the ones we started (same etcd endpoint in argv; the run
+      // directory in Prometheus' argv).
+      const std::string& mark = p.role == "prometheus" ? run_dir : etcd_endpoint;
+      if (p.role == role && Alive(p.pid) && CmdlineHas(p.pid, mark)) group.push_back(p);
     }
     StopGroup(group, std::chrono::seconds(10));
   }
 }
 
-std::string RunDir(const std::string& store) { return store + "/run"; }
 std::string StateFile(const std::string& store) { return RunDir(store) + "/cluster.json"; }
 
 StatusOr<json> ReadState(const std::string& store) {
@@ -150,7 +171,7 @@ int Stop(const std::string& store) {
     return kExitOk;
   }
   const auto processes = ProcessesOf(*state);
-  StopAll(processes, state->value("etcd", ""));
+  StopAll(processes, state->value("etcd", ""), RunDir(store));
   std::error_code ec;
   if (state->value("etcd_started", false)) fs::remove_all(RunDir(store) + "/etcd", ec);
   fs::remove(StateFile(store), ec);
@@ -166,7 +187,7 @@ class Starter {
   int Run() {
     Status s = Start();
     if (s.ok()) return kExitOk;
-    StopAll(processes_, etcd_endpoint_);
+    StopAll(processes_, etcd_endpoint_, RunDir(store_));
     std::error_code ec;
     if (etcd_started_) fs::remove_all(RunDir(store_) + "/etcd", ec);
     return Fail(s);
@@ -293,13 +314,97 @@ class Starter {
                                        port == 0 ? 0 : static_cast<int>(port + k)));
     }
     ZIPG_RETURN_IF_ERROR(WaitHealthy(servers, aggregators, deadline));
+    // The HTTP endpoints the servers registered (docs/operations.md).
+    std::vector<std::string> endpoint_lines, metrics_urls;
+    if (args_.Has("metrics") || args_.Has("http")) {
+      ZIPG_ASSIGN_OR_RETURN(auto kvs,
+                            etcd_->GetPrefix(cluster::ClusterPrefix(cluster_) + "servers/"));
+      std::vector<cluster::MemberInfo> members;
+      for (const auto& kv : kvs) {
+        if (auto m = cluster::MemberInfo::FromJson(kv.value); m.ok()) members.push_back(*m);
+      }
+      std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.role, a.name) < std::tie(b.role, b.name);
+      });
+      for (const auto& m : members) {
+        if (!m.http_url.empty()) endpoint_lines.push_back("http " + m.http_url);
+      }
+      for (const auto& m : members) {
+        if (m.metrics_url.empty()) continue;
+        endpoint_lines.push_back("metrics " + m.role + " " + m.name + " " + m.metrics_url);
+        metrics_urls.push_back(m.metrics_url);
+      }
+    }
+    if (args_.Has("prometheus")) {
+      ZIPG_ASSIGN_OR_RETURN(std::string url, StartPrometheus(metrics_urls, deadline));
+      endpoint_lines.push_back("prometheus " + url);
+    }
     ZIPG_RETURN_IF_ERROR(WriteState());
     std::cout << "zipg local: cluster " << cluster_ << " is up: " << servers << " shard servers ("
               << replicas << (replicas == 1 ? " copy" : " copies") << " of each shard), "
               << aggregators << " aggregators, " << manifest.shards << " shards, etcd "
               << etcd_endpoint_ << "; logs in " << RunDir(store_) << "\n";
     for (const auto& a : aggregator_endpoints_) std::cout << "aggregator " << a << "\n";
+    for (const auto& line : endpoint_lines) std::cout << line << "\n";
     return Status::OK();
+  }
+
+  // A Prometheus server (Debian's `prometheus`) scraping `targets` (metrics URLs) every second,
+  // its data in the run directory; returns its URL once it answers.
+  StatusOr<std::string> StartPrometheus(const std::vector<std::string>& targets,
+                                        Clock::time_point deadline) {
+    const std::string dir = RunDir(store_) + "/prometheus";
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir + "/data", ec);
+    if (ec) return Status::IOError(dir + ": " + ec.message());
+    ZIPG_ASSIGN_OR_RETURN(std::string config, PrometheusConfig(targets));
+    ZIPG_RETURN_IF_ERROR(WriteFileAtomically(
+        dir + "/prometheus.yml", [&config](const FileSink& sink) { return sink(config); }));
+    ZIPG_ASSIGN_OR_RETURN(int port, FreePort(host_));
+    const std::string listen = host_ + ":" + std::to_string(port);
+    ZIPG_ASSIGN_OR_RETURN(
+        pid_t pid, Spawn({"prometheus", "--config.file=" + dir + "/prometheus.yml",
+                          "--storage.tsdb.path=" + dir + "/data", "--web.listen-address=" + listen,
+                          "--log.level=warn"},
+                         RunDir(store_) + "/prometheus.log"));
+    processes_.push_back(
+        Process{"prometheus", "prometheus", pid, RunDir(store_) + "/prometheus.log"});
+    const std::string url = "http://" + listen + "/";
+    while (Clock::now() < deadline) {
+      ZIPG_RETURN_IF_ERROR(CheckChildren());
+      if (HttpGetOk(host_, port, "/-/ready")) return url;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return Status::DeadlineExceeded("prometheus did not start in time; see " + RunDir(store_) +
+                                    "/prometheus.log");
+  }
+
+  // The scrape configuration: one job, every server, every second; with TLS, the cluster's
+  // certificate (docs/operations.md, "Prometheus").
+  StatusOr<std::string> PrometheusConfig(const std::vector<std::string>& urls) {
+    std::string targets, scheme = "http";
+    for (const auto& u : urls) {
+      const size_t start = u.find("://");
+      if (start == std::string::npos) continue;
+      scheme = u.substr(0, start);
+      const std::string rest = u.substr(start + 3);
+      targets += "\"" + rest.substr(0, rest.find('/')) + "\", ";
+    }
+    if (!targets.empty()) targets.resize(targets.size() - 2);
+    std::string config =
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: zipg\n    scheme: " +
+        scheme +
+        "\n"
+        "    static_configs:\n      - targets: [" +
+        targets + "]\n";
+    if (scheme == "https") {
+      config += "    tls_config:\n      ca_file: " + args_.Get("tls-ca").value_or("") +
+                "\n      cert_file: " + args_.Get("tls-cert").value_or("") +
+                "\n      key_file: " + args_.Get("tls-key").value_or("") + "\n";
+    }
+    return config;
   }
 
   Status StartEtcd(Clock::time_point deadline) {
@@ -363,6 +468,10 @@ class Starter {
       if (auto v = args_.Get(flag)) argv.insert(argv.end(), {std::string("--") + flag, *v});
     }
     const std::string role = argv[2];
+    if (args_.Has("metrics") || args_.Has("prometheus")) {
+      argv.insert(argv.end(), {"--metrics-port", "0"});
+    }
+    if (args_.Has("http") && role == "aggregator") argv.insert(argv.end(), {"--http-port", "0"});
     if (role != "logstore") {
       for (const std::string& flag : kTraversalFlags) {
         if (auto v = args_.Get(flag)) argv.insert(argv.end(), {"--" + flag, *v});
@@ -515,7 +624,7 @@ StatusOr<std::vector<std::string>> LocalAggregators(const std::string& store) {
 }
 
 int RunLocal(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync"});
+  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync", "metrics", "http", "prometheus"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (args->positional().size() != 1) return UsageError("local needs start or stop", kUsage);
   const std::string action = args->positional()[0];
@@ -528,6 +637,9 @@ int RunLocal(int argc, char** argv) {
   }
   if (action != "start") return UsageError("unknown action '" + action + "'", kUsage);
   Status known = args->CheckKnown(WithFlags({"store",
+                                             "metrics",
+                                             "http",
+                                             "prometheus",
                                              "servers",
                                              "aggregators",
                                              "host",

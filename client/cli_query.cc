@@ -8,7 +8,7 @@
 
 #include "client/cli.h"
 #include "client/client.h"
-#include "client/query_json.h"
+#include "http/query_json.h"
 #include "graph/graph.h"
 
 namespace zipg::cli {
@@ -46,33 +46,8 @@ int RunBatch(GraphApi& graph, GraphWriteApi* writer, const std::string& source,
     if (!file) return Fail(Status::IOError(source + ": cannot open"));
     in = &file;
   }
-  std::string line;
-  uint64_t number = 0;
-  std::vector<nlohmann::json> writes;  // consecutive write requests not yet sent
-  auto flush = [&] {
-    for (const auto& response : ExecuteWriteBatch(graph, writes, writer)) {
-      std::cout << ResponseLine(response) << '\n';
-    }
-    writes.clear();
-  };
-  while (std::getline(*in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are skipped
-    nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (write_batch > 1 && !request.is_discarded() && IsWriteRequest(request)) {
-      writes.push_back(std::move(request));
-      if (writes.size() >= write_batch) flush();
-      continue;
-    }
-    flush();
-    const nlohmann::json response =
-        request.is_discarded() ? ErrorJson(Status::InvalidArgument(
-                                     "line " + std::to_string(number) + ": malformed JSON request"))
-                               : ExecuteJson(graph, request, writer);
-    std::cout << ResponseLine(response) << '\n';
-  }
-  flush();
+  http::RunJsonLines(graph, writer, *in, write_batch,
+                     [](const std::string& line) { std::cout << line << '\n'; });
   std::cout.flush();
   return kExitOk;
 }
@@ -138,8 +113,8 @@ int RunQuery(int argc, char** argv) {
     nlohmann::json parsed = nlohmann::json::parse(value, nullptr, false);
     request[name] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
   }
-  const nlohmann::json response = ExecuteJson(*graph, request, writer);
-  std::cout << ResponseLine(response) << '\n';
+  const nlohmann::json response = http::ExecuteJson(*graph, request, writer);
+  std::cout << http::ResponseLine(response) << '\n';
   return response.contains("ok") ? kExitOk : kExitFailure;
 }
 

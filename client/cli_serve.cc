@@ -20,6 +20,9 @@
 #include "aggregator/aggregator.h"
 #include "client/cli.h"
 #include "cluster/membership.h"
+#include "http/api.h"
+#include "http/server.h"
+#include "http/status_metrics.h"
 #include "logstore/ha.h"
 #include "logstore/logstore.h"
 #include "logstore/server.h"
@@ -29,7 +32,9 @@
 #include "shard/catch_up.h"
 #include "shard/server.h"
 #include "shard/update_channel.h"
+#include "util/call_deadline.h"
 #include "util/memory.h"
+#include "util/metrics.h"
 
 namespace zipg::cli {
 namespace {
@@ -53,6 +58,13 @@ const char kUsage[] =
     "  --name NAME     member name (default <role>-<host>-<port>)\n"
     "  --lease-ttl S   seconds before a silent server leaves the shard map (default 5)\n"
     "  --call-timeout-ms MS  timeout of calls to other servers (default 10000)\n"
+    "  --metrics-port P  serve Prometheus metrics on http(s)://HOST:P/metrics (0: any free port;\n"
+    "                  printed as `metrics URL`; docs/operations.md). Without it nothing is "
+    "recorded\n"
+    "  --http-port P   aggregator: serve the HTTP/JSON API and the web explorer on P (0: any free\n"
+    "                  port; printed as `http URL`)\n"
+    "  --http-read-timeout-ms MS  HTTP: a client sending its request slower is cut off (10000)\n"
+    "  --http-max-connections N   HTTP: connections served at once; more wait (default 64)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
     "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
     "  --advertise-update HOST:PORT  shard: the update endpoint registered in etcd, where the\n"
@@ -160,7 +172,11 @@ int RunServe(int argc, char** argv) {
                                                      "elect",
                                                      "leader-ttl",
                                                      "read-consistency",
-                                                     "snapshot-retention"}),
+                                                     "snapshot-retention",
+                                                     "metrics-port",
+                                                     "http-port",
+                                                     "http-read-timeout-ms",
+                                                     "http-max-connections"}),
                                             kTraversalFlags));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   auto retention_s = args->GetUint("snapshot-retention", 60);
@@ -204,6 +220,28 @@ int RunServe(int argc, char** argv) {
                           std::to_string(*timeout) + ")",
                       kUsage);
   }
+  // The HTTP ports (docs/operations.md): metrics on every server, the API on aggregators.
+  std::optional<int> metrics_port, http_port;
+  for (auto [flag, slot] :
+       {std::pair{"metrics-port", &metrics_port}, std::pair{"http-port", &http_port}}) {
+    if (!args->Has(flag)) continue;
+    auto p = args->GetUint(flag, 0);
+    if (!p.ok() || *p > 65535)
+      return UsageError("--" + std::string(flag) + " must be 0..65535", kUsage);
+    *slot = static_cast<int>(*p);
+  }
+  if (http_port && role != "aggregator") {
+    return UsageError("--http-port is for aggregators", kUsage);
+  }
+  auto http_read_timeout = args->GetUint("http-read-timeout-ms", 10000);
+  auto http_connections = args->GetUint("http-max-connections", 64);
+  if (!http_read_timeout.ok() || *http_read_timeout < 1 || *http_read_timeout > 3600000) {
+    return UsageError("--http-read-timeout-ms must be 1..3600000", kUsage);
+  }
+  if (!http_connections.ok() || *http_connections < 1 || *http_connections > 4096) {
+    return UsageError("--http-max-connections must be 1..4096", kUsage);
+  }
+  if (metrics_port) metrics::Enable();  // before the servers start: they record from the first call
   const std::string cluster_name = args->Get("cluster").value_or("zipg");
   const std::string prefix = cluster::ClusterPrefix(cluster_name);
 
@@ -274,6 +312,7 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<logstore::HaCoordinator> ha;            // --elect; goes before log_store
   std::atomic<logstore::LogStore*> store_ptr{nullptr};    // for the receiver and ha callbacks
   std::shared_ptr<apache::thrift::TProcessor> processor;
+  std::function<StatusOr<std::string>()> status_document;  // this server's status()
   if (role == "shard") {
     const auto store = args->Get("store");
     const auto shard_list = args->Get("shards");
@@ -344,27 +383,27 @@ int RunServe(int argc, char** argv) {
     update_receiver = std::move(*receiver);
     info.update_endpoint =
         advertise_update ? "tcp://" + advertise_update->ToString() : update_receiver->endpoint();
-    auto handler =
-        std::make_shared<shard::ShardHandler>(shard_graph.get(), [&]() -> StatusOr<std::string> {
-          nlohmann::json j = info.ToJson();
-          j["calls"] = calls->load();
-          j["bytes_in"] = traffic->bytes_in.load();
-          j["bytes_out"] = traffic->bytes_out.load();
-          j["touched_nodes"] = shard_graph->UpdateStats();
-          j["memory"] = nlohmann::json::parse(MemoryJson(shard_graph->AccountedBytes()));
-          j["update_batches"] = update_receiver->batches();
-          j["serving"] = shard_graph->serving();
-          nlohmann::json last = nlohmann::json::object();
-          for (uint32_t s : shard_graph->hosted()) last[std::to_string(s)] = shard_graph->LastId(s);
-          j["last_update_ids"] = last;
-          j["refused_pushes"] = shard_graph->refused();
-          j["commits"] = shard_graph->CommitStats();
-          j["rebuilds"] = shard_graph->RebuildStats();
-          if (catch_up) {
-            j["catch_up"] = {{"reads", catch_up->reads()}, {"applied", catch_up->applied()}};
-          }
-          return j.dump();
-        });
+    status_document = [&]() -> StatusOr<std::string> {
+      nlohmann::json j = info.ToJson();
+      j["calls"] = calls->load();
+      j["bytes_in"] = traffic->bytes_in.load();
+      j["bytes_out"] = traffic->bytes_out.load();
+      j["touched_nodes"] = shard_graph->UpdateStats();
+      j["memory"] = nlohmann::json::parse(MemoryJson(shard_graph->AccountedBytes()));
+      j["update_batches"] = update_receiver->batches();
+      j["serving"] = shard_graph->serving();
+      nlohmann::json last = nlohmann::json::object();
+      for (uint32_t s : shard_graph->hosted()) last[std::to_string(s)] = shard_graph->LastId(s);
+      j["last_update_ids"] = last;
+      j["refused_pushes"] = shard_graph->refused();
+      j["commits"] = shard_graph->CommitStats();
+      j["rebuilds"] = shard_graph->RebuildStats();
+      if (catch_up) {
+        j["catch_up"] = {{"reads", catch_up->reads()}, {"applied", catch_up->applied()}};
+      }
+      return j.dump();
+    };
+    auto handler = std::make_shared<shard::ShardHandler>(shard_graph.get(), status_document);
     processor = std::make_shared<rpc::ShardServiceProcessor>(handler);
   } else if (role == "logstore") {
     const auto store = args->Get("store");
@@ -581,20 +620,21 @@ int RunServe(int argc, char** argv) {
     store_ptr = log_store.get();
     info.store = *store;
     info.generations = log_store->LogShards();
-    auto handler = std::make_shared<logstore::LogStoreHandler>(
-        cluster_graph.get(), log_store.get(), [&]() -> StatusOr<std::string> {
-          nlohmann::json j;
-          {
-            std::lock_guard lock(info_mu);
-            j = info.ToJson();
-          }
-          j["calls"] = calls->load();
-          j["bytes_in"] = traffic->bytes_in.load();
-          j["bytes_out"] = traffic->bytes_out.load();
-          j["logstore"] = log_store->StatusJson();
-          j["memory"] = nlohmann::json::parse(MemoryJson(log_store->AccountedBytes()));
-          return j.dump();
-        });
+    status_document = [&]() -> StatusOr<std::string> {
+      nlohmann::json j;
+      {
+        std::lock_guard lock(info_mu);
+        j = info.ToJson();
+      }
+      j["calls"] = calls->load();
+      j["bytes_in"] = traffic->bytes_in.load();
+      j["bytes_out"] = traffic->bytes_out.load();
+      j["logstore"] = log_store->StatusJson();
+      j["memory"] = nlohmann::json::parse(MemoryJson(log_store->AccountedBytes()));
+      return j.dump();
+    };
+    auto handler = std::make_shared<logstore::LogStoreHandler>(cluster_graph.get(), log_store.get(),
+                                                               status_document);
     processor = std::make_shared<rpc::LogStoreServiceProcessor>(handler);
   } else {
     if (args->Has("store") || args->Has("shards")) {
@@ -607,17 +647,16 @@ int RunServe(int argc, char** argv) {
     }
     cluster_graph = std::make_unique<aggregator::ClusterGraph>(view->get(), &pools, *in_flight);
     cluster_graph->set_traversal_limits(*traversal);
-    auto handler = std::make_shared<rpc::GraphHandler>(
-        cluster_graph.get(),
-        [&]() -> StatusOr<std::string> {
-          nlohmann::json j = cluster_graph->StatusJson(info.name, cluster_name);
-          j["calls"] = calls->load();
-          j["bytes_in"] = traffic->bytes_in.load();
-          j["bytes_out"] = traffic->bytes_out.load();
-          j["memory"] = nlohmann::json::parse(MemoryJson(0));
-          return j.dump();
-        },
-        cluster_graph.get());
+    status_document = [&]() -> StatusOr<std::string> {
+      nlohmann::json j = cluster_graph->StatusJson(info.name, cluster_name);
+      j["calls"] = calls->load();
+      j["bytes_in"] = traffic->bytes_in.load();
+      j["bytes_out"] = traffic->bytes_out.load();
+      j["memory"] = nlohmann::json::parse(MemoryJson(0));
+      return j.dump();
+    };
+    auto handler = std::make_shared<rpc::GraphHandler>(cluster_graph.get(), status_document,
+                                                       cluster_graph.get());
     processor = std::make_shared<rpc::GraphServiceProcessor>(handler);
   }
 
@@ -633,6 +672,72 @@ int RunServe(int argc, char** argv) {
   const rpc::Endpoint bound{server_options.host, (*server)->port()};
   info.endpoint = advertise.value_or(bound);
   info.name = args->Get("name").value_or(role + "-" + info.endpoint.ToString());
+
+  // Metrics (every server) and the HTTP/JSON API (aggregators), with the Thrift port's TLS.
+  http::HttpOptions http_options;
+  http_options.host = server_options.host;
+  if (tls.enabled()) {
+    http_options.tls_ca = tls.ca;
+    http_options.tls_cert = tls.cert;
+    http_options.tls_key = tls.key;
+  }
+  http_options.read_timeout_ms = static_cast<int>(*http_read_timeout);
+  http_options.max_connections = static_cast<int>(*http_connections);
+  const std::string scheme = tls.enabled() ? "https://" : "http://";
+  const std::string url_host = advertise ? advertise->host : server_options.host;
+  auto url = [&](int bound_port, const char* path) {
+    return scheme + url_host + ":" + std::to_string(bound_port) + path;
+  };
+  metrics::CollectorHandle status_metrics;
+  std::unique_ptr<http::HttpServer> metrics_server, http_server;
+  std::unique_ptr<http::Api> http_api;
+  if (metrics_port) {
+    status_metrics = metrics::AddCollector([&status_document](metrics::Samples* out) {
+      auto text = status_document();
+      if (!text.ok()) return;
+      http::StatusMetrics(nlohmann::json::parse(*text, nullptr, false), out);
+    });
+    http_options.port = *metrics_port;
+    auto started = http::HttpServer::Start(http_options, [](const http::HttpRequest& r) {
+      if (r.path != "/metrics") return http::HttpResponse{404, "text/plain", "see /metrics\n"};
+      return http::HttpResponse{200, "text/plain; version=0.0.4", metrics::Exposition()};
+    });
+    if (!started.ok()) return Fail(started.status());
+    metrics_server = std::move(*started);
+    info.metrics_url = url(metrics_server->port(), "/metrics");
+  }
+  if (http_port) {
+    http::ApiOptions api_options;
+    api_options.call_timeout_ms = static_cast<int64_t>(*timeout);
+    // GET /v1/status: the aggregator's document, with each member's own status.
+    auto cluster_status = [&]() -> nlohmann::json {
+      auto text = status_document();
+      nlohmann::json j = text.ok() ? nlohmann::json::parse(*text, nullptr, false)
+                                   : nlohmann::json{{"error", text.status().ToString()}};
+      if (!j.is_object() || !j.contains("servers")) return j;
+      for (auto& m : j["servers"]) {
+        auto endpoint = rpc::Endpoint::Parse(m.value("endpoint", ""));
+        if (!endpoint.ok()) continue;
+        CallDeadline::Scope quick(CallDeadline::Clock::now() + std::chrono::seconds(2));
+        auto own = rpc::RemoteGraph(pools.Get(*endpoint)).ServerStatus();
+        if (own.ok()) {
+          m["status"] = nlohmann::json::parse(*own, nullptr, false);
+        } else {
+          m["error"] = own.status().ToString();
+        }
+      }
+      return j;
+    };
+    http_api = std::make_unique<http::Api>(cluster_graph.get(), cluster_graph.get(), cluster_status,
+                                           api_options);
+    http_options.port = *http_port;
+    auto started = http::HttpServer::Start(
+        http_options,
+        [api = http_api.get()](const http::HttpRequest& r) { return api->Handle(r); });
+    if (!started.ok()) return Fail(started.status());
+    http_server = std::move(*started);
+    info.http_url = url(http_server->port(), "/");
+  }
   if (shard_graph) {
     info.serving = false;  // until caught up with the LogStore's feed
     info.versions = shard_graph->Versions();
@@ -698,6 +803,8 @@ int RunServe(int argc, char** argv) {
   std::cout << "zipg " << role << " " << info.name << " serving on " << bound.ToString()
             << (advertise ? " (advertised as " + advertise->ToString() + ")" : std::string())
             << " (cluster " << cluster_name << ", etcd " << etcd->endpoint() << ")" << std::endl;
+  if (metrics_server) std::cout << "metrics " << info.metrics_url << std::endl;
+  if (http_server) std::cout << "http " << info.http_url << std::endl;
 
   const int sig = WaitForStop(stop_signals);
   std::cout << "zipg " << role << " " << info.name << ": signal " << sig << ", stopping"
@@ -710,7 +817,10 @@ int RunServe(int argc, char** argv) {
     registration_ptr = nullptr;
     leaving = std::move(*registration);
   }
-  leaving.reset();  // leave the shard map first, so routers stop sending us work
+  leaving.reset();      // leave the shard map first, so routers stop sending us work
+  http_server.reset();  // before what its requests use
+  metrics_server.reset();
+  status_metrics = metrics::CollectorHandle();  // before what status_document reads
   if (shard_graph) shard_graph->StopServing();  // no more wake-ups
   update_receiver.reset();
   catch_up.reset();

@@ -12,6 +12,8 @@ std::string ClusterPrefix(const std::string& cluster) { return "/zipg/" + cluste
 
 json MemberInfo::ToJson() const {
   json j = {{"name", name}, {"role", role}, {"endpoint", endpoint.ToString()}, {"pid", pid}};
+  if (!metrics_url.empty()) j["metrics"] = metrics_url;
+  if (!http_url.empty()) j["http"] = http_url;
   if (role == "shard") {
     j["num_shards"] = num_shards;
     j["shards"] = shards;
@@ -44,6 +46,8 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
     m.role = j.at("role").get<std::string>();
     ZIPG_ASSIGN_OR_RETURN(m.endpoint, rpc::Endpoint::Parse(j.at("endpoint").get<std::string>()));
     m.pid = j.value("pid", int64_t{0});
+    m.metrics_url = j.value("metrics", std::string());
+    m.http_url = j.value("http", std::string());
     if (m.role == "shard") {
       m.num_shards = j.at("num_shards").get<uint32_t>();
       m.shards = j.at("shards").get<std::vector<uint32_t>>();

@@ -35,22 +35,24 @@ struct MemberInfo {
   std::string name;
   std::string role;  // "shard", "aggregator" or "logstore"
   rpc::Endpoint endpoint;
-  uint32_t num_shards = 0;           // shard servers: shards in the whole store
-  std::vector<uint32_t> shards;      // shard servers: the shards served here
-  std::string store;                 // shard servers: the store directory
-  nlohmann::json store_info;         // shard servers: counts from the store manifest
-  std::string update_endpoint;       // shard servers: ZeroMQ endpoint for update pointers
-  bool serving = true;               // shard servers: caught up and answering reads
-                                     // (docs/replication.md)
+  uint32_t num_shards = 0;               // shard servers: shards in the whole store
+  std::vector<uint32_t> shards;          // shard servers: the shards served here
+  std::string store;                     // shard servers: the store directory
+  nlohmann::json store_info;             // shard servers: counts from the store manifest
+  std::string update_endpoint;           // shard servers: ZeroMQ endpoint for update pointers
+  std::string metrics_url;               // with --metrics-port: http(s)://HOST:PORT/metrics
+  std::string http_url;                  // aggregators with --http-port: http(s)://HOST:PORT/
+  bool serving = true;                   // shard servers: caught up and answering reads
+                                         // (docs/replication.md)
   std::map<uint32_t, int64_t> versions;  // shard servers: each hosted shard's rebuilt version
                                          // (docs/writes.md, "Rebuilding a base shard")
-  std::vector<int64_t> generations;  // LogStore: the published log shards
-  bool leader = true;                // LogStore: takes the writes (false: a standby,
-                                     // docs/logstore-ha.md)
-  std::string ship_endpoint;         // standby LogStore: where its leader ships the log
-  std::string sync;                  // leader LogStore with a standby: "in_sync" or "degraded"
-  int64_t epoch = 0;                 // LogStore leader: its election epoch (0: not elected);
-                                     // the map's leader is the one with the largest
+  std::vector<int64_t> generations;      // LogStore: the published log shards
+  bool leader = true;                    // LogStore: takes the writes (false: a standby,
+                                         // docs/logstore-ha.md)
+  std::string ship_endpoint;             // standby LogStore: where its leader ships the log
+  std::string sync;                      // leader LogStore with a standby: "in_sync" or "degraded"
+  int64_t epoch = 0;                     // LogStore leader: its election epoch (0: not elected);
+                                         // the map's leader is the one with the largest
   int64_t pid = 0;
 
   nlohmann::json ToJson() const;

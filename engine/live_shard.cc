@@ -13,6 +13,7 @@
 #include "graph/input.h"
 #include "graph/memory_plan.h"
 #include "util/file.h"
+#include "util/metrics.h"
 
 namespace zipg::engine {
 
@@ -533,6 +534,11 @@ StatusOr<json> LiveShard::Install(std::shared_ptr<Version> from, int64_t number,
   from.reset();  // the old version closes now, or when its last reader finishes
   summary["replayed"] = replayed;
   summary["seconds"] = Seconds(start);
+  if (metrics::Enabled()) {
+    static prometheus::Histogram& seconds = metrics::DurationHistogram(metrics::Histograms(
+        "zipg_shard_rebuild_duration_seconds", "Time of rebuilds of base shards."));
+    seconds.Observe(summary.value("seconds", 0.0));
+  }
   std::lock_guard stats(stats_mu_);
   ++rebuilds_;
   last_rebuild_ = summary;

@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "client/query_json.h"
+#include "http/query_json.h"
 #include "fuzz/fuzz_common.h"
 #include "graph/graph.h"
 
@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string line(reinterpret_cast<const char*>(data), size);
   nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) return 0;  // the CLI answers unparsable lines itself
-  const nlohmann::json response = zipg::cli::ExecuteJson(*graph, request);
+  const nlohmann::json response = zipg::http::ExecuteJson(*graph, request);
   static const std::set<std::string> kCodes = {
       "INVALID_ARGUMENT",  "NOT_FOUND",          "ALREADY_EXISTS",     "UNAVAILABLE",
       "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION"};
@@ -75,6 +75,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                           e.contains("message") && e["message"].is_string(),
                       "an error has a contract code other than INTERNAL and a message");
   }
-  (void)zipg::cli::ResponseLine(response);
+  (void)zipg::http::ResponseLine(response);
   return 0;
 }

@@ -442,6 +442,12 @@ json LogStore::StatusJson() const {
                      {"nodes", memtable_->num_nodes()},
                      {"edges", memtable_->num_edges()}};
     j["frozen"] = frozen_ ? json(frozen_->generation) : json(nullptr);
+    if (wal_) {
+      const WalStats now = wal_->stats();
+      j["wal"] = {{"records", retired_wal_.records + now.records},
+                  {"syncs", retired_wal_.syncs + now.syncs},
+                  {"bytes", retired_wal_.bytes + now.bytes}};
+    }
     json shards = json::array();
     for (const auto& ls : log_shards_) {
       json one = {{"generation", ls.generation},

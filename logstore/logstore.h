@@ -31,19 +31,19 @@
 #include <vector>
 
 #include "engine/edge_cache.h"
-#include "layout/shard.h"
 #include "engine/updates.h"
 #include "graph/api.h"
 #include "graph/edge_list.h"
+#include "layout/shard.h"
 #include "logstore/feed.h"
 #include "logstore/history.h"
 #include "logstore/memtable.h"
 #include "logstore/property_names.h"
 #include "logstore/record.h"
 #include "logstore/ship.h"
-#include "util/wal.h"
 #include "shard/update_channel.h"
 #include "util/snapshot.h"
+#include "util/wal.h"
 
 namespace zipg::logstore {
 
@@ -482,6 +482,7 @@ class LogStore final : public GraphWriteApi {
   // request from an old leader meets a group in flight (found by the TSan build); Freeze changes
   // the pair under data_mu_, under which Position reads it.
   std::unique_ptr<Wal> wal_;
+  WalStats retired_wal_;  // of the logs before wal_ since Open (guarded by data_mu_)
   std::atomic<int64_t> generation_ = 1;
   // Records in wal-<generation_> so far: the next record's id is generation_ << 32 | this + 1.
   // Changed only by the group in stage 1 (and by Freeze, with no group in flight).

@@ -23,6 +23,7 @@
 #include "logstore/logstore_internal.h"
 #include "util/file.h"
 #include "util/memory.h"
+#include "util/metrics.h"
 
 namespace zipg::logstore {
 
@@ -89,8 +90,12 @@ StatusOr<bool> LogStore::Freeze(bool force) {
     memtable_ = std::make_unique<Memtable>();
     generation_ = g + 1;
     records_in_generation_ = 0;  // with generation_, under data_mu_: Position reads the pair
+    const WalStats done = wal_->stats();
+    retired_wal_.records += done.records;
+    retired_wal_.syncs += done.syncs;
+    retired_wal_.bytes += done.bytes;
+    wal_ = std::move(next);  // under data_mu_ too: StatusJson reads its stats
   }
-  wal_ = std::move(next);
   if (ship_ && !degraded_) {
     const std::string mismatch =
         ShipMismatch(ship_->Send(ShipKind::kFreeze, epoch_, static_cast<uint64_t>(g + 1),
@@ -213,6 +218,11 @@ StatusOr<std::string> LogStore::CompactNow() {
   }
   last_compaction_ = summary;
   last_error_.clear();
+  if (metrics::Enabled()) {
+    static prometheus::Histogram& seconds = metrics::DurationHistogram(metrics::Histograms(
+        "zipg_logstore_compaction_duration_seconds", "Time of compactions of the memtable."));
+    seconds.Observe(summary.value("seconds", 0.0));
+  }
   return summary.dump();
 }
 
@@ -553,6 +563,11 @@ StatusOr<bool> LogStore::MergeNow() {
                         {"planned_peak", report.planned_peak},
                         {"build_seconds", build_seconds},
                         {"seconds", Seconds(start)}};
+  if (metrics::Enabled()) {
+    static prometheus::Histogram& seconds = metrics::DurationHistogram(metrics::Histograms(
+        "zipg_logstore_merge_duration_seconds", "Time of merges of log shards."));
+    seconds.Observe(summary.value("seconds", 0.0));
+  }
   std::lock_guard stats(stats_mu_);
   last_merge_ = summary;
   return true;

@@ -1,6 +1,39 @@
 #include "rpc/convert.h"
 
 namespace zipg::rpc {
+namespace {
+
+thread_local const char* error_code = nullptr;
+
+const char* CodeName(ErrorCode::type code) {
+  switch (code) {
+    case ErrorCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case ErrorCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case ErrorCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case ErrorCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case ErrorCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case ErrorCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case ErrorCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case ErrorCode::INTERNAL:
+      return "INTERNAL";
+  }
+  return "INTERNAL";
+}
+
+}  // namespace
+
+const char* TakeErrorCode() {
+  const char* code = error_code;
+  error_code = nullptr;
+  return code;
+}
 
 GraphError ToError(const Status& status) {
   GraphError e;
@@ -33,6 +66,7 @@ GraphError ToError(const Status& status) {
   e.message = status.code() == StatusCode::kCorruption || status.code() == StatusCode::kIOError
                   ? std::string(StatusCodeName(status.code())) + ": " + status.message()
                   : status.message();
+  error_code = CodeName(e.code);
   return e;
 }
 

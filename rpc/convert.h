@@ -20,6 +20,9 @@ namespace zipg::rpc {
 // A non-OK Status as the declared exception; engine-internal codes become INTERNAL.
 GraphError ToError(const Status& status);
 Status FromError(const GraphError& error);
+// The contract code of the last error this thread made with ToError since the last call (null:
+// none), and forgets it: the server's call metrics read it when a call ends (rpc/server.cc).
+const char* TakeErrorCode();
 
 // Throws ToError(status) unless it is OK: the handler side of every call.
 void ThrowIfError(const Status& status);

@@ -17,8 +17,10 @@
 #include <iostream>
 
 #include "rpc/connection_pool.h"
+#include "rpc/convert.h"
 #include "rpc/framed_transport.h"
 #include "util/call_deadline.h"
+#include "util/metrics.h"
 #include "util/snapshot.h"
 
 namespace zipg::rpc {
@@ -63,17 +65,75 @@ std::shared_ptr<TBinaryProtocolFactory> LimitedProtocol(int max_request_bytes) {
 }
 
 // Counts a call once its arguments are read, before the handler runs and so before the reply
-// leaves: a client that has its answer sees the call counted.
-class CallCounter : public apache::thrift::TProcessorEventHandler {
+// leaves: a client that has its answer sees the call counted. With metrics on, also records the
+// call per operation: its code (OK, or the error ToError made) and its time from the start of
+// reading its arguments to the end of writing the reply (docs/operations.md, "Metrics").
+class CallObserver : public apache::thrift::TProcessorEventHandler {
  public:
-  explicit CallCounter(std::shared_ptr<std::atomic<uint64_t>> calls) : calls_(std::move(calls)) {}
+  explicit CallObserver(std::shared_ptr<std::atomic<uint64_t>> calls) : calls_(std::move(calls)) {}
+
+  void* getContext(const char* fn_name, void*) override {
+    if (!metrics::Enabled()) return nullptr;
+    TakeErrorCode();  // from before this call
+    undeclared_error = false;
+    call_start = std::chrono::steady_clock::now();
+    return &call_start;
+  }
+  // An exception the service does not declare: the client gets a TApplicationException.
+  void handlerError(void* ctx, const char*) override { undeclared_error = ctx != nullptr; }
   void postRead(void*, const char*, uint32_t) override {
-    calls_->fetch_add(1, std::memory_order_relaxed);
+    if (calls_) calls_->fetch_add(1, std::memory_order_relaxed);
+  }
+  void freeContext(void* ctx, const char* fn_name) override {
+    if (ctx == nullptr) return;
+    const double seconds = metrics::SecondsSince(call_start);
+    const char* code = TakeErrorCode();
+    if (undeclared_error) code = "INTERNAL";
+    OpMetrics& m = ForOp(fn_name);
+    m.latency->Observe(seconds);
+    if (code == nullptr) {
+      m.ok->Increment();
+    } else {
+      metrics::Counters("zipg_rpc_calls_total", kCallsHelp)
+          .Add({{"op", m.op}, {"code", code}})
+          .Increment();
+    }
   }
 
  private:
+  static constexpr const char* kCallsHelp = "Thrift calls served, by operation and code.";
+  struct OpMetrics {
+    const char* fn_name = nullptr;  // the generated processor's literal: compared by address
+    std::string op;
+    prometheus::Histogram* latency = nullptr;
+    prometheus::Counter* ok = nullptr;
+  };
+  // This thread's metrics per operation, so that a call takes no lock to find them.
+  static OpMetrics& ForOp(const char* fn_name) {
+    thread_local std::vector<OpMetrics> cache;
+    for (auto& m : cache) {
+      if (m.fn_name == fn_name) return m;
+    }
+    OpMetrics m;
+    m.fn_name = fn_name;
+    m.op = fn_name;
+    if (const size_t dot = m.op.rfind('.'); dot != std::string::npos) m.op.erase(0, dot + 1);
+    m.latency = &metrics::LatencyHistogram(
+        metrics::Histograms("zipg_rpc_call_duration_seconds",
+                            "Time of Thrift calls served, from reading the request to the reply."),
+        {{"op", m.op}});
+    m.ok =
+        &metrics::Counters("zipg_rpc_calls_total", kCallsHelp).Add({{"op", m.op}, {"code", "OK"}});
+    cache.push_back(std::move(m));
+    return cache.back();
+  }
+
+  static thread_local std::chrono::steady_clock::time_point call_start;
+  static thread_local bool undeclared_error;
   std::shared_ptr<std::atomic<uint64_t>> calls_;
 };
+thread_local std::chrono::steady_clock::time_point CallObserver::call_start;
+thread_local bool CallObserver::undeclared_error = false;
 
 // Refuses a request whose sequence id is not above the connection's last one (0: unnumbered, as
 // Python and plain Thrift clients send): a request frame repeated on the way would otherwise run
@@ -177,7 +237,7 @@ class GuardedFactory : public apache::thrift::TProcessorFactory {
  public:
   GuardedFactory(std::shared_ptr<TProcessor> inner, std::shared_ptr<std::atomic<uint64_t>> calls)
       : inner_(std::move(inner)) {
-    if (calls) inner_->setEventHandler(std::make_shared<CallCounter>(std::move(calls)));
+    inner_->setEventHandler(std::make_shared<CallObserver>(std::move(calls)));
   }
   std::shared_ptr<TProcessor> getProcessor(const apache::thrift::TConnectionInfo&) override {
     return std::make_shared<GuardedProcessor>(inner_);
@@ -187,14 +247,26 @@ class GuardedFactory : public apache::thrift::TProcessorFactory {
   std::shared_ptr<TProcessor> inner_;
 };
 
-// Reports when the socket is listening.
+// Reports when the socket is listening, and counts the open connections.
 class ListenSignal : public TServerEventHandler {
  public:
+  explicit ListenSignal(std::shared_ptr<std::atomic<int64_t>> connections)
+      : connections_(std::move(connections)) {}
   void preServe() override { listening_.set_value(); }
+  void* createContext(std::shared_ptr<apache::thrift::protocol::TProtocol>,
+                      std::shared_ptr<apache::thrift::protocol::TProtocol>) override {
+    connections_->fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  void deleteContext(void*, std::shared_ptr<apache::thrift::protocol::TProtocol>,
+                     std::shared_ptr<apache::thrift::protocol::TProtocol>) override {
+    connections_->fetch_sub(1, std::memory_order_relaxed);
+  }
   std::future<void> Future() { return listening_.get_future(); }
 
  private:
   std::promise<void> listening_;
+  std::shared_ptr<std::atomic<int64_t>> connections_;
 };
 
 }  // namespace
@@ -210,7 +282,8 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
       std::make_shared<FramedFactory>(options.max_request_bytes, options.traffic),
       LimitedProtocol(options.max_request_bytes));
   s->server_->setConcurrentClientLimit(options.max_connections);
-  auto signal = std::make_shared<ListenSignal>();
+  s->connections_ = std::make_shared<std::atomic<int64_t>>(0);
+  auto signal = std::make_shared<ListenSignal>(s->connections_);
   auto listening = signal->Future();
   s->server_->setServerEventHandler(signal);
   auto failure = std::make_shared<std::promise<std::string>>();
@@ -243,6 +316,18 @@ StatusOr<std::unique_ptr<RpcServer>> RpcServer::Start(std::shared_ptr<TProcessor
   }
   s->port_ = socket->getPort();
   started->store(true);
+  if (metrics::Enabled()) {
+    s->collector_ = metrics::AddCollector(
+        [connections = s->connections_, traffic = options.traffic](metrics::Samples* out) {
+          out->Gauge("zipg_rpc_connections", "Open Thrift connections.", connections->load());
+          if (traffic) {
+            out->Counter("zipg_rpc_received_bytes_total", "Bytes of Thrift frames received.",
+                         static_cast<double>(traffic->bytes_in.load()));
+            out->Counter("zipg_rpc_sent_bytes_total", "Bytes of Thrift frames sent.",
+                         static_cast<double>(traffic->bytes_out.load()));
+          }
+        });
+  }
   return s;
 }
 

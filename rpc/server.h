@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "util/metrics.h"
 #include "util/status.h"
 
 namespace apache::thrift {
@@ -65,6 +66,8 @@ class RpcServer {
   std::shared_ptr<apache::thrift::server::TThreadedServer> server_;
   std::thread thread_;
   std::shared_ptr<std::atomic<bool>> started_;
+  std::shared_ptr<std::atomic<int64_t>> connections_;
+  metrics::CollectorHandle collector_;  // with metrics on: connections and bytes
   int port_ = 0;
 };
 

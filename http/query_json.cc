@@ -1,6 +1,6 @@
 // JSON requests and responses for the contract's operations.
 
-#include "client/query_json.h"
+#include "http/query_json.h"
 
 #include <algorithm>
 #include <functional>
@@ -11,7 +11,7 @@
 #include "graph/traversal.h"
 #include "util/snapshot.h"
 
-namespace zipg::cli {
+namespace zipg::http {
 
 namespace {
 using nlohmann::json;
@@ -521,4 +521,35 @@ std::string ResponseLine(const json& response) {
   return response.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace zipg::cli
+void RunJsonLines(GraphApi& graph, GraphWriteApi* writer, std::istream& in, uint64_t write_batch,
+                  const std::function<void(const std::string& line)>& out) {
+  std::string line;
+  uint64_t number = 0;
+  std::vector<nlohmann::json> writes;  // consecutive write requests not yet sent
+  auto flush = [&] {
+    for (const auto& response : ExecuteWriteBatch(graph, writes, writer)) {
+      out(ResponseLine(response));
+    }
+    writes.clear();
+  };
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are skipped
+    nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (write_batch > 1 && !request.is_discarded() && IsWriteRequest(request)) {
+      writes.push_back(std::move(request));
+      if (writes.size() >= write_batch) flush();
+      continue;
+    }
+    flush();
+    const nlohmann::json response =
+        request.is_discarded() ? ErrorJson(Status::InvalidArgument(
+                                     "line " + std::to_string(number) + ": malformed JSON request"))
+                               : ExecuteJson(graph, request, writer);
+    out(ResponseLine(response));
+  }
+  flush();
+}
+
+}  // namespace zipg::http
