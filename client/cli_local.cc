@@ -90,7 +90,8 @@ const char kUsage[] =
     "  --metrics        every server serves Prometheus metrics on a free port; prints\n"
     "                   `metrics ROLE NAME URL` per server (docs/operations.md)\n"
     "  --http           every aggregator serves the HTTP/JSON API and the web explorer on a free\n"
-    "                   port; prints `http URL` per aggregator\n"
+    "                   port; prints `http URL` per aggregator (--http-read-timeout-ms MS and\n"
+    "                   --http-max-connections N as for zipg serve)\n"
     "  --prometheus     with --metrics: also start a Prometheus server (Debian's `prometheus`)\n"
     "                   scraping every server each second; prints `prometheus URL`\n"
     "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
@@ -384,14 +385,14 @@ class Starter {
   // certificate (docs/operations.md, "Prometheus").
   StatusOr<std::string> PrometheusConfig(const std::vector<std::string>& urls) {
     std::string targets, scheme = "http";
-    for (const auto& u : urls) {
+    for (const auto& u : urls) {  // scheme://host:port/metrics
       const size_t start = u.find("://");
       if (start == std::string::npos) continue;
       scheme = u.substr(0, start);
-      const std::string rest = u.substr(start + 3);
-      targets += "\"" + rest.substr(0, rest.find('/')) + "\", ";
+      const size_t end = u.find('/', start + 3);
+      if (!targets.empty()) targets.append(", ");
+      targets.append(1, '"').append(u, start + 3, end - (start + 3)).append(1, '"');
     }
-    if (!targets.empty()) targets.resize(targets.size() - 2);
     std::string config =
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         "scrape_configs:\n  - job_name: zipg\n    scheme: " +
@@ -471,7 +472,12 @@ class Starter {
     if (args_.Has("metrics") || args_.Has("prometheus")) {
       argv.insert(argv.end(), {"--metrics-port", "0"});
     }
-    if (args_.Has("http") && role == "aggregator") argv.insert(argv.end(), {"--http-port", "0"});
+    if (args_.Has("http") && role == "aggregator") {
+      argv.insert(argv.end(), {"--http-port", "0"});
+      for (const char* flag : {"http-read-timeout-ms", "http-max-connections"}) {
+        if (auto v = args_.Get(flag)) argv.insert(argv.end(), {std::string("--") + flag, *v});
+      }
+    }
     if (role != "logstore") {
       for (const std::string& flag : kTraversalFlags) {
         if (auto v = args_.Get(flag)) argv.insert(argv.end(), {"--" + flag, *v});
@@ -640,6 +646,8 @@ int RunLocal(int argc, char** argv) {
                                              "metrics",
                                              "http",
                                              "prometheus",
+                                             "http-read-timeout-ms",
+                                             "http-max-connections",
                                              "servers",
                                              "aggregators",
                                              "host",

@@ -18,6 +18,7 @@ packages=(
   libzmq3-dev cppzmq-dev
   etcd-server etcd-client
   libcurl4-openssl-dev nlohmann-json3-dev openssl iproute2
+  prometheus-cpp-dev libcpp-httplib-dev prometheus chromium chromium-driver
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-thrift python3-venv python3-pip python3-setuptools python3-wheel
   clang-format
@@ -59,6 +60,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's prometheus package may start its own server on :9090; the tests start theirs.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+  systemctl stop prometheus || true
+fi
+
+# PyPI packages of the tests and scripts, in .venv (sees Debian's python3-thrift): Selenium for
+# the browser test (tests/explorer_test.py), matplotlib for scripts/plot.py.
+if ! .venv/bin/python -c 'import selenium, matplotlib' >/dev/null 2>&1; then
+  echo "setup: installing selenium and matplotlib into .venv"
+  /usr/bin/python3 -m venv --system-site-packages .venv
+  .venv/bin/pip install -q selenium matplotlib
 fi
 
 if [ "$build" -eq 1 ]; then

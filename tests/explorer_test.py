@@ -27,8 +27,8 @@ Usage: explorer_test.py PATH/TO/zipg [--out DIR]
        explorer_test.py --url http://HOST:PORT/ --data DIR [--out DIR]
            (a server already running, e.g. a development mock, whose store was built from
             DIR/nodes.csv and DIR/edges.csv; the kill step is skipped)
-Needs a Python with selenium (e.g. /tmp/selenv/bin/python: python3 -m venv, pip install selenium),
-/usr/bin/chromium and /usr/bin/chromedriver (Debian chromium, chromium-driver); exits 77 (skipped)
+Needs a Python with selenium (scripts/setup.sh makes .venv with it; the suite runs .venv/bin/python),
+/usr/bin/chromium and /usr/bin/chromedriver (Debian chromium, chromium-driver); fails (exit 1)
 without them. Exit status 0 if every check passed."""
 import argparse
 import json
@@ -55,9 +55,9 @@ try:
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError:
-    print("explorer_test: SKIPPED: this Python has no selenium "
-          "(python3 -m venv V && V/bin/pip install selenium; run it with V/bin/python)")
-    sys.exit(77)
+    print("explorer_test: FAILED: this Python has no selenium (scripts/setup.sh makes .venv with it; "
+          "or python3 -m venv V && V/bin/pip install selenium; run it with V/bin/python)")
+    sys.exit(1)
 
 WAIT = 15           # seconds: any one wait of the page
 KILL_WAIT = 25      # seconds: the cluster page shows a killed replica down
@@ -87,9 +87,9 @@ def parse_args():
         sys.exit(2)
     for path in (a.chromium, a.chromedriver):
         if not os.path.exists(path):
-            print(f"explorer_test: SKIPPED: {path} is missing (apt-get install chromium "
+            print(f"explorer_test: FAILED: {path} is missing (scripts/setup.sh installs chromium "
                   "chromium-driver)")
-            sys.exit(77)
+            sys.exit(1)
     return a
 
 
