@@ -20,6 +20,9 @@
 // Node ids are drawn from 0..nodes-1 with a Zipf law (--zipf, hot ids scattered by a fixed
 // permutation), as in TAO. Property pairs, edge lists and time windows come from a warm-up sample
 // of real nodes and edges, so filters and assoc_get hit existing data.
+// --embedded --store DIR runs the read mixes in this process on the store (each connection a
+// thread on one shared Graph), without the serving layer. --json FILE writes the report with
+// throughput per second and latency histograms (client/bench_report.h, docs/serving.md).
 
 #include <algorithm>
 #include <atomic>
@@ -30,10 +33,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "client/bench_report.h"
 #include "client/bench_util.h"
 #include "client/cli.h"
 #include "client/client.h"
 #include "datagen/random.h"
+#include "graph/graph.h"
 
 namespace zipg::cli {
 namespace {
@@ -45,7 +50,7 @@ using datagen::ZipfSampler;
 
 const char kUsage[] =
     "usage:\n"
-    "  zipg bench (--connect HOST:PORT[,HOST:PORT...] | --store DIR) [options]\n"
+    "  zipg bench (--connect HOST:PORT[,HOST:PORT...] | --store DIR [--embedded]) [options]\n"
     "options:\n"
     "  --mix tao|linkbench|linkbench-rw|write|graphsearch   query mix (default tao;\n"
     "                    linkbench-rw and write change the data)\n"
@@ -56,7 +61,11 @@ const char kUsage[] =
     "  --limit L         assoc_range / assoc_time_range limit (default 10)\n"
     "  --zipf E          Zipf exponent of the id choice (default 0.99)\n"
     "  --seed S          (default 1)\n"
-    "  --json            also print the report as one JSON line\n"
+    "  --embedded        run in this process on the store of --store DIR, no cluster (read\n"
+    "                    mixes only: tao, linkbench, graphsearch)\n"
+    "  --json FILE       also write the report as JSON to FILE (- : stdout, one line): the\n"
+    "                    table's figures, ops per 1 s interval, latency histograms (buckets\n"
+    "                    1 us .. 62 s, 24 per decade) per operation and overall (docs/serving.md)\n"
     "  zipg bench (--connect ... | --store DIR) --mix hot [--node 0] [--type 5] [--queries 200]\n"
     "             [--writes 20000] [--write-batch 100] [--no-compact]\n"
     "      every read of one high-degree node, compressed, after writes to it, after their\n"
@@ -74,11 +83,14 @@ const char kUsage[] =
     "      CPU per query, shipped (the operation) vs pulled (get_neighbor_ids per node and\n"
     "      type); --embedded runs in-process on the store (docs/traversal.md)\n"
     "  zipg bench (--connect ... | --store DIR [--embedded [--scan-store DIR2]]) --mix search\n"
-    "             [--patterns 20] [--repeat 5] [--connections 4] [--duration 10] [--sample-ms 300]\n"
+    "             [--patterns 20] [--repeat 5] [--connections 4] [--duration 10]\n"
+    "             [--sample-ms 300]\n"
     "      search_node_ids with patterns cut from stored values, by hits (1, 10, 100, 10k) and\n"
     "      match: p50 / p99 and CPU per search; through a cluster also searches/s over the\n"
     "      patterns of at most 100 hits; --scan-store: the same on a store built with\n"
-    "      --search-index none, and the ratio (docs/search.md)\n";
+    "      --search-index none, and the ratio (docs/search.md)\n"
+    "  --json FILE (- : stdout) writes the report of the traversal, rpq and search mixes too;\n"
+    "  the search mix's throughput part has the intervals and histogram of the others\n";
 
 struct Op {
   const char* name;
@@ -119,14 +131,14 @@ const std::map<std::string, std::vector<Op>>& Mixes() {
 
 // What the warm-up learned about the data.
 struct Sample {
-  std::vector<Properties> nodes;             // property lists of sampled nodes (non-empty)
+  std::vector<Properties> nodes;                     // property lists of sampled nodes (non-empty)
   std::vector<std::pair<int64_t, int64_t>> records;  // (id, type) with at least one edge
   std::vector<std::vector<int64_t>> record_dsts;     // up to 10 dsts of each record
   std::vector<int64_t> timestamps;
 };
 
 struct Settings {
-  std::vector<std::string> endpoints;
+  std::vector<std::string> endpoints;  // empty: embedded
   std::string mix = "tao";
   uint64_t connections = 1, duration = 10, warmup = 1, types = 5, limit = 10, seed = 1;
   double zipf = 0.99;
@@ -148,9 +160,9 @@ class IdChooser {
 };
 
 struct ThreadResult {
-  std::map<std::string, std::vector<double>> latency_us;  // per op, measured phase only
-  std::map<std::string, uint64_t> errors;                 // "op CODE" -> count
-  uint64_t misses = 0;  // NOT_FOUND / ALREADY_EXISTS of conditional writes
+  std::vector<LatencyRecorder> per_op;     // by the op's index in the mix, measured phase only
+  std::map<std::string, uint64_t> errors;  // "op CODE" -> count
+  uint64_t misses = 0;                     // NOT_FOUND / ALREADY_EXISTS of conditional writes
   std::string first_error;
 };
 
@@ -164,6 +176,11 @@ struct WriteState {
 
 bool IsConditionalWrite(const std::string& op) {
   return op == "obj_add" || op == "obj_update" || op == "assoc_update";
+}
+
+bool IsWrite(const std::string& op) {
+  return (op.rfind("obj_", 0) == 0 && op != "obj_get") || op == "assoc_add" ||
+         op == "assoc_update" || op == "assoc_delete";
 }
 
 class Driver {
@@ -180,31 +197,32 @@ class Driver {
     }
   }
 
-  void Run(size_t thread, Clock::time_point measure_from, Clock::time_point stop,
-           ThreadResult* out) {
-    auto client = Connect(s_.endpoints[thread % s_.endpoints.size()]);
-    if (!client.ok()) {
-      out->errors["connect " + std::string(StatusCodeName(client.status().code()))]++;
-      out->first_error = client.status().ToString();
-      return;
-    }
+  const std::vector<std::pair<double, const char*>>& ops() const { return cdf_; }
+
+  // One connection's closed loop on `reads` (and `writes`, null if the mix has none) until
+  // `stop`, recording what started from `measure_from` on.
+  void Run(size_t thread, GraphApi& reads, GraphWriteApi* writes_to, Clock::time_point measure_from,
+           Clock::time_point stop, ThreadResult* out) {
+    out->per_op.assign(cdf_.size(), LatencyRecorder(s_.duration));
     Rng rng(s_.seed * 7919 + thread);
     WriteState writes;
-    writes.next_id = static_cast<int64_t>(s_.nodes) + (static_cast<int64_t>(thread) + 1) * 1000000000LL +
+    writes.next_id = static_cast<int64_t>(s_.nodes) +
+                     (static_cast<int64_t>(thread) + 1) * 1000000000LL +
                      static_cast<int64_t>(s_.seed) * 100000000LL;
     writes.clock = 2000000000LL + static_cast<int64_t>(thread) * 1000000LL;
     for (;;) {
       const double u = rng.NextDouble();
-      const char* op = cdf_.back().second;
-      for (const auto& [p, name] : cdf_) {
-        if (u < p) {
-          op = name;
+      size_t index = cdf_.size() - 1;
+      for (size_t i = 0; i < cdf_.size(); ++i) {
+        if (u < cdf_[i].first) {
+          index = i;
           break;
         }
       }
+      const char* op = cdf_[index].second;
       const auto t0 = Clock::now();
       if (t0 >= stop) break;
-      Status st = Execute(**client, op, rng, &writes);
+      Status st = Execute(reads, writes_to, op, rng, &writes);
       const auto t1 = Clock::now();
       if (t0 < measure_from) continue;
       if ((st.code() == StatusCode::kNotFound || st.code() == StatusCode::kAlreadyExists) &&
@@ -217,7 +235,8 @@ class Driver {
         if (out->first_error.empty()) out->first_error = st.ToString();
         continue;
       }
-      out->latency_us[op].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      out->per_op[index].Add(std::chrono::duration<double, std::micro>(t1 - t0).count(),
+                             IntervalOf(t1, measure_from, std::chrono::seconds(1)));
     }
   }
 
@@ -238,9 +257,12 @@ class Driver {
     return v;
   }
 
-  Status Write(Client& c, const std::string& op, int64_t id, Rng& rng, WriteState* w) const {
+  Status Write(GraphWriteApi& c, const std::string& op, int64_t id, Rng& rng, WriteState* w) const {
     if (op == "assoc_add") {
-      Edge e{id, Type(rng), static_cast<int64_t>(rng.Uniform(s_.nodes)), ++w->clock,
+      Edge e{id,
+             Type(rng),
+             static_cast<int64_t>(rng.Uniform(s_.nodes)),
+             ++w->clock,
              {{"data", Payload(rng)}}};
       ZIPG_RETURN_IF_ERROR(c.AssocAdd(e).status());
       if (w->added_edges.size() < 100000) w->added_edges.push_back(std::move(e));
@@ -250,8 +272,10 @@ class Driver {
       if (w->added_edges.empty()) {
         const size_t r = rng.Uniform(sample_.records.size());
         const auto& dsts = sample_.record_dsts[r];
-        return c.AssocUpdate(Edge{sample_.records[r].first, sample_.records[r].second,
-                                  dsts[rng.Uniform(dsts.size())], ++w->clock,
+        return c.AssocUpdate(Edge{sample_.records[r].first,
+                                  sample_.records[r].second,
+                                  dsts[rng.Uniform(dsts.size())],
+                                  ++w->clock,
                                   {{"data", Payload(rng)}}});
       }
       Edge e = w->added_edges[rng.Uniform(w->added_edges.size())];
@@ -283,11 +307,12 @@ class Driver {
     return Status::Internal("unknown op " + op);
   }
 
-  Status Execute(Client& c, const std::string& op, Rng& rng, WriteState* w) const {
+  Status Execute(GraphApi& c, GraphWriteApi* writes, const std::string& op, Rng& rng,
+                 WriteState* w) const {
     const int64_t id = ids_.Next(rng);
-    if (op.rfind("obj_", 0) == 0 && op != "obj_get") return Write(c, op, id, rng, w);
-    if (op == "assoc_add" || op == "assoc_update" || op == "assoc_delete") {
-      return Write(c, op, id, rng, w);
+    if (IsWrite(op)) {
+      if (writes == nullptr) return Status::InvalidArgument("embedded mode is read-only");
+      return Write(*writes, op, id, rng, w);
     }
     if (op == "obj_get") return c.ObjGet(id).status();
     if (op == "assoc_range") return c.AssocRange(id, Type(rng), 0, s_.limit).status();
@@ -301,11 +326,12 @@ class Driver {
       const size_t r = rng.Uniform(sample_.records.size());
       const auto& dsts = sample_.record_dsts[r];
       std::vector<int64_t> want;
-      for (uint64_t k = 1 + rng.Uniform(3); k > 0; --k) want.push_back(dsts[rng.Uniform(dsts.size())]);
+      for (uint64_t k = 1 + rng.Uniform(3); k > 0; --k)
+        want.push_back(dsts[rng.Uniform(dsts.size())]);
       std::sort(want.begin(), want.end());
       want.erase(std::unique(want.begin(), want.end()), want.end());
-      return c.AssocGet(sample_.records[r].first, sample_.records[r].second, want, INT64_MIN,
-                        INT64_MAX)
+      return c
+          .AssocGet(sample_.records[r].first, sample_.records[r].second, want, INT64_MIN, INT64_MAX)
           .status();
     }
     if (op == "GS1") return c.GetNeighborIds(id, std::nullopt, {}).status();
@@ -333,7 +359,7 @@ class Driver {
   std::vector<std::pair<double, const char*>> cdf_;
 };
 
-StatusOr<Sample> WarmUpSample(Client& c, const Settings& s, const IdChooser& ids) {
+StatusOr<Sample> WarmUpSample(GraphApi& c, const Settings& s, const IdChooser& ids) {
   Sample sample;
   Rng rng(s.seed);
   for (int i = 0; i < 2000 && (sample.nodes.size() < 500 || sample.records.size() < 500); ++i) {
@@ -368,15 +394,20 @@ size_t ShardServers(const json& status) {
 }  // namespace
 
 int RunBench(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"json", "no-compact", "embedded"});
+  auto args = Args::Parse(argc, argv, 2, {"no-compact", "embedded"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
+  auto json_target = JsonTarget(*args);
+  if (!json_target.ok()) return UsageError(json_target.status().message(), kUsage);
   if (auto tls = ApplyTlsArgs(*args); !tls.ok()) return UsageError(tls.status().message(), kUsage);
   if (auto mix = args->Get("mix"); mix && (*mix == "traversal" || *mix == "rpq")) {
     return RunTraversalBench(*args);
   }
   if (args->Get("mix") == "search") return RunSearchBench(*args);
   Settings s;
-  if (auto connect = args->Get("connect")) {
+  const bool embedded = args->Has("embedded");
+  if (embedded) {
+    if (!args->Has("store")) return UsageError("--embedded needs --store DIR", kUsage);
+  } else if (auto connect = args->Get("connect")) {
     std::string list = *connect;
     for (size_t pos = 0; pos <= list.size();) {
       const size_t comma = std::min(list.find(',', pos), list.size());
@@ -391,21 +422,32 @@ int RunBench(int argc, char** argv) {
     return UsageError("bench needs --connect HOST:PORT or --store DIR", kUsage);
   }
   s.mix = args->Get("mix").value_or("tao");
+  if ((s.mix == "hot" || s.mix == "load") && embedded) {
+    return UsageError("--mix " + s.mix + " runs against a cluster, not --embedded", kUsage);
+  }
   if (s.mix == "hot") return RunHotBench(s.endpoints, *args);
   if (s.mix == "load") return RunLoadBench(s.endpoints, *args);
   if (!Mixes().count(s.mix)) return UsageError("unknown mix '" + s.mix + "'", kUsage);
-  Status known = args->CheckKnown(WithTls({"connect", "store", "mix", "connections", "duration",
-                                           "warmup", "types", "limit", "zipf", "seed", "json"}));
+  for (const Op& op : Mixes().at(s.mix)) {
+    if (embedded && IsWrite(op.name)) {
+      return UsageError("--mix " + s.mix + " writes; the embedded store is read-only", kUsage);
+    }
+  }
+  Status known =
+      args->CheckKnown(WithTls({"connect", "store", "embedded", "mix", "connections", "duration",
+                                "warmup", "types", "limit", "zipf", "seed", "json"}));
   if (!known.ok()) return UsageError(known.message(), kUsage);
-  for (auto [name, field, lo, hi] :
-       {std::tuple{"connections", &s.connections, 1, 1024}, {"duration", &s.duration, 1, 86400},
-        {"warmup", &s.warmup, 0, 3600}, {"types", &s.types, 1, 1 << 20},
-        {"limit", &s.limit, 1, 1 << 20}, {"seed", &s.seed, 0, INT32_MAX}}) {
+  for (auto [name, field, lo, hi] : {std::tuple{"connections", &s.connections, 1, 1024},
+                                     {"duration", &s.duration, 1, 86400},
+                                     {"warmup", &s.warmup, 0, 3600},
+                                     {"types", &s.types, 1, 1 << 20},
+                                     {"limit", &s.limit, 1, 1 << 20},
+                                     {"seed", &s.seed, 0, INT32_MAX}}) {
     auto v = args->GetUint(name, *field);
     if (!v.ok() || *v < static_cast<uint64_t>(lo) || *v > static_cast<uint64_t>(hi)) {
-      return UsageError(std::string("--") + name + " must be " + std::to_string(lo) + ".." +
-                            std::to_string(hi),
-                        kUsage);
+      return UsageError(
+          std::string("--") + name + " must be " + std::to_string(lo) + ".." + std::to_string(hi),
+          kUsage);
     }
     *field = *v;
   }
@@ -417,31 +459,58 @@ int RunBench(int argc, char** argv) {
     }
   }
 
-  auto client = Connect(s.endpoints[0]);
-  if (!client.ok()) return Fail(client.status());
-  auto status_text = (*client)->ServerStatus();
-  if (!status_text.ok()) return Fail(status_text.status());
-  const json status = json::parse(*status_text, nullptr, false);
-  if (status.is_discarded() || !status.value("healthy", false)) {
-    return Fail(Status::Unavailable("the cluster is not healthy (zipg status --connect " +
-                                    s.endpoints[0] + ")"));
+  // The graph: the store in this process, or the cluster (one connection per thread, later).
+  std::unique_ptr<Graph> local;
+  std::unique_ptr<Client> client;
+  json dataset;  // dir, nodes, edges, shards
+  std::string servers;
+  if (embedded) {
+    GraphOpenOptions open_options;
+    open_options.verify_checksums = false;
+    auto g = Graph::Open(*args->Get("store"), open_options);
+    if (!g.ok()) return Fail(g.status());
+    local = std::move(*g);
+    const auto& m = local->manifest();
+    dataset = {
+        {"dir", *args->Get("store")}, {"nodes", m.nodes}, {"edges", m.edges}, {"shards", m.shards}};
+    servers = "in this process";
+  } else {
+    auto c = Connect(s.endpoints[0]);
+    if (!c.ok()) return Fail(c.status());
+    client = std::move(*c);
+    auto status_text = client->ServerStatus();
+    if (!status_text.ok()) return Fail(status_text.status());
+    const json status = json::parse(*status_text, nullptr, false);
+    if (status.is_discarded() || !status.value("healthy", false)) {
+      return Fail(Status::Unavailable("the cluster is not healthy (zipg status --connect " +
+                                      s.endpoints[0] + ")"));
+    }
+    const json store = status.value("store", json::object());
+    dataset = {{"dir", store.value("dir", "?")},
+               {"nodes", store.value("nodes", uint64_t{0})},
+               {"edges", store.value("edges", uint64_t{0})},
+               {"shards", status.value("num_shards", 0)}};
+    servers = "on " + std::to_string(ShardServers(status)) + " shard servers";
   }
-  const json store = status.value("store", json::object());
-  s.nodes = store.value("nodes", uint64_t{0});
+  GraphApi& graph = local ? static_cast<GraphApi&>(*local) : *client;
+  s.nodes = dataset["nodes"].get<uint64_t>();
   if (s.nodes == 0) return Fail(Status::NotFound("the store has no nodes"));
   const IdChooser ids(s.nodes, s.zipf, s.seed);
-  auto sample = WarmUpSample(**client, s, ids);
+  auto sample = WarmUpSample(graph, s, ids);
   if (!sample.ok()) return Fail(sample.status());
 
-  std::cout << "zipg bench: mix " << s.mix << ", " << s.connections << " connections over "
-            << s.endpoints.size() << " aggregators, " << s.duration << " s (+" << s.warmup
-            << " s warm-up)\n"
-            << "dataset: " << store.value("dir", "?") << ", " << s.nodes << " nodes, "
-            << store.value("edges", 0) << " edges, " << status.value("num_shards", 0)
-            << " shards on " << ShardServers(status) << " shard servers; ids 0.." << s.nodes - 1 << " Zipf " << s.zipf << ", types 0.."
-            << s.types - 1 << ", limit " << s.limit << "\n"
+  std::cout << "zipg bench: mix " << s.mix << ", " << s.connections
+            << (embedded
+                    ? " threads on the embedded store"
+                    : " connections over " + std::to_string(s.endpoints.size()) + " aggregators")
+            << ", " << s.duration << " s (+" << s.warmup << " s warm-up)\n"
+            << "dataset: " << dataset["dir"].get<std::string>() << ", " << s.nodes << " nodes, "
+            << dataset["edges"] << " edges, " << dataset["shards"] << " shards " << servers
+            << "; ids 0.." << s.nodes - 1 << " Zipf " << s.zipf << ", types 0.." << s.types - 1
+            << ", limit " << s.limit << "\n"
             << "warm-up sample: " << sample->nodes.size() << " nodes, " << sample->records.size()
-            << " edge records\n";
+            << " edge records\n"
+            << std::flush;  // std::cout is not synced with printf (zipg_main.cc)
 
   Driver driver(s, *sample, ids);
   std::vector<ThreadResult> results(s.connections);
@@ -450,39 +519,66 @@ int RunBench(int argc, char** argv) {
   const auto measure_from = start + std::chrono::seconds(s.warmup);
   const auto stop = measure_from + std::chrono::seconds(s.duration);
   for (size_t t = 0; t < s.connections; ++t) {
-    threads.emplace_back([&, t] { driver.Run(t, measure_from, stop, &results[t]); });
+    threads.emplace_back([&, t] {
+      if (local) {
+        driver.Run(t, *local, nullptr, measure_from, stop, &results[t]);
+        return;
+      }
+      auto c = Connect(s.endpoints[t % s.endpoints.size()]);
+      if (!c.ok()) {
+        results[t].errors["connect " + std::string(StatusCodeName(c.status().code()))]++;
+        results[t].first_error = c.status().ToString();
+        return;
+      }
+      driver.Run(t, **c, c->get(), measure_from, stop, &results[t]);
+    });
   }
   for (auto& t : threads) t.join();
   const double seconds = static_cast<double>(s.duration);
 
-  std::map<std::string, std::vector<double>> per_op;
-  std::vector<double> all;
+  // Merged per operation and overall.
+  std::map<std::string, LatencyRecorder> per_op;
+  LatencyRecorder all(s.duration);
   std::map<std::string, uint64_t> errors;
   std::string first_error;
   uint64_t misses = 0;
   for (auto& r : results) {
     misses += r.misses;
-    for (auto& [op, v] : r.latency_us) {
-      per_op[op].insert(per_op[op].end(), v.begin(), v.end());
-      all.insert(all.end(), v.begin(), v.end());
+    for (size_t i = 0; i < r.per_op.size(); ++i) {
+      if (r.per_op[i].count() == 0) continue;
+      per_op[driver.ops()[i].second].Merge(r.per_op[i]);
+      all.Merge(r.per_op[i]);
     }
     for (auto& [k, n] : r.errors) errors[k] += n;
     if (first_error.empty()) first_error = r.first_error;
   }
-  json report = {{"mix", s.mix},          {"connections", s.connections},
-                 {"duration_s", s.duration}, {"nodes", s.nodes},
+  json report = {{"mix", s.mix},
+                 {"mode", embedded ? "embedded" : "cluster"},
+                 {"connections", s.connections},
+                 {"duration_s", s.duration},
+                 {"warmup_s", s.warmup},
+                 {"nodes", s.nodes},
+                 {"dataset", dataset},
+                 {"zipf", s.zipf},
+                 {"seed", s.seed},
                  {"ops", json::object()}};
   std::printf("%-18s %10s %10s %10s %10s %10s\n", "operation", "ops/s", "p50 us", "p95 us",
               "p99 us", "share");
-  auto line = [&](const std::string& name, std::vector<double>& v) {
-    const double rate = static_cast<double>(v.size()) / seconds;
-    const double p50 = Percentile(v, 0.50), p95 = Percentile(v, 0.95), p99 = Percentile(v, 0.99);
+  NamedRecorders named;
+  auto line = [&](const std::string& name, LatencyRecorder& r) {
+    const double rate = static_cast<double>(r.count()) / seconds;
+    const double p50 = r.Quantile(0.50), p95 = r.Quantile(0.95), p99 = r.Quantile(0.99);
     std::printf("%-18s %10.0f %10.0f %10.0f %10.0f %9.1f%%\n", name.c_str(), rate, p50, p95, p99,
-                all.empty() ? 0.0 : 100.0 * static_cast<double>(v.size()) / static_cast<double>(all.size()));
-    report["ops"][name] = {{"ops_per_s", rate}, {"p50_us", p50}, {"p95_us", p95}, {"p99_us", p99}};
+                all.count() == 0
+                    ? 0.0
+                    : 100.0 * static_cast<double>(r.count()) / static_cast<double>(all.count()));
+    report["ops"][name] = {{"ops_per_s", rate}, {"p50_us", p50},      {"p95_us", p95},
+                           {"p99_us", p99},     {"count", r.count()}, {"max_us", r.Max()}};
+    named.push_back({name, &r});
   };
-  for (auto& [op, v] : per_op) line(op, v);
+  for (auto& [op, r] : per_op) line(op, r);
   line("overall", all);
+  std::fflush(stdout);
   uint64_t error_count = 0;
   for (const auto& [k, n] : errors) {
     std::cout << "errors: " << k << " x" << n << "\n";
@@ -491,8 +587,15 @@ int RunBench(int argc, char** argv) {
   if (!first_error.empty()) std::cout << "first error: " << first_error << "\n";
   report["errors"] = error_count;
   report["misses"] = misses;
-  if (misses > 0) std::cout << "conditional writes that missed (NOT_FOUND/ALREADY_EXISTS): " << misses << "\n";
-  if (args->Has("json")) std::cout << report.dump() << "\n";
+  if (misses > 0) {
+    std::cout << "conditional writes that missed (NOT_FOUND/ALREADY_EXISTS): " << misses << "\n";
+  }
+  if (*json_target) {
+    report["intervals"] = IntervalsJson(1, named);
+    report["latency"] = LatencyJson(named);
+    std::cout << std::flush;
+    if (Status w = WriteJsonReport(**json_target, report); !w.ok()) return Fail(w);
+  }
   return error_count == 0 ? kExitOk : kExitFailure;
 }
 

@@ -16,6 +16,8 @@
 //                            --connections clients for --duration s over the patterns with at
 //                            most 100 hits: searches/s, p50 / p99, and the CPU the cluster's
 //                            processes used per search.
+// --json FILE (- : stdout) writes the report; its throughput part also has the searches completed
+// per second and their latency histogram (client/bench_report.h).
 
 #include <sys/resource.h>
 
@@ -31,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/bench_report.h"
 #include "client/bench_util.h"
 #include "client/cli.h"
 #include "client/client.h"
@@ -286,9 +289,8 @@ int RunSearchBench(const Args& args) {
   if (!embedded && !mix.empty()) {
     std::atomic<bool> stop{false};
     std::mutex mu;
-    std::vector<double> us;
+    LatencyRecorder all(*duration);
     Status first_error;
-    uint64_t done = 0;
     const double cpu0 = cpu();
     const auto start = Clock::now();
     std::vector<std::thread> threads;
@@ -298,18 +300,18 @@ int RunSearchBench(const Args& args) {
         options.timeout_ms = 60000;
         auto c = Connect(endpoint, options);
         datagen::Rng local(*seed * 1000 + i);
-        std::vector<double> mine;
+        LatencyRecorder mine(*duration);
         Status error = c.ok() ? Status::OK() : c.status();
         while (error.ok() && !stop.load()) {
           const Pattern& p = mix[local.Uniform(mix.size())];
           const auto t0 = Clock::now();
           auto got = (*c)->SearchNodeIds(p.search);
-          mine.push_back(Ms(Clock::now() - t0) * 1000);
+          const auto t1 = Clock::now();
+          mine.Add(Ms(t1 - t0) * 1000, IntervalOf(t1, start, std::chrono::seconds(1)));
           if (!got.ok()) error = got.status();
         }
         std::lock_guard lock(mu);
-        us.insert(us.end(), mine.begin(), mine.end());
-        done += mine.size();
+        all.Merge(mine);
         if (!error.ok() && first_error.ok()) first_error = error;
       });
     }
@@ -318,20 +320,30 @@ int RunSearchBench(const Args& args) {
     for (auto& t : threads) t.join();
     if (!first_error.ok()) return Fail(first_error);
     const double seconds = Ms(Clock::now() - start) / 1000;
+    const uint64_t done = all.count();
     const double cpu_us = done ? (cpu() - cpu0) * 1e6 / static_cast<double>(done) : 0;
-    const double p50 = Percentile(us, 0.5), p99 = Percentile(us, 0.99);
+    const double p50 = all.Quantile(0.5), p99 = all.Quantile(0.99);
     std::printf(
         "throughput: %llu connections, %.0f searches/s (%llu in %.1f s), p50 %.0f us, "
         "p99 %.0f us, cluster CPU %.0f us per search\n",
         static_cast<unsigned long long>(*connections), done / seconds,
         static_cast<unsigned long long>(done), seconds, p50, p99, cpu_us);
     report["throughput"] = {{"connections", *connections},
+                            {"duration_s", *duration},
+                            {"count", done},
                             {"per_second", done / seconds},
                             {"p50_us", p50},
                             {"p99_us", p99},
                             {"cpu_us", cpu_us}};
+    const NamedRecorders named = {{"search_node_ids", &all}};
+    report["throughput"]["intervals"] = IntervalsJson(1, named);
+    report["throughput"]["latency"] = LatencyJson(named);
   }
-  if (args.Has("json")) std::printf("%s\n", report.dump().c_str());
+  if (auto target = JsonTarget(args); target.ok() && *target) {
+    std::fflush(stdout);
+    Status w = WriteJsonReport(**target, report);
+    if (!w.ok()) return Fail(w);
+  }
   return kExitOk;
 }
 

@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "client/bench_report.h"
 #include "client/bench_util.h"
 #include "client/cli.h"
 #include "client/client.h"
@@ -326,7 +327,11 @@ int RunTraversalBench(const Args& args) {
       std::fflush(stdout);
     }
   }
-  if (args.Has("json")) std::printf("%s\n", json({{"mix", mix}, {"cases", report}}).dump().c_str());
+  if (auto target = JsonTarget(args); target.ok() && *target) {
+    std::fflush(stdout);
+    Status w = WriteJsonReport(**target, json({{"mix", mix}, {"cases", report}}));
+    if (!w.ok()) return Fail(w);
+  }
   return 0;
 }
 

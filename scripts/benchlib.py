@@ -59,13 +59,15 @@ def run_bench(zipg, state, mix, seconds, connections, count_cpu=True, extra=()):
     """`zipg bench` through every aggregator for `seconds` (+1 s warm-up). Returns ops_per_s,
     p50_us, p99_us, errors, and with count_cpu the CPU microseconds per operation by process
     kind (`cpu_per`, the bench itself as "client") and in all (`cpu_us`); the warm-up second's
-    CPU is counted against warm-up operations at the measured rate. Exits if the bench fails."""
+    CPU is counted against warm-up operations at the measured rate. Exits if the bench fails.
+    `--json -` prints the report as one line; a `zipg` from before `--json FILE` (a --before
+    binary) takes `--json` as a flag and ignores the `-`."""
     procs = server_pids(state)
     before = {pid: cpu_ticks(pid) for pid in procs}
     u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     r = subprocess.run([zipg, "bench", "--connect", ",".join(state["aggregators"]), "--mix", mix,
                         "--connections", str(connections), "--duration", str(seconds),
-                        "--warmup", "1", "--json", *extra], capture_output=True, text=True)
+                        "--warmup", "1", "--json", "-", *extra], capture_output=True, text=True)
     u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     after = {pid: cpu_ticks(pid) for pid in procs}
     lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
