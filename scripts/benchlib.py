@@ -50,9 +50,9 @@ def stop_cluster(zipg, store):
 
 
 def server_pids(state):
-    """{pid: name} of the cluster's servers (etcd left out)."""
+    """{pid: name} of the cluster's servers (etcd and a Prometheus server left out)."""
     return {p["pid"]: p.get("name", p.get("role")) for p in state["processes"]
-            if p.get("role") != "etcd"}
+            if p.get("role") not in ("etcd", "prometheus")}
 
 
 def run_bench(zipg, state, mix, seconds, connections, count_cpu=True, extra=()):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: install, build, generate a sample TAO-like graph, compress it
-# into a store, start a local cluster (etcd, 2 shard-server processes, 2 aggregators), run queries of
-# every kind through it with the CLI and from Python, show the cluster status, and stop it.
+# into a store, start a local cluster (etcd, 2 shard-server processes, 2 aggregators; the HTTP API
+# and web explorer, Prometheus metrics and a Prometheus server), run queries of every kind through
+# it with the CLI, over HTTP and from Python, show the cluster status, and stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,8 +21,14 @@ echo "== compress it into a store with 4 shards"
 $zipg compress --nodes "$work/graph/nodes.csv" --edges "$work/graph/edges.csv" \
   --out "$work/store" --shards 4
 
-echo "== start a local cluster"
-$zipg local start --store "$work/store" --servers 2 --aggregators 2
+echo "== start a local cluster, with the HTTP API and web explorer (--http), Prometheus metrics on"
+echo "   every server (--metrics) and a Prometheus server scraping them (--prometheus)"
+$zipg local start --store "$work/store" --servers 2 --aggregators 2 --http --metrics --prometheus |
+  tee "$work/start.txt"
+explorer=$(awk '/^http /{print $2; exit}' "$work/start.txt")
+prometheus=$(awk '/^prometheus /{print $2; exit}' "$work/start.txt")
+echo "web explorer: $explorer   (open it in a browser while the demo runs)"
+echo "Prometheus:   $prometheus"
 agg=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aggregators"][0])' \
   "$work/store/run/cluster.json")
 agg2=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["aggregators"][1])' \
@@ -55,6 +62,13 @@ q rpq --expr '(0|1)/_' --limit 3
 echo "== a JSON-lines batch through the other aggregator $agg2 (one malformed line in the middle)"
 printf '%s\n' '{"op": "assoc_count", "id": 0, "type": 2}' 'not json' \
   '{"op": "get_edge_record", "id": 0, "type": 2}' | $zipg query --connect "$agg2" --batch -
+
+echo "== the same operations over HTTP/JSON (docs/operations.md)"
+echo "-- POST ${explorer}v1/query"
+printf '%s\n' '{"op": "assoc_count", "id": 0, "type": 2}' '{"op": "obj_get", "id": -1}' |
+  curl -sS --data-binary @- "${explorer}v1/query"
+echo "-- GET ${explorer}v1/nodes/0/edges/1?limit=1"
+curl -sS "${explorer}v1/nodes/0/edges/1?limit=1" | cut -c1-300
 
 echo "== writes (to the LogStore through an aggregator), read back through the other aggregator"
 w() { echo "-- $*"; $zipg query --connect "$agg" "$@"; }
@@ -101,5 +115,13 @@ PY
 echo "== a short TAO-mix load through both aggregators, then LinkBench with writes"
 $zipg bench --store "$work/store" --mix tao --connections 4 --duration 3
 $zipg bench --store "$work/store" --mix linkbench-rw --connections 4 --duration 3
+echo "== what Prometheus saw of that load (calls/s over the aggregators, p99 latency)"
+sleep 2
+for expr in 'sum(rate(zipg_rpc_calls_total{op!="status"}[5s]))' \
+            'histogram_quantile(0.99, sum by (le) (rate(zipg_rpc_call_duration_seconds_bucket[5s])))'; do
+  echo "-- $expr"
+  curl -sS -G "${prometheus}api/v1/query" --data-urlencode "query=$expr" | cut -c1-300
+  echo
+done
 echo "== stop the cluster"
 $zipg local stop --store "$work/store"

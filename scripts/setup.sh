@@ -17,7 +17,7 @@ packages=(
   libdivsufsort-dev libsdsl-dev libxxhash-dev libzstd-dev
   libzmq3-dev cppzmq-dev
   etcd-server etcd-client
-  libcurl4-openssl-dev nlohmann-json3-dev openssl iproute2
+  libcurl4-openssl-dev curl nlohmann-json3-dev openssl iproute2
   prometheus-cpp-dev libcpp-httplib-dev prometheus chromium chromium-driver
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-thrift python3-venv python3-pip python3-setuptools python3-wheel
