@@ -1,28 +1,34 @@
 // zipg node start|stop|status and zipg deploy plan|certs|start|stop|status: a cluster on several
 // machines, described by one cluster spec (cluster/spec.h; docs/deploy.md). `node` runs on a host
 // and starts / stops / reports exactly the processes the spec gives that host, in the background,
-// with their logs and a state file in <store>/run/ (node-<host>.json). `deploy` runs the node
+// with their logs and a state file in <store>/run/ (node-<host>.json), and, when asked, a
+// Prometheus server scraping the whole cluster's metrics. `deploy` runs the node
 // commands on every host through a transport (ssh by default; `--exec` takes any command prefix,
 // e.g. "ip netns exec zipg-{host}" for the tests).
 
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "client/cli.h"
 #include "client/client.h"
 #include "client/procs.h"
+#include "client/prometheus.h"
 #include "cluster/spec.h"
 #include "graph/manifest.h"
 #include "shard/update_channel.h"
@@ -40,10 +46,17 @@ using Clock = std::chrono::steady_clock;
 const char kNodeUsage[] =
     "usage:\n"
     "  zipg node start --spec FILE --host NAME [--roles all|etcd|servers]\n"
+    "                  [--prometheus [--prometheus-port P]]\n"
     "      start, in the background, the processes the spec gives this host: its etcd member,\n"
-    "      then its shard server, the LogStore, its aggregator (each as the spec says)\n"
+    "      then its shard server, the LogStore, its aggregator (each as the spec says, with\n"
+    "      its metrics_port and http_port); prints `metrics ROLE NAME URL` per process started\n"
+    "      with a metrics port and `http URL` per aggregator with an HTTP port.\n"
+    "      --prometheus: then also a Prometheus server (Debian's `prometheus`) on this host's\n"
+    "      address, port P (default 9090), scraping every process of the spec that has a\n"
+    "      metrics_port each second (https with this host's certificate when the spec has\n"
+    "      TLS); its data in STORE/run/prometheus-NAME/; prints `prometheus URL`\n"
     "  zipg node stop --spec FILE --host NAME [--roles all|etcd|servers]\n"
-    "      stop them (aggregator, LogStore, shard server, then etcd)\n"
+    "      stop them (Prometheus, aggregator, LogStore, shard server, then etcd)\n"
     "  zipg node status --spec FILE --host NAME [--json]\n"
     "      each process: running or not, and what it reports; exit 0 if all run\n"
     "  State and logs: STORE/run/node-NAME.json and STORE/run/NAME-OF-PROCESS.log on the host.\n";
@@ -53,9 +66,13 @@ const char kDeployUsage[] =
     "  zipg deploy plan --hosts H1,H2,... --replicas R --store DIR [--addresses A1,A2,...]\n"
     "      (without --addresses, the host names are resolved to IPv4 addresses)\n"
     "      [--etcd-members N] [--logstores 1|2] [--base-port P] [--tls-dir D] [--cluster NAME]\n"
+    "      [--metrics]\n"
     "      print a cluster spec (JSON) placing R copies of each shard of the store at DIR on\n"
     "      different hosts; on stderr, the store files each host needs. --logstores 2: a\n"
     "      second LogStore on the second host; the two elect their leader (docs/logstore-ha.md)\n"
+    "      Ports: aggregator P, shard server P+1, update channel P+2, LogStore P+3, etcd P+4 and\n"
+    "      P+5, log shipping P+6. --metrics: every process a metrics_port (shard server P+7,\n"
+    "      aggregator P+8, LogStore P+9) and every aggregator an http_port (P+10)\n"
     "  zipg deploy certs --hosts H1,... --addresses A1,... --out DIR [--days N]\n"
     "      make a CA, a certificate and key per host and one for clients (client.pem), and the\n"
     "      cluster's CURVE key pair (curve.key), with openssl\n"
@@ -85,8 +102,8 @@ std::vector<Process> ReadProcesses(const std::string& path) {
   json j = json::parse(*text, nullptr, false);
   if (!j.is_object()) return out;
   for (const auto& p : j.value("processes", json::array())) {
-    out.push_back(Process{p.value("role", ""), p.value("name", ""), p.value("pid", 0),
-                          p.value("log", "")});
+    out.push_back(
+        Process{p.value("role", ""), p.value("name", ""), p.value("pid", 0), p.value("log", "")});
   }
   return out;
 }
@@ -107,8 +124,8 @@ bool RoleIn(const std::string& role, const std::string& roles) {
 std::vector<std::string> TlsArgs(const ClusterSpec& spec, const SpecHost& host) {
   if (!spec.tls.enabled()) return {};
   const auto t = spec.TlsOf(host);
-  return {"--tls-ca", t.ca, "--tls-cert", t.cert, "--tls-key", t.key, "--tls-curve-key",
-          t.curve_key};
+  return {"--tls-ca",  t.ca,  "--tls-cert",      t.cert,
+          "--tls-key", t.key, "--tls-curve-key", t.curve_key};
 }
 
 // A process this host runs is still the one we started: its command line names it and the
@@ -117,12 +134,69 @@ bool Ours(const Process& p, const ClusterSpec& spec) {
   return Alive(p.pid) && CmdlineHas(p.pid, p.name) && CmdlineHas(p.pid, spec.cluster);
 }
 
+// The value of the argument `prefix`VALUE in the command line of pid ("" if none).
+std::string CmdlineValue(pid_t pid, const std::string& prefix) {
+  auto text = ReadFileToString("/proc/" + std::to_string(pid) + "/cmdline");
+  if (!text.ok()) return "";
+  std::istringstream in(*text);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) {
+    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
+  }
+  return "";
+}
+
+// True if GET http://address:port/path answers 200 within a second.
+bool HttpGetOk(const std::string& address, int port, const std::string& path) {
+  httplib::Client client(address, port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(1);
+  auto r = client.Get(path);
+  return r && r->status == 200;
+}
+
+// The metrics endpoints (HOST:PORT) of every process of the spec that has one.
+std::vector<std::string> MetricsTargets(const ClusterSpec& spec) {
+  std::vector<std::string> out;
+  for (const SpecHost& h : spec.hosts) {
+    for (const auto& port :
+         {h.shard_metrics_port, h.aggregator_metrics_port, h.logstore_metrics_port}) {
+      if (port) out.push_back(h.address + ":" + std::to_string(*port));
+    }
+  }
+  return out;
+}
+
+// What `zipg node start` starts besides the spec's processes.
+struct NodeStartOptions {
+  std::string roles = "all";
+  std::optional<int> prometheus_port;  // a Prometheus server on this port of the host's address
+};
+
 class Node {
  public:
   Node(ClusterSpec spec, const SpecHost& host)
       : spec_(std::move(spec)), host_(*spec_.Host(host.name)), store_(spec_.StoreOf(host_)) {}
 
-  int Start(const std::string& roles) {
+  int Start(const NodeStartOptions& options) {
+    const std::string& roles = options.roles;
+    const bool prometheus = options.prometheus_port && RoleIn("prometheus", roles);
+    if (prometheus) {
+      if (MetricsTargets(spec_).empty()) {
+        return Fail(Status::InvalidArgument(
+            "--prometheus: no process of the spec has a metrics_port (zipg deploy plan "
+            "--metrics gives every one)"));
+      }
+      std::vector<int> taken = host_.Ports();
+      for (const auto& m : spec_.etcd_members) {
+        if (m.host == host_.name) taken.insert(taken.end(), {m.client_port, m.peer_port});
+      }
+      if (std::find(taken.begin(), taken.end(), *options.prometheus_port) != taken.end()) {
+        return Fail(Status::InvalidArgument("--prometheus-port " +
+                                            std::to_string(*options.prometheus_port) +
+                                            " is a port of the spec on host " + host_.name));
+      }
+    }
     std::error_code ec;
     fs::create_directories(store_ + "/run", ec);
     if (ec) return Fail(Status::IOError(store_ + "/run: " + ec.message()));
@@ -160,14 +234,23 @@ class Node {
     std::vector<std::pair<Process, std::vector<std::string>>> plan;
     const std::string etcd = spec_.EtcdEndpoints();
     const auto tls = TlsArgs(spec_, host_);
+    // The HTTP endpoints of the processes (docs/operations.md), printed when they start.
+    const std::string scheme = spec_.tls.enabled() ? "https://" : "http://";
+    std::map<std::string, std::vector<std::string>> endpoint_lines;  // by process name
     auto server = [&](const std::string& role, const std::string& name, int port,
-                      std::vector<std::string> extra) {
-      std::vector<std::string> argv = {*self,  "serve",       role,      "--etcd",
-                                       etcd,   "--cluster",   spec_.cluster, "--name",
-                                       name,   "--host",      host_.address, "--port",
-                                       std::to_string(port), "--lease-ttl",
-                                       std::to_string(spec_.lease_ttl)};
+                      std::vector<std::string> extra, std::optional<int> metrics_port) {
+      std::vector<std::string> argv = {*self, "serve",     role,         "--etcd",
+                                       etcd,  "--cluster", spec_.cluster};
+      argv.insert(argv.end(),
+                  {"--name", name, "--host", host_.address, "--port", std::to_string(port),
+                   "--lease-ttl", std::to_string(spec_.lease_ttl)});
       argv.insert(argv.end(), extra.begin(), extra.end());
+      if (metrics_port) {
+        argv.insert(argv.end(), {"--metrics-port", std::to_string(*metrics_port)});
+        endpoint_lines[name].push_back("metrics " + role + " " + name + " " + scheme +
+                                       host_.address + ":" + std::to_string(*metrics_port) +
+                                       "/metrics");
+      }
       argv.insert(argv.end(), tls.begin(), tls.end());
       plan.push_back({Process{role, name, 0, store_ + "/run/" + name + ".log"}, argv});
     };
@@ -182,18 +265,34 @@ class Node {
         for (uint32_t s : *host_.shards) list += (list.empty() ? "" : ",") + std::to_string(s);
         server("shard", ClusterSpec::ShardServerName(host_), host_.shard_port,
                {"--store", store_, "--shards", list, "--update-port",
-                std::to_string(host_.update_port)});
+                std::to_string(host_.update_port)},
+               host_.shard_metrics_port);
       }
       if (host_.logstore_port) {
         std::vector<std::string> extra = {"--store", store_};
         if (spec_.LogStores() == 2) {  // two that elect their leader (docs/logstore-ha.md)
           extra.insert(extra.end(), {"--elect", "--ship-port", std::to_string(*host_.ship_port)});
         }
-        server("logstore", spec_.LogStoreName(host_), *host_.logstore_port, extra);
+        server("logstore", spec_.LogStoreName(host_), *host_.logstore_port, extra,
+               host_.logstore_metrics_port);
       }
       if (host_.aggregator_port) {
-        server("aggregator", ClusterSpec::AggregatorName(host_), *host_.aggregator_port, {});
+        const std::string name = ClusterSpec::AggregatorName(host_);
+        std::vector<std::string> extra;
+        if (host_.http_port) extra = {"--http-port", std::to_string(*host_.http_port)};
+        server("aggregator", name, *host_.aggregator_port, extra, host_.aggregator_metrics_port);
+        if (host_.http_port) {
+          endpoint_lines[name].push_back("http " + scheme + host_.address + ":" +
+                                         std::to_string(*host_.http_port) + "/");
+        }
       }
+    }
+    if (prometheus) {
+      auto p = PrometheusProcess(*options.prometheus_port);
+      if (!p.ok()) return Fail(p.status());
+      endpoint_lines[p->first.name].push_back("prometheus http://" + host_.address + ":" +
+                                              std::to_string(*options.prometheus_port) + "/");
+      plan.push_back(*std::move(p));
     }
     std::vector<Process> started;
     for (auto& [p, argv] : plan) {
@@ -210,8 +309,7 @@ class Node {
     if (Status s = WriteProcesses(StatePath(store_, host_.name), kept); !s.ok()) return Fail(s);
     // Started processes must survive their start-up (etcd and the LogStore may wait for peers on
     // other hosts, so only "still running" is asked of them).
-    const auto settle =
-        Clock::now() + std::chrono::milliseconds(started.empty() ? 0 : 1500);
+    const auto settle = Clock::now() + std::chrono::milliseconds(started.empty() ? 0 : 1500);
     while (Clock::now() < settle) {
       for (const auto& p : started) {
         int status = 0;
@@ -222,9 +320,26 @@ class Node {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    // Prometheus answers once it has loaded its configuration and its data.
+    for (const auto& p : started) {
+      if (p.role != "prometheus") continue;
+      const auto ready = Clock::now() + std::chrono::seconds(30);
+      while (!HttpGetOk(host_.address, *options.prometheus_port, "/-/ready")) {
+        if (!Alive(p.pid) || Clock::now() > ready) {
+          return Fail(Status::Unavailable(
+              p.name + (Alive(p.pid) ? " did not answer in 30 s; " : " exited during start-up; ") +
+              p.log + ":\n" + LogTail(p.log)));
+        }
+        waitpid(p.pid, nullptr, WNOHANG);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     for (const auto& p : started) {
       std::cout << "zipg node: " << host_.name << ": started " << p.name << " (pid " << p.pid
                 << "), log " << p.log << "\n";
+    }
+    for (const auto& p : started) {
+      for (const auto& line : endpoint_lines[p.name]) std::cout << line << "\n";
     }
     return kExitOk;
   }
@@ -233,7 +348,7 @@ class Node {
     const std::string path = StatePath(store_, host_.name);
     std::vector<Process> all = ReadProcesses(path), left;
     size_t stopped = 0;
-    for (const char* role : {"aggregator", "logstore", "shard", "etcd"}) {
+    for (const char* role : {"prometheus", "aggregator", "logstore", "shard", "etcd"}) {
       std::vector<Process> group;
       for (const auto& p : all) {
         if (p.role != role) continue;
@@ -270,7 +385,15 @@ class Node {
       j["running"] = Ours(p, spec_);
       all_running = all_running && j["running"].get<bool>();
       const int port = PortOf(p);
-      if (port > 0 && j["running"].get<bool>()) {
+      if (p.role == "prometheus" && j["running"].get<bool>()) {
+        j["endpoint"] = CmdlineValue(p.pid, "--web.listen-address=");
+        const size_t colon = j["endpoint"].get<std::string>().rfind(':');
+        const int prometheus_port =
+            colon == std::string::npos
+                ? 0
+                : std::atoi(j["endpoint"].get<std::string>().c_str() + colon + 1);
+        j["ready"] = prometheus_port > 0 && HttpGetOk(host_.address, prometheus_port, "/-/ready");
+      } else if (port > 0 && j["running"].get<bool>()) {
         j["endpoint"] = host_.address + ":" + std::to_string(port);
         ClientOptions options;
         options.timeout_ms = 3000;
@@ -299,8 +422,11 @@ class Node {
                   << j.value("name", "") << "pid " << std::setw(8) << j.value("pid", 0)
                   << (j.value("running", false) ? "running" : "NOT running");
         if (j.contains("endpoint")) std::cout << "  " << j["endpoint"].get<std::string>();
-        if (j.contains("serving")) std::cout << (j["serving"].get<bool>() ? "  serving" : "  catching up");
-        if (j.contains("healthy")) std::cout << (j["healthy"].get<bool>() ? "  cluster healthy" : "  cluster NOT healthy");
+        if (j.contains("serving"))
+          std::cout << (j["serving"].get<bool>() ? "  serving" : "  catching up");
+        if (j.contains("healthy"))
+          std::cout << (j["healthy"].get<bool>() ? "  cluster healthy" : "  cluster NOT healthy");
+        if (j.contains("ready")) std::cout << (j["ready"].get<bool>() ? "  ready" : "  NOT ready");
         if (j.contains("error")) std::cout << "  " << j["error"].get<std::string>();
         std::cout << "\n";
       }
@@ -316,6 +442,37 @@ class Node {
     return 0;
   }
 
+  // A Prometheus server on this host's address scraping every process of the spec with a
+  // metrics port each second; its configuration and data in STORE/run/prometheus-HOST/ (the data
+  // kept across restarts). Its page title names the cluster, so that Ours() knows it.
+  StatusOr<std::pair<Process, std::vector<std::string>>> PrometheusProcess(int port) {
+    const std::string name = "prometheus-" + host_.name;
+    const std::string dir = store_ + "/run/" + name;
+    std::error_code ec;
+    fs::create_directories(dir + "/data", ec);
+    if (ec) return Status::IOError(dir + ": " + ec.message());
+    ScrapeConfig scrape;
+    scrape.targets = MetricsTargets(spec_);
+    if (spec_.tls.enabled()) {
+      const auto t = spec_.TlsOf(host_);
+      scrape.scheme = "https";
+      scrape.ca_file = t.ca;
+      scrape.cert_file = t.cert;
+      scrape.key_file = t.key;
+    }
+    const std::string config = PrometheusConfig(scrape);
+    ZIPG_RETURN_IF_ERROR(WriteFileAtomically(
+        dir + "/prometheus.yml", [&config](const FileSink& sink) { return sink(config); }));
+    std::vector<std::string> argv = {
+        "prometheus",
+        "--config.file=" + dir + "/prometheus.yml",
+        "--storage.tsdb.path=" + dir + "/data",
+        "--web.listen-address=" + host_.address + ":" + std::to_string(port),
+        "--web.page-title=zipg " + spec_.cluster + " " + name,
+        "--log.level=warn"};
+    return std::pair{Process{"prometheus", name, 0, store_ + "/run/" + name + ".log"}, argv};
+  }
+
   std::pair<Process, std::vector<std::string>> EtcdProcess(const cluster::SpecEtcdMember& m) {
     const std::string scheme = spec_.tls.enabled() ? "https://" : "http://";
     const std::string name = ClusterSpec::EtcdName(m.host);
@@ -326,26 +483,21 @@ class Node {
     }
     const std::string client = scheme + host_.address + ":" + std::to_string(m.client_port);
     const std::string peer = scheme + host_.address + ":" + std::to_string(m.peer_port);
-    std::vector<std::string> argv = {"etcd",
-                                     "--name", name,
-                                     "--data-dir", store_ + "/run/" + name,
-                                     "--listen-client-urls", client,
-                                     "--advertise-client-urls", client,
-                                     "--listen-peer-urls", peer,
-                                     "--initial-advertise-peer-urls", peer,
-                                     "--initial-cluster", initial,
-                                     "--initial-cluster-state", "new",
-                                     "--initial-cluster-token", spec_.cluster,
-                                     // A member cut off by a partition comes back with a higher
-                                     // term; without pre-vote it deposes the leader at the heal
-                                     // (2-5 s without one, measured by the Jepsen rig).
-                                     "--pre-vote"};
+    std::vector<std::string> argv = {
+        "etcd", "--name", name, "--data-dir", store_ + "/run/" + name, "--listen-client-urls",
+        client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
+        "--initial-advertise-peer-urls", peer, "--initial-cluster", initial,
+        "--initial-cluster-state", "new", "--initial-cluster-token", spec_.cluster,
+        // A member cut off by a partition comes back with a higher
+        // term; without pre-vote it deposes the leader at the heal
+        // (2-5 s without one, measured by the Jepsen rig).
+        "--pre-vote"};
     if (spec_.tls.enabled()) {
       const auto t = spec_.TlsOf(host_);
       for (const std::string& kind : {std::string(""), std::string("peer-")}) {
-        argv.insert(argv.end(), {"--" + kind + "cert-file", t.cert, "--" + kind + "key-file", t.key,
-                                 "--" + kind + "trusted-ca-file", t.ca,
-                                 "--" + kind + "client-cert-auth"});
+        argv.insert(argv.end(),
+                    {"--" + kind + "cert-file", t.cert, "--" + kind + "key-file", t.key,
+                     "--" + kind + "trusted-ca-file", t.ca, "--" + kind + "client-cert-auth"});
       }
     }
     return {Process{"etcd", name, 0, store_ + "/run/" + name + ".log"}, argv};
@@ -488,15 +640,14 @@ StatusOr<std::string> ResolveIpv4(const std::string& host) {
                                    "' to an IPv4 address: give --addresses");
   }
   char text[INET_ADDRSTRLEN] = "";
-  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
-            sizeof(text));
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text, sizeof(text));
   freeaddrinfo(found);
   return std::string(text);
 }
 
 int Plan(const Args& args) {
   Status known = args.CheckKnown({"hosts", "addresses", "replicas", "store", "etcd-members",
-                                  "base-port", "tls-dir", "cluster", "logstores"});
+                                  "base-port", "tls-dir", "cluster", "logstores", "metrics"});
   if (!known.ok()) return UsageError(known.message(), kDeployUsage);
   cluster::PlanOptions o;
   o.hosts = SplitList(args.Get("hosts").value_or(""), ',');
@@ -528,6 +679,7 @@ int Plan(const Args& args) {
   o.store = fs::absolute(*store).string();
   o.tls_dir = args.Get("tls-dir").value_or("");
   o.cluster = args.Get("cluster").value_or("zipg");
+  o.metrics = args.Has("metrics");
   auto spec = cluster::PlanCluster(o);
   if (!spec.ok()) return Fail(spec.status());
   std::cout << spec->ToJson().dump(2) << "\n";
@@ -572,8 +724,8 @@ int Certs(const Args& args) {
   if (!openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                 "-nodes", "-keyout", dir + "/ca.key", "-out", dir + "/ca.pem", "-days", days,
                 "-subj", "/CN=zipg cluster CA"})) {
-    return Fail(Status::Internal("openssl could not make the CA (is openssl installed?): " +
-                                 output));
+    return Fail(
+        Status::Internal("openssl could not make the CA (is openssl installed?): " + output));
   }
   std::vector<std::pair<std::string, std::string>> subjects;
   for (size_t i = 0; i < hosts.size(); ++i) subjects.push_back({hosts[i], addresses[i]});
@@ -589,8 +741,8 @@ int Certs(const Args& args) {
         !openssl({"x509", "-req", "-in", dir + "/" + name + ".csr", "-CA", dir + "/ca.pem",
                   "-CAkey", dir + "/ca.key", "-CAcreateserial", "-out", dir + "/" + name + ".pem",
                   "-days", days, "-extfile", ext})) {
-      return Fail(Status::Internal("openssl could not make the certificate of " + name + ": " +
-                                   output));
+      return Fail(
+          Status::Internal("openssl could not make the certificate of " + name + ": " + output));
     }
     fs::remove(dir + "/" + name + ".csr", ec);
     fs::remove(ext, ec);
@@ -598,7 +750,9 @@ int Certs(const Args& args) {
   auto curve = shard::NewCurveKeyFile();
   if (!curve.ok()) return Fail(curve.status());
   if (Status s = WriteFileAtomically(dir + "/curve.key",
-                                     [&](const FileSink& sink) { return sink(*curve); }); !s.ok()) return Fail(s);
+                                     [&](const FileSink& sink) { return sink(*curve); });
+      !s.ok())
+    return Fail(s);
   for (const char* secret : {"ca.key", "curve.key"}) {
     fs::permissions(dir + "/" + secret, fs::perms::owner_read | fs::perms::owner_write, ec);
   }
@@ -611,12 +765,26 @@ int Certs(const Args& args) {
 }  // namespace
 
 int RunNode(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"json"});
+  auto args = Args::Parse(argc, argv, 2, {"json", "prometheus"});
   if (!args.ok()) return UsageError(args.status().message(), kNodeUsage);
-  if (args->positional().size() != 1) return UsageError("node needs start, stop or status", kNodeUsage);
+  if (args->positional().size() != 1)
+    return UsageError("node needs start, stop or status", kNodeUsage);
   const std::string action = args->positional()[0];
-  Status known = args->CheckKnown({"spec", "host", "roles", "json"});
+  Status known =
+      args->CheckKnown({"spec", "host", "roles", "json", "prometheus", "prometheus-port"});
   if (!known.ok()) return UsageError(known.message(), kNodeUsage);
+  NodeStartOptions options;
+  if (args->Has("prometheus") || args->Has("prometheus-port")) {
+    if (action != "start") return UsageError("--prometheus is an option of node start", kNodeUsage);
+    if (!args->Has("prometheus")) {
+      return UsageError("--prometheus-port needs --prometheus", kNodeUsage);
+    }
+    auto port = args->GetUint("prometheus-port", 9090);
+    if (!port.ok() || *port < 1 || *port > 65535) {
+      return UsageError("--prometheus-port must be 1..65535", kNodeUsage);
+    }
+    options.prometheus_port = static_cast<int>(*port);
+  }
   const auto spec_path = args->Get("spec");
   const auto host = args->Get("host");
   if (!spec_path || !host) return UsageError("node needs --spec FILE and --host NAME", kNodeUsage);
@@ -628,15 +796,16 @@ int RunNode(int argc, char** argv) {
   if (roles != "all" && roles != "etcd" && roles != "servers") {
     return UsageError("--roles must be all, etcd or servers", kNodeUsage);
   }
+  options.roles = roles;
   Node node(*spec, *h);
-  if (action == "start") return node.Start(roles);
+  if (action == "start") return node.Start(options);
   if (action == "stop") return node.Stop(roles);
   if (action == "status") return node.Report(args->Has("json"));
   return UsageError("unknown action '" + action + "'", kNodeUsage);
 }
 
 int RunDeploy(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2);
+  auto args = Args::Parse(argc, argv, 2, {"metrics"});
   if (!args.ok()) return UsageError(args.status().message(), kDeployUsage);
   if (args->positional().size() != 1) {
     return UsageError("deploy needs plan, certs, start, stop or status", kDeployUsage);
@@ -652,8 +821,8 @@ int RunDeploy(int argc, char** argv) {
   if (!spec.ok()) return Fail(spec.status());
   auto wait = args->GetUint("wait", 120);
   if (!wait.ok()) return UsageError(wait.status().message(), kDeployUsage);
-  Deployer d(*spec, fs::absolute(*spec_path).string(),
-             args->Get("exec").value_or("ssh {address}"), args->Get("zipg").value_or("zipg"));
+  Deployer d(*spec, fs::absolute(*spec_path).string(), args->Get("exec").value_or("ssh {address}"),
+             args->Get("zipg").value_or("zipg"));
   if (action == "start") return d.Start(static_cast<int>(*wait));
   if (action == "stop") return d.Stop();
   if (action == "status") return d.StatusAll();

@@ -27,6 +27,7 @@
 #include "client/cli.h"
 #include "client/client.h"
 #include "client/procs.h"
+#include "client/prometheus.h"
 #include "cluster/etcd.h"
 #include "cluster/membership.h"
 #include "cluster/placement.h"
@@ -359,7 +360,7 @@ class Starter {
     fs::remove_all(dir, ec);
     fs::create_directories(dir + "/data", ec);
     if (ec) return Status::IOError(dir + ": " + ec.message());
-    ZIPG_ASSIGN_OR_RETURN(std::string config, PrometheusConfig(targets));
+    const std::string config = ScrapeConfigOf(targets);
     ZIPG_RETURN_IF_ERROR(WriteFileAtomically(
         dir + "/prometheus.yml", [&config](const FileSink& sink) { return sink(config); }));
     ZIPG_ASSIGN_OR_RETURN(int port, FreePort(host_));
@@ -381,31 +382,21 @@ class Starter {
                                     "/prometheus.log");
   }
 
-  // The scrape configuration: one job, every server, every second; with TLS, the cluster's
-  // certificate (docs/operations.md, "Prometheus").
-  StatusOr<std::string> PrometheusConfig(const std::vector<std::string>& urls) {
-    std::string targets, scheme = "http";
+  // The scrape configuration (client/prometheus.h) of the servers' metrics URLs; with TLS, the
+  // cluster's certificate (docs/operations.md, "Prometheus").
+  std::string ScrapeConfigOf(const std::vector<std::string>& urls) {
+    ScrapeConfig config;
     for (const auto& u : urls) {  // scheme://host:port/metrics
       const size_t start = u.find("://");
       if (start == std::string::npos) continue;
-      scheme = u.substr(0, start);
+      config.scheme = u.substr(0, start);
       const size_t end = u.find('/', start + 3);
-      if (!targets.empty()) targets.append(", ");
-      targets.append(1, '"').append(u, start + 3, end - (start + 3)).append(1, '"');
+      config.targets.push_back(u.substr(start + 3, end - (start + 3)));
     }
-    std::string config =
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: zipg\n    scheme: " +
-        scheme +
-        "\n"
-        "    static_configs:\n      - targets: [" +
-        targets + "]\n";
-    if (scheme == "https") {
-      config += "    tls_config:\n      ca_file: " + args_.Get("tls-ca").value_or("") +
-                "\n      cert_file: " + args_.Get("tls-cert").value_or("") +
-                "\n      key_file: " + args_.Get("tls-key").value_or("") + "\n";
-    }
-    return config;
+    config.ca_file = args_.Get("tls-ca").value_or("");
+    config.cert_file = args_.Get("tls-cert").value_or("");
+    config.key_file = args_.Get("tls-key").value_or("");
+    return PrometheusConfig(config);
   }
 
   Status StartEtcd(Clock::time_point deadline) {

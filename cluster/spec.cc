@@ -106,8 +106,8 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
   }
   ClusterSpec spec;
   Fields top(j, "", file);
-  ZIPG_RETURN_IF_ERROR(top.Check(
-      {"cluster", "store", "shards", "replicas", "lease_ttl", "tls", "etcd", "hosts"}));
+  ZIPG_RETURN_IF_ERROR(
+      top.Check({"cluster", "store", "shards", "replicas", "lease_ttl", "tls", "etcd", "hosts"}));
   ZIPG_ASSIGN_OR_RETURN(spec.cluster, top.String("cluster", false, "zipg"));
   ZIPG_ASSIGN_OR_RETURN(spec.store, top.String("store", true));
   ZIPG_ASSIGN_OR_RETURN(int64_t shards, top.Int("shards", 1, 1 << 20, true));
@@ -149,19 +149,29 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
       if (!ports.insert(p).second) return f.Error(key, "port " + std::to_string(p) + " is taken");
       return static_cast<int>(p);
     };
+    // An optional port (metrics_port, http_port): validated and checked against the others
+    // when present.
+    auto optional_port = [&](const Fields& f, const std::string& key,
+                             std::optional<int>* out) -> Status {
+      if (!f.Has(key)) return Status::OK();
+      ZIPG_ASSIGN_OR_RETURN(int p, port(f, key));
+      *out = p;
+      return Status::OK();
+    };
     if (h.Has("shard_server")) {
       Fields s(h.At("shard_server"), path + ".shard_server", file);
-      ZIPG_RETURN_IF_ERROR(s.Check({"shards", "port", "update_port"}));
+      ZIPG_RETURN_IF_ERROR(s.Check({"shards", "port", "update_port", "metrics_port"}));
       ZIPG_ASSIGN_OR_RETURN(host.shard_port, port(s, "port"));
       ZIPG_ASSIGN_OR_RETURN(host.update_port, port(s, "update_port"));
+      ZIPG_RETURN_IF_ERROR(optional_port(s, "metrics_port", &host.shard_metrics_port));
       if (!s.Has("shards") || !s.At("shards").is_array() || s.At("shards").empty()) {
         return s.Error("shards", "must be a non-empty list of shard numbers");
       }
       std::vector<uint32_t> list;
       for (const auto& v : s.At("shards")) {
         if (!v.is_number_unsigned() || v.get<uint64_t>() >= spec.shards) {
-          return s.Error("shards", "each must be a shard number 0.." +
-                                       std::to_string(spec.shards - 1));
+          return s.Error("shards",
+                         "each must be a shard number 0.." + std::to_string(spec.shards - 1));
         }
         list.push_back(v.get<uint32_t>());
       }
@@ -174,20 +184,20 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
     }
     if (h.Has("aggregator")) {
       Fields a(h.At("aggregator"), path + ".aggregator", file);
-      ZIPG_RETURN_IF_ERROR(a.Check({"port"}));
+      ZIPG_RETURN_IF_ERROR(a.Check({"port", "metrics_port", "http_port"}));
       ZIPG_ASSIGN_OR_RETURN(int p, port(a, "port"));
       host.aggregator_port = p;
+      ZIPG_RETURN_IF_ERROR(optional_port(a, "metrics_port", &host.aggregator_metrics_port));
+      ZIPG_RETURN_IF_ERROR(optional_port(a, "http_port", &host.http_port));
       ++aggregators;
     }
     if (h.Has("logstore")) {
       Fields l(h.At("logstore"), path + ".logstore", file);
-      ZIPG_RETURN_IF_ERROR(l.Check({"port", "ship_port"}));
+      ZIPG_RETURN_IF_ERROR(l.Check({"port", "ship_port", "metrics_port"}));
       ZIPG_ASSIGN_OR_RETURN(int p, port(l, "port"));
       host.logstore_port = p;
-      if (l.Has("ship_port")) {
-        ZIPG_ASSIGN_OR_RETURN(int sp, port(l, "ship_port"));
-        host.ship_port = sp;
-      }
+      ZIPG_RETURN_IF_ERROR(optional_port(l, "ship_port", &host.ship_port));
+      ZIPG_RETURN_IF_ERROR(optional_port(l, "metrics_port", &host.logstore_metrics_port));
       ++logstores;
     }
     spec.hosts.push_back(std::move(host));
@@ -231,12 +241,12 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
       member.client_port = static_cast<int>(c);
       member.peer_port = static_cast<int>(p);
       const SpecHost& h = *spec.Host(member.host);
-      for (int64_t taken : {int64_t{h.shard_port}, int64_t{h.update_port},
-                            int64_t{h.aggregator_port.value_or(0)},
-                            int64_t{h.logstore_port.value_or(0)},
-                            int64_t{h.ship_port.value_or(0)}}) {
-        if (taken == c || taken == p || c == p) {
-          return m.Error("client_port", "clashes with another port of host " + h.name);
+      if (c == p) return m.Error("peer_port", "is the client_port");
+      for (int taken : h.Ports()) {
+        if (taken == c || taken == p) {
+          return m.Error(
+              taken == c ? "client_port" : "peer_port",
+              "port " + std::to_string(taken) + " is taken by a server of host " + h.name);
         }
       }
       spec.etcd_members.push_back(member);
@@ -252,8 +262,9 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
     }
   }
   if (spec.etcd_members.empty() == spec.etcd_endpoints.empty()) {
-    return etcd.Error("", "give either members (etcd run by zipg node start) or endpoints (an "
-                          "existing etcd), not both or neither");
+    return etcd.Error("",
+                      "give either members (etcd run by zipg node start) or endpoints (an "
+                      "existing etcd), not both or neither");
   }
   return spec;
 }
@@ -264,13 +275,19 @@ json ClusterSpec::ToJson() const {
     json j = {{"name", h.name}, {"address", h.address}};
     if (!h.store.empty()) j["store"] = h.store;
     if (h.shards) {
-      j["shard_server"] = {{"shards", *h.shards}, {"port", h.shard_port},
-                           {"update_port", h.update_port}};
+      j["shard_server"] = {
+          {"shards", *h.shards}, {"port", h.shard_port}, {"update_port", h.update_port}};
+      if (h.shard_metrics_port) j["shard_server"]["metrics_port"] = *h.shard_metrics_port;
     }
-    if (h.aggregator_port) j["aggregator"] = {{"port", *h.aggregator_port}};
+    if (h.aggregator_port) {
+      j["aggregator"] = {{"port", *h.aggregator_port}};
+      if (h.aggregator_metrics_port) j["aggregator"]["metrics_port"] = *h.aggregator_metrics_port;
+      if (h.http_port) j["aggregator"]["http_port"] = *h.http_port;
+    }
     if (h.logstore_port) {
       j["logstore"] = {{"port", *h.logstore_port}};
       if (h.ship_port) j["logstore"]["ship_port"] = *h.ship_port;
+      if (h.logstore_metrics_port) j["logstore"]["metrics_port"] = *h.logstore_metrics_port;
     }
     hosts.push_back(j);
   }
@@ -284,14 +301,27 @@ json ClusterSpec::ToJson() const {
   } else {
     etcd["endpoints"] = etcd_endpoints;
   }
-  json j = {{"cluster", cluster}, {"store", store},     {"shards", shards},
-            {"replicas", replicas}, {"lease_ttl", lease_ttl}, {"etcd", etcd},
-            {"hosts", hosts}};
+  json j = {{"cluster", cluster},     {"store", store}, {"shards", shards}, {"replicas", replicas},
+            {"lease_ttl", lease_ttl}, {"etcd", etcd},   {"hosts", hosts}};
   if (tls.enabled()) {
     j["tls"] = {{"ca", tls.ca}, {"cert", tls.cert}, {"key", tls.key}};
     if (!tls.curve_key.empty()) j["tls"]["curve_key"] = tls.curve_key;
   }
   return j;
+}
+
+std::vector<int> SpecHost::Ports() const {
+  std::vector<int> out;
+  if (shards) {
+    out.push_back(shard_port);
+    out.push_back(update_port);
+  }
+  for (const std::optional<int>* p :
+       {&shard_metrics_port, &aggregator_port, &aggregator_metrics_port, &http_port, &logstore_port,
+        &ship_port, &logstore_metrics_port}) {
+    if (p->has_value()) out.push_back(**p);
+  }
+  return out;
 }
 
 const SpecHost* ClusterSpec::Host(const std::string& name) const {
@@ -341,15 +371,18 @@ StatusOr<ClusterSpec> PlanCluster(const PlanOptions& o) {
   if (!o.addresses.empty() && o.addresses.size() != o.hosts.size()) {
     return Status::InvalidArgument("--addresses needs one address per host");
   }
-  if (o.base_port < 1 || o.base_port > 65535 - 6) {
-    return Status::InvalidArgument("--base-port must be 1..65529");
+  const int span = o.metrics ? 10 : 6;  // the highest offset from base_port used
+  if (o.base_port < 1 || o.base_port > 65535 - span) {
+    return Status::InvalidArgument("--base-port must be 1.." + std::to_string(65535 - span));
   }
-  if (o.logstores < 1 || o.logstores > 2) return Status::InvalidArgument("--logstores must be 1 or 2");
+  if (o.logstores < 1 || o.logstores > 2)
+    return Status::InvalidArgument("--logstores must be 1 or 2");
   if (o.logstores == 2 && o.hosts.size() < 2) {
-    return Status::InvalidArgument("--logstores 2 needs two hosts: the LogStores run on different ones");
+    return Status::InvalidArgument(
+        "--logstores 2 needs two hosts: the LogStores run on different ones");
   }
-  ZIPG_ASSIGN_OR_RETURN(auto placed, PlaceReplicas(o.shards, static_cast<uint32_t>(o.hosts.size()),
-                                                   o.replicas));
+  ZIPG_ASSIGN_OR_RETURN(auto placed,
+                        PlaceReplicas(o.shards, static_cast<uint32_t>(o.hosts.size()), o.replicas));
   ClusterSpec spec;
   spec.cluster = o.cluster;
   spec.store = o.store;
@@ -368,11 +401,17 @@ StatusOr<ClusterSpec> PlanCluster(const PlanOptions& o) {
       h.shards = placed[i];
       h.shard_port = o.base_port + 1;
       h.update_port = o.base_port + 2;
+      if (o.metrics) h.shard_metrics_port = o.base_port + 7;
     }
     h.aggregator_port = o.base_port;
+    if (o.metrics) {
+      h.aggregator_metrics_port = o.base_port + 8;
+      h.http_port = o.base_port + 10;
+    }
     if (i < o.logstores) {
       h.logstore_port = o.base_port + 3;
       if (o.logstores == 2) h.ship_port = o.base_port + 6;
+      if (o.metrics) h.logstore_metrics_port = o.base_port + 9;
     }
     spec.hosts.push_back(h);
   }

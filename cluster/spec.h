@@ -40,6 +40,15 @@ struct SpecHost {
   std::optional<int> aggregator_port;  // an aggregator
   std::optional<int> logstore_port;    // a LogStore
   std::optional<int> ship_port;        // its log shipping port (required with two LogStores)
+  // Prometheus metrics of each process (`zipg serve --metrics-port`; docs/operations.md) and the
+  // aggregator's HTTP/JSON API (`--http-port`): none when absent.
+  std::optional<int> shard_metrics_port;       // shard_server.metrics_port
+  std::optional<int> aggregator_metrics_port;  // aggregator.metrics_port
+  std::optional<int> http_port;                // aggregator.http_port
+  std::optional<int> logstore_metrics_port;    // logstore.metrics_port
+
+  // Every port the host's servers listen on (not its etcd member's).
+  std::vector<int> Ports() const;
 };
 
 struct ClusterSpec {
@@ -85,7 +94,9 @@ struct ClusterSpec {
 // `zipg deploy plan`: one shard server per host with the shards cluster/placement.h gives it, an
 // aggregator on every host, the LogStore on the first, etcd members on the first
 // min(etcd_members, hosts) hosts, ports from base_port (aggregator base, shard base+1, updates
-// base+2, LogStore base+3, etcd client base+4, peer base+5).
+// base+2, LogStore base+3, etcd client base+4, peer base+5, log shipping base+6; with metrics,
+// the metrics of the shard server base+7, of the aggregator base+8, of the LogStore base+9, and
+// the aggregator's HTTP API base+10).
 struct PlanOptions {
   std::vector<std::string> hosts;
   std::vector<std::string> addresses;  // default: the host names (which must then be addresses)
@@ -95,7 +106,8 @@ struct PlanOptions {
   uint32_t etcd_members = 3;
   uint32_t logstores = 1;  // 2: a second LogStore on the second host (needs two hosts)
   int base_port = 7000;
-  std::string tls_dir;  // non-empty: TLS on, files from `zipg deploy certs --out tls_dir`
+  bool metrics = false;  // every process a metrics_port, every aggregator an http_port
+  std::string tls_dir;   // non-empty: TLS on, files from `zipg deploy certs --out tls_dir`
   std::string cluster = "zipg";
 };
 StatusOr<ClusterSpec> PlanCluster(const PlanOptions& options);

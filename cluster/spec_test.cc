@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -81,12 +82,62 @@ TEST(ClusterSpecTest, APlanRoundTripsAndPutsReplicasOnDifferentHosts) {
   EXPECT_EQ(PlanCluster(o).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ClusterSpecTest, MetricsAndHttpPortsArePlannedAndRoundTrip) {
+  // A plan without --metrics has none, and writes none back.
+  auto plain = PlanCluster(Plan3());
+  ASSERT_TRUE(plain.ok());
+  for (const auto& h : plain->hosts) {
+    EXPECT_FALSE(h.shard_metrics_port || h.aggregator_metrics_port || h.http_port ||
+                 h.logstore_metrics_port)
+        << h.name;
+  }
+  EXPECT_EQ(plain->ToJson().dump().find("metrics_port"), std::string::npos);
+  EXPECT_EQ(plain->ToJson().dump().find("http_port"), std::string::npos);
+  // With it: every process a metrics port, every aggregator an HTTP port, from base+7..base+10.
+  auto o = Plan3();
+  o.metrics = true;
+  o.logstores = 2;
+  auto spec = PlanCluster(o);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  const SpecHost& a = *spec->Host("a");
+  EXPECT_EQ(a.shard_metrics_port, std::optional<int>(7007));
+  EXPECT_EQ(a.aggregator_metrics_port, std::optional<int>(7008));
+  EXPECT_EQ(a.logstore_metrics_port, std::optional<int>(7009));
+  EXPECT_EQ(a.http_port, std::optional<int>(7010));
+  EXPECT_FALSE(spec->Host("c")->logstore_metrics_port.has_value());
+  std::vector<int> ports = a.Ports();
+  std::sort(ports.begin(), ports.end());
+  EXPECT_EQ(ports, (std::vector<int>{7000, 7001, 7002, 7003, 7006, 7007, 7008, 7009, 7010}));
+  const nlohmann::json j = spec->ToJson();
+  EXPECT_EQ(j["hosts"][0]["shard_server"]["metrics_port"], 7007);
+  EXPECT_EQ(j["hosts"][0]["aggregator"]["metrics_port"], 7008);
+  EXPECT_EQ(j["hosts"][0]["aggregator"]["http_port"], 7010);
+  EXPECT_EQ(j["hosts"][0]["logstore"]["metrics_port"], 7009);
+  auto again = ClusterSpec::Parse(j.dump(), "x.json");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ToJson(), j);
+  // A hand-written spec may give some processes a metrics port and not others.
+  nlohmann::json some = plain->ToJson();
+  some["hosts"][1]["aggregator"]["http_port"] = 8080;
+  some["hosts"][2]["shard_server"]["metrics_port"] = 9100;
+  auto mixed = ClusterSpec::Parse(some.dump(), "x.json");
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ(mixed->Host("b")->http_port, std::optional<int>(8080));
+  EXPECT_FALSE(mixed->Host("b")->aggregator_metrics_port.has_value());
+  EXPECT_EQ(mixed->Host("c")->shard_metrics_port, std::optional<int>(9100));
+  EXPECT_EQ(mixed->ToJson(), some);
+  // The base port leaves room for the highest offset.
+  o.base_port = 65535 - 6;
+  EXPECT_EQ(PlanCluster(o).status().code(), StatusCode::kInvalidArgument);
+  o.metrics = false;
+  EXPECT_TRUE(PlanCluster(o).ok());
+}
+
 void ExpectError(const nlohmann::json& j, const std::string& fragment) {
   auto spec = ClusterSpec::Parse(j.dump(2), "bad.json");
   ASSERT_FALSE(spec.ok()) << "accepted: " << j.dump();
   EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(spec.status().message().find("bad.json"), std::string::npos)
-      << spec.status().message();
+  EXPECT_NE(spec.status().message().find("bad.json"), std::string::npos) << spec.status().message();
   EXPECT_NE(spec.status().message().find(fragment), std::string::npos)
       << "want '" << fragment << "' in: " << spec.status().message();
 }
@@ -116,11 +167,15 @@ TEST(ClusterSpecTest, MistakesAreNamed) {
               "hosts[0].shard_server.port: must be an integer 1..65535");
   ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["update_port"] = 7000; }),
               "hosts[0].aggregator.port: port 7000 is taken");
-  ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["shards"] = {0, 9}; }),
+  ExpectError(with([](auto& j) {
+                j["hosts"][0]["shard_server"]["shards"] = {0, 9};
+              }),
               "hosts[0].shard_server.shards: each must be a shard number 0..3");
   ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["shards"] = {0}; }),
               "is on 1 hosts; replicas is 2");
-  ExpectError(with([](auto& j) { j["hosts"][1]["logstore"] = {{"port", 7100}}; }),
+  ExpectError(with([](auto& j) {
+                j["hosts"][1]["logstore"] = {{"port", 7100}};
+              }),
               "hosts[0].logstore: needs a ship_port");
   ExpectError(with([](auto& j) {
                 for (auto& h : j["hosts"]) h["logstore"] = {{"port", 7100}, {"ship_port", 7101}};
@@ -130,6 +185,29 @@ TEST(ClusterSpecTest, MistakesAreNamed) {
                 j["hosts"][0]["logstore"] = {{"port", 7100}, {"ship_port", 7000}};
               }),
               "port 7000 is taken");
+  // Metrics and HTTP ports: in range, no clash with another port of the host (or its etcd
+  // member's), only where they belong.
+  ExpectError(with([](auto& j) { j["hosts"][0]["aggregator"]["metrics_port"] = 0; }),
+              "hosts[0].aggregator.metrics_port: must be an integer 1..65535");
+  ExpectError(with([](auto& j) { j["hosts"][1]["aggregator"]["http_port"] = "8080"; }),
+              "hosts[1].aggregator.http_port: must be an integer 1..65535");
+  ExpectError(with([](auto& j) { j["hosts"][2]["shard_server"]["metrics_port"] = 65536; }),
+              "hosts[2].shard_server.metrics_port: must be an integer 1..65535");
+  ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["metrics_port"] = 7002; }),
+              "hosts[0].shard_server.metrics_port: port 7002 is taken");
+  ExpectError(with([](auto& j) {
+                j["hosts"][1]["aggregator"]["metrics_port"] = 9100;
+                j["hosts"][1]["aggregator"]["http_port"] = 9100;
+              }),
+              "hosts[1].aggregator.http_port: port 9100 is taken");
+  ExpectError(with([](auto& j) { j["hosts"][0]["logstore"]["metrics_port"] = 7002; }),
+              "hosts[0].logstore.metrics_port: port 7002 is taken");
+  ExpectError(with([](auto& j) { j["hosts"][0]["aggregator"]["metrics_port"] = 7004; }),
+              "etcd.members[0].client_port: port 7004 is taken by a server of host a");
+  ExpectError(with([](auto& j) { j["hosts"][1]["logstore_metrics_port"] = 9100; }),
+              "hosts[1].logstore_metrics_port: unknown field");
+  ExpectError(with([](auto& j) { j["hosts"][0]["shard_server"]["http_port"] = 9100; }),
+              "hosts[0].shard_server.http_port: unknown field");
   ExpectError(with([](auto& j) { j["etcd"]["members"][0]["host"] = "z"; }),
               "etcd.members[0].host: 'z' is no host");
   ExpectError(with([](auto& j) { j["etcd"]["endpoints"] = {"http://1.2.3.4:2379"}; }),
