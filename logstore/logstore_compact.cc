@@ -222,6 +222,11 @@ StatusOr<std::string> LogStore::CompactNow() {
     static prometheus::Histogram& seconds = metrics::DurationHistogram(metrics::Histograms(
         "zipg_logstore_compaction_duration_seconds", "Time of compactions of the memtable."));
     seconds.Observe(summary.value("seconds", 0.0));
+    static prometheus::Counter& bytes =
+        metrics::Counters("zipg_logstore_written_bytes_total",
+                          "Bytes of log shards written, by compactions and merges.")
+            .Add({{"by", "compaction"}});
+    bytes.Increment(summary.value("stored_bytes", 0.0));
   }
   return summary.dump();
 }
@@ -567,6 +572,11 @@ StatusOr<bool> LogStore::MergeNow() {
     static prometheus::Histogram& seconds = metrics::DurationHistogram(metrics::Histograms(
         "zipg_logstore_merge_duration_seconds", "Time of merges of log shards."));
     seconds.Observe(summary.value("seconds", 0.0));
+    static prometheus::Counter& bytes =
+        metrics::Counters("zipg_logstore_written_bytes_total",
+                          "Bytes of log shards written, by compactions and merges.")
+            .Add({{"by", "merge"}});
+    bytes.Increment(summary.value("stored_bytes", 0.0));
   }
   std::lock_guard stats(stats_mu_);
   last_merge_ = summary;
