@@ -28,19 +28,18 @@ bool ParseInt(std::string_view text, int64_t* out) {
   return ec == std::errc() && end == text.data() + text.size();
 }
 
+// The segments of an absolute path: "/v1/nodes/7" -> {v1, nodes, 7}. Empty segments are kept
+// ("/v1//status" is not a route).
 std::vector<std::string_view> Segments(std::string_view path) {
   std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < path.size()) {
-    if (path[i] == '/') {
-      ++i;
-      continue;
-    }
+  if (path.empty() || path[0] != '/') return out;
+  size_t i = 1;
+  for (;;) {
     const size_t j = std::min(path.find('/', i), path.size());
     out.push_back(path.substr(i, j - i));
-    i = j;
+    if (j == path.size()) return out;
+    i = j + 1;
   }
-  return out;
 }
 
 std::string CodeOf(const json& response) {

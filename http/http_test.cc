@@ -237,6 +237,9 @@ TEST(ApiTest, GetRoutesAnswerAsTheirOperation) {
   EXPECT_EQ(api.Handle(Get("/v1/nodes/1/edges/0", {{"limit", "many"}})).status, 400);
   EXPECT_EQ(api.Handle(Get("/v1/nodes/1/edges")).status, 404);
   EXPECT_EQ(api.Handle(Get("/v1/nope")).status, 404);
+  EXPECT_EQ(api.Handle(Get("/v1//status")).status, 404);
+  EXPECT_EQ(api.Handle(Get("/v1/status/")).status, 404);
+  EXPECT_EQ(api.Handle(Get("/v1/nodes/3/")).status, 404);
   EXPECT_EQ(api.Handle(Get("/v1/query")).status, 405);
   HttpRequest post_status = Get("/v1/status");
   post_status.method = "POST";
