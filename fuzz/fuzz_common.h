@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "graph/compress.h"
+#include "graph/graph.h"
 #include "graph/input.h"
 
 namespace zipg::fuzz {
@@ -90,6 +92,20 @@ inline void CompressSmallGraph(const std::string& dir, uint32_t shards) {
   graph::CompressReport report;
   Check(graph::CompressGraph(SmallGraph(), dir, options, nullptr, &report).ok(),
         "the small graph compresses");
+}
+
+// SmallGraph() compressed into a new temporary directory named after `name` as 3 shards and
+// opened embedded, with small traversal budgets so that no input runs long. Never freed.
+inline Graph* OpenSmallGraph(const std::string& name) {
+  const std::string dir = TempDir(name);
+  CompressSmallGraph(dir, 3);
+  auto g = Graph::Open(dir);
+  Check(g.ok(), "the small store opens");
+  graph::TraversalLimits limits;
+  limits.deadline = std::chrono::milliseconds(200);
+  limits.memory_bytes = 1 << 20;
+  (*g)->set_traversal_limits(limits);
+  return g->release();
 }
 
 }  // namespace zipg::fuzz

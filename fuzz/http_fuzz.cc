@@ -82,15 +82,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         "DELETE /v1/query\n\n",
     };
   });
-  const std::string dir = zipg::fuzz::TempDir("http");
-  zipg::fuzz::CompressSmallGraph(dir, 3);
-  auto g = zipg::Graph::Open(dir);
-  zipg::fuzz::Check(g.ok(), "the small store opens");
-  zipg::graph::TraversalLimits limits;
-  limits.deadline = std::chrono::milliseconds(200);
-  limits.memory_bytes = 1 << 20;
-  (*g)->set_traversal_limits(limits);
-  graph = g->release();
+  graph = zipg::fuzz::OpenSmallGraph("http");
   zipg::http::ApiOptions options;
   options.max_lines = 64;
   api = new zipg::http::Api(graph, nullptr, [] { return nlohmann::json{{"healthy", true}}; },

@@ -16,18 +16,6 @@ namespace {
 
 zipg::Graph* graph = nullptr;
 
-zipg::Graph* OpenGraph() {
-  const std::string dir = zipg::fuzz::TempDir("query-json");
-  zipg::fuzz::CompressSmallGraph(dir, 3);
-  auto g = zipg::Graph::Open(dir);
-  zipg::fuzz::Check(g.ok(), "the small store opens");
-  zipg::graph::TraversalLimits limits;
-  limits.deadline = std::chrono::milliseconds(200);
-  limits.memory_bytes = 1 << 20;
-  (*g)->set_traversal_limits(limits);
-  return g->release();
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -55,7 +43,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         R"({"op": "obj_delete", "id": 2})",
     };
   });
-  graph = OpenGraph();
+  graph = zipg::fuzz::OpenSmallGraph("query-json");
   return 0;
 }
 
