@@ -115,7 +115,7 @@ PY
 echo "== a short TAO-mix load through both aggregators, then LinkBench with writes"
 $zipg bench --store "$work/store" --mix tao --connections 4 --duration 3
 $zipg bench --store "$work/store" --mix linkbench-rw --connections 4 --duration 3
-echo "== what Prometheus saw of that load (calls/s over the aggregators, p99 latency)"
+echo "== what Prometheus saw of that load (Thrift calls/s over every server, their p99 latency)"
 sleep 2
 for expr in 'sum(rate(zipg_rpc_calls_total{op!="status"}[5s]))' \
             'histogram_quantile(0.99, sum by (le) (rate(zipg_rpc_call_duration_seconds_bucket[5s])))'; do
