@@ -364,6 +364,19 @@ TEST(HttpServerTest, AnUnusablePortOrHalfATlsSetupIsAClearError) {
       StatusCode::kInvalidArgument);
 }
 
+// The samples StatusMetrics makes of `status`: "name,label=value,..." -> value.
+std::map<std::string, double> SamplesOf(const json& status) {
+  metrics::Samples out;
+  StatusMetrics(status, &out);
+  std::map<std::string, double> v;
+  for (const auto& s : out.samples()) {
+    std::string key = s.name;
+    for (const auto& [k, l] : s.labels) key += "," + k + "=" + l;
+    v[key] = s.value;
+  }
+  return v;
+}
+
 TEST(StatusMetricsTest, LogStoreShardAndAggregatorDocumentsBecomeSamples) {
   const json logstore = json::parse(R"({
     "role": "logstore", "name": "logstore", "leader": true,
@@ -377,14 +390,7 @@ TEST(StatusMetricsTest, LogStoreShardAndAggregatorDocumentsBecomeSamples) {
                  "fragment_reads": {"1": 3, "2": 4},
                  "edge_cache": {"hits": 6, "misses": 1, "bytes": 8},
                  "standby": {"sync": "degraded", "shipped_groups": 4, "reseeded": 0}}})");
-  metrics::Samples out;
-  StatusMetrics(logstore, &out);
-  std::map<std::string, double> v;
-  for (const auto& s : out.samples()) {
-    std::string key = s.name;
-    for (const auto& [k, l] : s.labels) key += "," + k + "=" + l;
-    v[key] = s.value;
-  }
+  const std::map<std::string, double> v = SamplesOf(logstore);
   EXPECT_EQ(v.at("zipg_logstore_writes_total"), 20);
   EXPECT_EQ(v.at("zipg_logstore_commit_groups_total"), 4);
   EXPECT_DOUBLE_EQ(v.at("zipg_logstore_commit_stage_seconds_total,stage=log"), 1.5);
@@ -403,14 +409,7 @@ TEST(StatusMetricsTest, LogStoreShardAndAggregatorDocumentsBecomeSamples) {
     "role": "shard", "name": "shard-0", "serving": false, "update_batches": 12,
     "commits": {"0": {"committed": 4294967300}, "2": {"committed": 5}},
     "rebuilds": {"0": {"rebuilds": 1, "delta_bytes": 10, "version": 1}}})");
-  metrics::Samples s;
-  StatusMetrics(shard, &s);
-  std::map<std::string, double> w;
-  for (const auto& x : s.samples()) {
-    std::string key = x.name;
-    for (const auto& [k, l] : x.labels) key += "," + k + "=" + l;
-    w[key] = x.value;
-  }
+  const std::map<std::string, double> w = SamplesOf(shard);
   EXPECT_EQ(w.at("zipg_shard_serving"), 0);
   EXPECT_EQ(w.at("zipg_shard_update_batches_total"), 12);
   EXPECT_EQ(w.at("zipg_shard_committed_id,shard=0"), 4294967300.0);

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace zipg::http {
@@ -166,6 +167,17 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& optio
   }
   s->port_ = port;
   s->thread_ = std::thread([&server] { server.listen_after_bind(); });
+  // Serving once Start returns: a Stop before the accept loop had started would not reach it
+  // (cpp-httplib's stop() acts only on a running server) and would wait on it for good.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server.is_running()) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      s->Stop();
+      return Status::Unavailable("the HTTP server on " + options.host + ":" +
+                                 std::to_string(port) + " did not start serving");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return s;
 }
 

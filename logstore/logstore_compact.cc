@@ -43,6 +43,13 @@ namespace {
 // compressed in 6.3 s what level 19 did in 15.1 s, for EdgeFiles 7% larger).
 constexpr layout::BlockFileOptions kLogShardBlocks = {4096, 3, 64 << 10};
 
+// The counter of bytes of log shards written `by` compactions or merges (docs/operations.md).
+prometheus::Counter& WrittenBytes(const char* by) {
+  return metrics::Counters("zipg_logstore_written_bytes_total",
+                           "Bytes of log shards written, by compactions and merges.")
+      .Add({{"by", by}});
+}
+
 // How a compaction or a merge builds its log shard: one partition unless `budget` needs more,
 // one build at a time (the builder runs at nice 10), in kLogShardBlocks.
 graph::CompressOptions LogShardOptions(uint64_t budget) {
@@ -221,11 +228,8 @@ StatusOr<std::string> LogStore::CompactNow() {
   if (metrics::Enabled()) {
     static prometheus::Histogram& seconds = metrics::DurationHistogram(metrics::Histograms(
         "zipg_logstore_compaction_duration_seconds", "Time of compactions of the memtable."));
+    static prometheus::Counter& bytes = WrittenBytes("compaction");
     seconds.Observe(summary.value("seconds", 0.0));
-    static prometheus::Counter& bytes =
-        metrics::Counters("zipg_logstore_written_bytes_total",
-                          "Bytes of log shards written, by compactions and merges.")
-            .Add({{"by", "compaction"}});
     bytes.Increment(summary.value("stored_bytes", 0.0));
   }
   return summary.dump();
@@ -571,11 +575,8 @@ StatusOr<bool> LogStore::MergeNow() {
   if (metrics::Enabled()) {
     static prometheus::Histogram& seconds = metrics::DurationHistogram(metrics::Histograms(
         "zipg_logstore_merge_duration_seconds", "Time of merges of log shards."));
+    static prometheus::Counter& bytes = WrittenBytes("merge");
     seconds.Observe(summary.value("seconds", 0.0));
-    static prometheus::Counter& bytes =
-        metrics::Counters("zipg_logstore_written_bytes_total",
-                          "Bytes of log shards written, by compactions and merges.")
-            .Add({{"by", "merge"}});
     bytes.Increment(summary.value("stored_bytes", 0.0));
   }
   std::lock_guard stats(stats_mu_);

@@ -5,26 +5,10 @@ namespace {
 
 thread_local const char* error_code = nullptr;
 
+// The IDL's name of `code` (the contract's code), from the generated table.
 const char* CodeName(ErrorCode::type code) {
-  switch (code) {
-    case ErrorCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case ErrorCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case ErrorCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case ErrorCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case ErrorCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case ErrorCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case ErrorCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case ErrorCode::INTERNAL:
-      return "INTERNAL";
-  }
-  return "INTERNAL";
+  auto it = _ErrorCode_VALUES_TO_NAMES.find(code);
+  return it == _ErrorCode_VALUES_TO_NAMES.end() ? "INTERNAL" : it->second;
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <chrono>
 #include <future>
 #include <iostream>
+#include <map>
+#include <mutex>
 
 #include "rpc/connection_pool.h"
 #include "rpc/convert.h"
@@ -89,10 +91,10 @@ class CallObserver : public apache::thrift::TProcessorEventHandler {
     const double seconds = metrics::SecondsSince(call_start);
     const char* code = TakeErrorCode();
     if (undeclared_error) code = "INTERNAL";
-    OpMetrics& m = ForOp(fn_name);
-    m.latency->Observe(seconds);
+    OpStats& m = ForOp(fn_name);
+    m.latency.Observe(seconds);
     if (code == nullptr) {
-      m.ok->Increment();
+      m.ok.fetch_add(1, std::memory_order_relaxed);
     } else {
       metrics::Counters("zipg_rpc_calls_total", kCallsHelp)
           .Add({{"op", m.op}, {"code", code}})
@@ -102,30 +104,54 @@ class CallObserver : public apache::thrift::TProcessorEventHandler {
 
  private:
   static constexpr const char* kCallsHelp = "Thrift calls served, by operation and code.";
-  struct OpMetrics {
-    const char* fn_name = nullptr;  // the generated processor's literal: compared by address
-    std::string op;
-    prometheus::Histogram* latency = nullptr;
-    prometheus::Counter* ok = nullptr;
+  // The calls of one operation that answered OK, and the time of all of them: relaxed atomics
+  // (metrics::AtomicHistogram), since every call of the process records here. Errors, rarer, go
+  // to a labelled counter of the same family.
+  struct OpStats {
+    explicit OpStats(std::string name) : op(std::move(name)) {}
+    const std::string op;
+    metrics::AtomicHistogram latency{metrics::LatencyBuckets()};
+    std::atomic<uint64_t> ok{0};
   };
-  // This thread's metrics per operation, so that a call takes no lock to find them.
-  static OpMetrics& ForOp(const char* fn_name) {
-    thread_local std::vector<OpMetrics> cache;
-    for (auto& m : cache) {
-      if (m.fn_name == fn_name) return m;
+  // Every operation's stats in the process (never freed: threads cache pointers to them), and
+  // the collector that exports them.
+  struct AllOps {
+    std::mutex mu;
+    std::map<std::string, std::unique_ptr<OpStats>> ops;
+    metrics::CollectorHandle collector;
+  };
+  static AllOps& All() {
+    static auto* all = [] {
+      auto* a = new AllOps();
+      a->collector = metrics::AddCollector([a](metrics::Samples* out) {
+        std::lock_guard lock(a->mu);
+        for (const auto& [op, stats] : a->ops) {
+          out->Counter("zipg_rpc_calls_total", kCallsHelp,
+                       static_cast<double>(stats->ok.load(std::memory_order_relaxed)),
+                       {{"op", op}, {"code", "OK"}});
+          out->Histogram("zipg_rpc_call_duration_seconds",
+                         "Time of Thrift calls served, from reading the request to the reply.",
+                         stats->latency, {{"op", op}});
+        }
+      });
+      return a;
+    }();
+    return *all;
+  }
+  // This thread's stats per operation, so that a call takes no lock to find them.
+  static OpStats& ForOp(const char* fn_name) {
+    thread_local std::vector<std::pair<const char*, OpStats*>> cache;  // by the literal's address
+    for (const auto& [name, stats] : cache) {
+      if (name == fn_name) return *stats;
     }
-    OpMetrics m;
-    m.fn_name = fn_name;
-    m.op = fn_name;
-    if (const size_t dot = m.op.rfind('.'); dot != std::string::npos) m.op.erase(0, dot + 1);
-    m.latency = &metrics::LatencyHistogram(
-        metrics::Histograms("zipg_rpc_call_duration_seconds",
-                            "Time of Thrift calls served, from reading the request to the reply."),
-        {{"op", m.op}});
-    m.ok =
-        &metrics::Counters("zipg_rpc_calls_total", kCallsHelp).Add({{"op", m.op}, {"code", "OK"}});
-    cache.push_back(std::move(m));
-    return cache.back();
+    std::string op = fn_name;
+    if (const size_t dot = op.rfind('.'); dot != std::string::npos) op.erase(0, dot + 1);
+    AllOps& all = All();
+    std::lock_guard lock(all.mu);
+    auto& slot = all.ops[op];
+    if (!slot) slot = std::make_unique<OpStats>(op);
+    cache.emplace_back(fn_name, slot.get());
+    return *slot;
   }
 
   static thread_local std::chrono::steady_clock::time_point call_start;

@@ -4,6 +4,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <limits>
 #include <mutex>
 #include <sstream>
 
@@ -77,6 +79,35 @@ prometheus::Histogram& DurationHistogram(prometheus::Family<prometheus::Histogra
   return family.Add(labels, DurationBuckets());
 }
 
+AtomicHistogram::AtomicHistogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+  for (size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
+}
+
+void AtomicHistogram::Observe(double value) {
+  const size_t bucket = static_cast<size_t>(
+      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  if (value > 0) {
+    sum_ns_.fetch_add(static_cast<uint64_t>(value * 1e9 + 0.5), std::memory_order_relaxed);
+  }
+}
+
+void AtomicHistogram::Read(std::vector<uint64_t>* counts, double* sum) const {
+  counts->resize(bounds_.size() + 1);
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    (*counts)[i] = counts_[i].load(std::memory_order_relaxed);
+  }
+  *sum = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+}
+
+void Samples::Histogram(const std::string& name, const std::string& help, const AtomicHistogram& h,
+                        const Labels& labels) {
+  Sample s{name, help, false, 0, labels};
+  s.histogram = &h;
+  samples_.push_back(std::move(s));
+}
+
 void Samples::Counter(const std::string& name, const std::string& help, double value,
                       const Labels& labels) {
   samples_.push_back({name, help, true, value, labels});
@@ -122,12 +153,28 @@ std::string Exposition() {
       prometheus::MetricFamily family;
       family.name = s.name;
       family.help = s.help;
-      family.type = s.counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge;
+      family.type = s.histogram ? prometheus::MetricType::Histogram
+                    : s.counter ? prometheus::MetricType::Counter
+                                : prometheus::MetricType::Gauge;
       families.push_back(std::move(family));
     }
     prometheus::ClientMetric metric;
     for (const auto& [k, v] : s.labels) metric.label.push_back({k, v});
-    if (s.counter) {
+    if (s.histogram) {
+      std::vector<uint64_t> counts;
+      double sum = 0;
+      s.histogram->Read(&counts, &sum);
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < counts.size(); ++i) {
+        cumulative += counts[i];
+        const double bound = i < s.histogram->bounds().size()
+                                 ? s.histogram->bounds()[i]
+                                 : std::numeric_limits<double>::infinity();
+        metric.histogram.bucket.push_back({cumulative, bound});
+      }
+      metric.histogram.sample_count = cumulative;
+      metric.histogram.sample_sum = sum;
+    } else if (s.counter) {
       metric.counter.value = s.value;
     } else {
       metric.gauge.value = s.value;

@@ -56,8 +56,7 @@ TEST(MetricsTest, CountersHistogramsAndCollectorsAppearInTheExposition) {
   EXPECT_EQ(v.at("zipg_test_lag_total{shard=\"1\"}"), 9);
   // One TYPE line per family, even for a name two samples share.
   EXPECT_NE(text.find("# TYPE zipg_test_lag_total counter"), std::string::npos);
-  EXPECT_EQ(text.find("# TYPE zipg_test_lag_total"),
-            text.rfind("# TYPE zipg_test_lag_total"));
+  EXPECT_EQ(text.find("# TYPE zipg_test_lag_total"), text.rfind("# TYPE zipg_test_lag_total"));
   EXPECT_NE(text.find("# TYPE zipg_test_memtable_bytes gauge"), std::string::npos);
   EXPECT_NE(text.find("# TYPE zipg_test_seconds histogram"), std::string::npos);
 
@@ -84,6 +83,33 @@ TEST(MetricsTest, ConcurrentRecordingAndScrapesCountEveryIncrement) {
   const auto v = Parse(Exposition());
   EXPECT_EQ(v.at("zipg_test_concurrent_total{t=\"0\"}"), 20000);
   EXPECT_EQ(v.at("zipg_test_concurrent_total{t=\"1\"}"), 20000);
+}
+
+TEST(MetricsTest, AtomicHistogramsExportAsHistogramsAndCountEveryObservation) {
+  AtomicHistogram h({0.001, 0.01, 0.1});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&h] {
+      for (int i = 0; i < 10000; ++i) {
+        h.Observe(0.0005);  // first bucket
+        h.Observe(0.01);    // on a bound: that bucket (le)
+        h.Observe(5.0);     // above every bound
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CollectorHandle handle = AddCollector([&h](Samples* s) {
+    s->Histogram("zipg_test_atomic_seconds", "Atomic.", h, {{"op", "a"}});
+  });
+  const std::string text = Exposition();
+  const auto v = Parse(text);
+  EXPECT_EQ(v.at("zipg_test_atomic_seconds_bucket{op=\"a\",le=\"0.001\"}"), 40000);
+  EXPECT_EQ(v.at("zipg_test_atomic_seconds_bucket{op=\"a\",le=\"0.01\"}"), 80000);
+  EXPECT_EQ(v.at("zipg_test_atomic_seconds_bucket{op=\"a\",le=\"0.1\"}"), 80000);
+  EXPECT_EQ(v.at("zipg_test_atomic_seconds_bucket{op=\"a\",le=\"+Inf\"}"), 120000);
+  EXPECT_EQ(v.at("zipg_test_atomic_seconds_count{op=\"a\"}"), 120000);
+  EXPECT_NEAR(v.at("zipg_test_atomic_seconds_sum{op=\"a\"}"), 40000 * (0.0005 + 0.01 + 5.0), 1e-3);
+  EXPECT_NE(text.find("# TYPE zipg_test_atomic_seconds histogram"), std::string::npos);
 }
 
 TEST(MetricsTest, DisabledUntilEnabled) {
