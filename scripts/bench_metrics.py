@@ -10,7 +10,7 @@ by side in one run, configurations alternating within each round:
 Prints medians of op/s, p50, p99 and CPU per operation over the servers, and the ratios to `off`.
 
 Usage: bench_metrics.py --zipg BUILD/client/zipg --store STORE [--workloads tao:4]
-       [--duration 10] [--rounds 3] [-- LOCAL-START-OPTIONS...]
+       [--duration 10] [--rounds 3] [--configs off,on,on+scrape] [-- LOCAL-START-OPTIONS...]
        (default: --servers 2 --aggregators 2)
 """
 import argparse
@@ -30,10 +30,12 @@ def main():
     p.add_argument("--workloads", default="tao:4")
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--configs", default="off,on,on+scrape",
+                   help="which configurations, comma-separated (default all three)")
     a = p.parse_args(argv)
     local = local or ["--servers", "2", "--aggregators", "2"]
-    configs = [("off", a.zipg, []), ("on", a.zipg, ["--metrics"]),
-               ("on+scrape", a.zipg, ["--metrics", "--prometheus"])]
+    every = {"off": [], "on": ["--metrics"], "on+scrape": ["--metrics", "--prometheus"]}
+    configs = [(name, a.zipg, every[name]) for name in a.configs.split(",")]
     compare(configs, parse_workloads(a.workloads), a.store, local, a.rounds, a.duration)
 
 

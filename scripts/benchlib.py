@@ -126,10 +126,11 @@ def compare(configs, workloads, store, local, rounds, duration):
     first = configs[0][0]
     print()
     print(f"| workload | config | op/s | p50 us | p99 us | CPU us/op | op/s vs {first} | "
-          f"p99 vs {first} |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"p99 vs {first} | median of per-round op/s ratios |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for mix, conns in workloads:
         base = None
+        base_runs = results[(mix, conns, first)]
         for name, _, _ in configs:
             runs = results[(mix, conns, name)]
             m = {k: statistics.median(r[k] for r in runs)
@@ -139,7 +140,15 @@ def compare(configs, workloads, store, local, rounds, duration):
             print(f"| {mix}, {conns} conn | {name} | {m['ops_per_s']:.0f} | {m['p50_us']:.0f} | "
                   f"{m['p99_us']:.0f} | {m['cpu_us']:.0f} | "
                   f"{m['ops_per_s'] / base['ops_per_s']:.3f} | "
-                  f"{m['p99_us'] / base['p99_us']:.3f} |", flush=True)
+                  f"{m['p99_us'] / base['p99_us']:.3f} | {paired(runs, base_runs):.3f} |",
+                  flush=True)
+
+
+def paired(runs, base_runs):
+    """The median over rounds of a configuration's op/s divided by the first configuration's in
+    the same round: the runs of one round are next to each other in time, so a slow spell of the
+    machine hits both, and an outlier round moves this median little."""
+    return statistics.median(r["ops_per_s"] / b["ops_per_s"] for r, b in zip(runs, base_runs))
 
 
 def comparison_parser(doc, workloads):
