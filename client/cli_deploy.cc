@@ -7,7 +7,6 @@
 // e.g. "ip netns exec zipg-{host}" for the tests).
 
 #include <arpa/inet.h>
-#include <httplib.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -144,15 +143,6 @@ std::string CmdlineValue(pid_t pid, const std::string& prefix) {
     if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
   }
   return "";
-}
-
-// True if GET http://address:port/path answers 200 within a second.
-bool HttpGetOk(const std::string& address, int port, const std::string& path) {
-  httplib::Client client(address, port);
-  client.set_connection_timeout(1);
-  client.set_read_timeout(1);
-  auto r = client.Get(path);
-  return r && r->status == 200;
 }
 
 // The metrics endpoints (HOST:PORT) of every process of the spec that has one.
@@ -324,7 +314,7 @@ class Node {
     for (const auto& p : started) {
       if (p.role != "prometheus") continue;
       const auto ready = Clock::now() + std::chrono::seconds(30);
-      while (!HttpGetOk(host_.address, *options.prometheus_port, "/-/ready")) {
+      while (!PrometheusReady(host_.address, *options.prometheus_port)) {
         if (!Alive(p.pid) || Clock::now() > ready) {
           return Fail(Status::Unavailable(
               p.name + (Alive(p.pid) ? " did not answer in 30 s; " : " exited during start-up; ") +
@@ -392,7 +382,7 @@ class Node {
             colon == std::string::npos
                 ? 0
                 : std::atoi(j["endpoint"].get<std::string>().c_str() + colon + 1);
-        j["ready"] = prometheus_port > 0 && HttpGetOk(host_.address, prometheus_port, "/-/ready");
+        j["ready"] = prometheus_port > 0 && PrometheusReady(host_.address, prometheus_port);
       } else if (port > 0 && j["running"].get<bool>()) {
         j["endpoint"] = host_.address + ":" + std::to_string(port);
         ClientOptions options;

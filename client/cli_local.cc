@@ -8,7 +8,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -122,15 +121,6 @@ StatusOr<int> FreePort(const std::string& host) {
 }
 
 std::string RunDir(const std::string& store) { return store + "/run"; }
-
-// True if GET http://host:port/path answers 200 within a second.
-bool HttpGetOk(const std::string& host, int port, const std::string& path) {
-  httplib::Client client(host, port);
-  client.set_connection_timeout(1);
-  client.set_read_timeout(1);
-  auto r = client.Get(path);
-  return r && r->status == 200;
-}
 
 // Stops aggregators first, then shard servers (they revoke their leases in etcd), then etcd, then
 // a Prometheus server.
@@ -375,7 +365,7 @@ class Starter {
     const std::string url = "http://" + listen + "/";
     while (Clock::now() < deadline) {
       ZIPG_RETURN_IF_ERROR(CheckChildren());
-      if (HttpGetOk(host_, port, "/-/ready")) return url;
+      if (PrometheusReady(host_, port)) return url;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return Status::DeadlineExceeded("prometheus did not start in time; see " + RunDir(store_) +

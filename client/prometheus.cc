@@ -1,5 +1,7 @@
 #include "client/prometheus.h"
 
+#include <httplib.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -43,6 +45,14 @@ std::string PrometheusConfig(const ScrapeConfig& c) {
         .append("\n");
   }
   return out;
+}
+
+bool PrometheusReady(const std::string& host, int port) {
+  httplib::Client client(host, port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(1);
+  auto r = client.Get("/-/ready");
+  return r && r->status == 200;
 }
 
 }  // namespace zipg::cli

@@ -21,4 +21,7 @@ struct ScrapeConfig {
 // prometheus.yml: one job, `zipg`, every target every second.
 std::string PrometheusConfig(const ScrapeConfig& config);
 
+// True if the Prometheus server at host:port answers GET /-/ready with 200 within a second.
+bool PrometheusReady(const std::string& host, int port);
+
 }  // namespace zipg::cli

@@ -80,14 +80,13 @@ HttpResponse Api::Handle(const HttpRequest& request) const {
   const auto start = std::chrono::steady_clock::now();
   const char* route = "none";
   HttpResponse response = Route(request, &route);
-  metrics::LatencyHistogram(
+  static auto& seconds =
       metrics::Histograms("zipg_http_request_duration_seconds",
-                          "Time of HTTP API requests, from the request read to the answer."),
-      {{"route", route}})
-      .Observe(metrics::SecondsSince(start));
-  metrics::Counters("zipg_http_requests_total", "HTTP API requests, by route and status.")
-      .Add({{"route", route}, {"status", std::to_string(response.status)}})
-      .Increment();
+                          "Time of HTTP API requests, from the request read to the answer.");
+  static auto& requests =
+      metrics::Counters("zipg_http_requests_total", "HTTP API requests, by route and status.");
+  metrics::LatencyHistogram(seconds, {{"route", route}}).Observe(metrics::SecondsSince(start));
+  requests.Add({{"route", route}, {"status", std::to_string(response.status)}}).Increment();
   return response;
 }
 

@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "http/query_json.h"
 
 namespace zipg::http {
 namespace {
@@ -118,21 +121,23 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& optio
     res.status = out.status;
     res.set_content(std::move(out.body), out.content_type.c_str());
   };
-  auto refuse = [](httplib::Response& res, int status, const std::string& why) {
+  auto refuse = [](httplib::Response& res, int status, const Status& why) {
     res.status = status;
     res.set_header("Connection", "close");
-    res.set_content("{\"error\":{\"code\":\"" +
-                        std::string(status == 413 ? "RESOURCE_EXHAUSTED" : "DEADLINE_EXCEEDED") +
-                        "\",\"message\":\"" + why + "\"}}\n",
-                    "application/json");
+    res.set_content(ResponseLine(ErrorJson(why)) + "\n", "application/json");
   };
   const size_t max_body = options.max_body_bytes;
-  auto with_body = [answer, refuse, max_body](const httplib::Request& req, httplib::Response& res,
-                                              const httplib::ContentReader& reader) {
+  const Status too_big =
+      Status::ResourceExhausted("the body is over " + std::to_string(max_body) + " bytes");
+  auto with_body = [answer, refuse, max_body, too_big](const httplib::Request& req,
+                                                       httplib::Response& res,
+                                                       const httplib::ContentReader& reader) {
     if (req.has_header("Content-Length")) {
       const std::string length = req.get_header_value("Content-Length");
-      if (length.size() > 18 || std::stoull("0" + length) > max_body) {
-        return refuse(res, 413, "the body is over " + std::to_string(max_body) + " bytes");
+      uint64_t bytes = 0;
+      const auto [end, ec] = std::from_chars(length.data(), length.data() + length.size(), bytes);
+      if (ec == std::errc::result_out_of_range || (ec == std::errc() && bytes > max_body)) {
+        return refuse(res, 413, too_big);
       }
     }
     std::string body;
@@ -145,8 +150,10 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& optio
       body.append(data, n);
       return true;
     });
-    if (over) return refuse(res, 413, "the body is over " + std::to_string(max_body) + " bytes");
-    if (!read) return refuse(res, 408, "the request body did not arrive in time");
+    if (over) return refuse(res, 413, too_big);
+    if (!read) {
+      return refuse(res, 408, Status::DeadlineExceeded("the request body did not arrive in time"));
+    }
     answer(req, res, std::move(body));
   };
   auto without_body = [answer](const httplib::Request& req, httplib::Response& res) {
@@ -173,8 +180,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& optio
   while (!server.is_running()) {
     if (std::chrono::steady_clock::now() > give_up) {
       s->Stop();
-      return Status::Unavailable("the HTTP server on " + options.host + ":" +
-                                 std::to_string(port) + " did not start serving");
+      return Status::Unavailable("the HTTP server on " + options.host + ":" + std::to_string(port) +
+                                 " did not start serving");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

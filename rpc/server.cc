@@ -96,9 +96,8 @@ class CallObserver : public apache::thrift::TProcessorEventHandler {
     if (code == nullptr) {
       m.ok.fetch_add(1, std::memory_order_relaxed);
     } else {
-      metrics::Counters("zipg_rpc_calls_total", kCallsHelp)
-          .Add({{"op", m.op}, {"code", code}})
-          .Increment();
+      static auto& errors = metrics::Counters("zipg_rpc_calls_total", kCallsHelp);
+      errors.Add({{"op", m.op}, {"code", code}}).Increment();
     }
   }
 
