@@ -1,6 +1,7 @@
 // zipg compress: CSV / SNAP input -> a compressed store directory, with a progress display and a
 // size report.
 
+#include <algorithm>
 #include <unistd.h>
 
 #include <chrono>
@@ -245,6 +246,15 @@ int RunCompress(int argc, char** argv) {
                 static_cast<unsigned long long>(report.search_index_bytes),
                 static_cast<unsigned long long>(report.search_text_bytes),
                 static_cast<double>(report.search_index_bytes) / report.search_text_bytes);
+  }
+  // Each phase under its parent; a parent's time includes its children's.
+  std::printf("cpu by phase (seconds, summed over threads)\n");
+  for (const PhaseTime& phase : report.phases) {
+    const size_t depth = std::count(phase.path.begin(), phase.path.end(), '/');
+    const size_t slash = phase.path.rfind('/');
+    const std::string name =
+        std::string(2 * depth, ' ') + phase.path.substr(slash == std::string::npos ? 0 : slash + 1);
+    std::printf("  %-30s %8.2f\n", name.c_str(), phase.cpu_seconds);
   }
   return kExitOk;
 }

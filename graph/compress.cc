@@ -25,6 +25,7 @@
 #include "layout/node_file.h"
 #include "layout/record_coding.h"
 #include "util/memory.h"
+#include "util/phase_times.h"
 
 namespace zipg::graph {
 
@@ -196,6 +197,7 @@ Status CompressOptions::Validate() const {
 Status Compress(const GraphSource& source, const std::string& out_dir,
                 const CompressOptions& options, const CompressProgress& progress,
                 CompressReport* report) {
+  TakePhaseTimes();  // this run's phases only
   ZIPG_RETURN_IF_ERROR(options.Validate());
   ZIPG_RETURN_IF_ERROR(CheckOutput(out_dir, options.overwrite));
   auto note = [&](const std::string& line) {
@@ -228,8 +230,10 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
                         WorkDir::Create(out.string() + ".tmp-" + std::to_string(::getpid())));
   const std::string tmp = work->path();
   Partitioner partitioner(tmp + "/spill", FirstShardCount(source, options, budget));
+  ScopedPhase load_phase("load");
   ZIPG_ASSIGN_OR_RETURN(const uint64_t raw_bytes, source.feed(&partitioner, progress));
   ZIPG_RETURN_IF_ERROR(partitioner.Flush());
+  load_phase.End();
 
   // Plan the builds from what each partition really holds; partition again if it must.
   const uint32_t max_parallel = options.threads != 0 ? options.threads : HardwareThreads();
@@ -317,7 +321,9 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
       input.node_file = options.node_file;
       input.edge_file = options.edge_file;
       uint64_t count = 0;
+      ScopedPhase build_phase("build");
       Status st = BuildShard(input, tmp + "/" + ShardDirName(s), &count);
+      build_phase.End();
       edges += count;
       const uint64_t done = done_weight += weight[s];
       std::lock_guard<std::mutex> lock(mu);
@@ -337,6 +343,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
 
   // Checksums, size report, manifest, then publish with one rename.
   if (progress) progress("finish", 0, 1);
+  ScopedPhase finish_phase("finish");
   std::map<std::string, uint64_t> breakdown;
   uint64_t search_index_bytes = 0, search_text_bytes = 0;
   for (uint32_t s = 0; s < num_shards; ++s) {
@@ -382,8 +389,10 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
     work->Keep();
   }
   if (progress) progress("finish", 1, 1);
+  finish_phase.End();
 
   if (report) {
+    report->phases = TakePhaseTimes();
     report->raw_bytes = manifest.raw_bytes;
     report->nodes = manifest.nodes;
     report->edges = manifest.edges;

@@ -19,6 +19,7 @@
 #include "graph/input.h"
 #include "layout/compressed_file.h"
 #include "layout/edge_file.h"
+#include "util/phase_times.h"
 #include "util/status.h"
 
 namespace zipg::graph {
@@ -71,6 +72,8 @@ struct CompressReport {
   // included; docs/search.md).
   uint64_t search_index_bytes = 0;
   uint64_t search_text_bytes = 0;
+  // CPU seconds by phase of this run, all threads ("load", "build/nodes/blocks/compress", ...).
+  std::vector<PhaseTime> phases;
 };
 
 // Called with a phase name ("load nodes", "load edges", "repartition", "build", "finish") and the

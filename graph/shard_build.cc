@@ -11,6 +11,7 @@
 #include "layout/edge_file.h"
 #include "layout/node_file.h"
 #include "util/file.h"
+#include "util/phase_times.h"
 
 namespace zipg::graph {
 
@@ -28,6 +29,8 @@ StatusOr<std::string> TakeSpill(const std::string& path) {
 }
 
 Status BuildNodes(const ShardBuildInput& input, const std::string& base) {
+  ScopedPhase phase("nodes");
+  ScopedPhase records("records");
   std::string spill;
   ZIPG_ASSIGN_OR_RETURN(spill, TakeSpill(input.node_spill));
   struct Entry {
@@ -62,11 +65,14 @@ Status BuildNodes(const ShardBuildInput& input, const std::string& base) {
   offsets.push_back(text.size());
   std::vector<Entry>().swap(entries);
   std::string().swap(spill);
+  records.End();
   return layout::NodeFile::BuildFromRecords(base, *input.node_names, ids, offsets, text,
                                             input.node_file);
 }
 
 Status BuildEdges(const ShardBuildInput& input, const std::string& base, uint64_t* count) {
+  ScopedPhase phase("edges");
+  ScopedPhase records("records");
   std::string spill;
   ZIPG_ASSIGN_OR_RETURN(spill, TakeSpill(input.edge_spill));
   std::vector<layout::EncodedEdge> edges_of_record;
@@ -120,6 +126,7 @@ Status BuildEdges(const ShardBuildInput& input, const std::string& base, uint64_
   }
   std::vector<Entry>().swap(entries);
   std::string().swap(spill);
+  records.End();
   return layout::EdgeFile::BuildFromRecords(base, *input.edge_names, text, input.edge_file);
 }
 

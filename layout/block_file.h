@@ -34,14 +34,16 @@ struct BlockFileOptions {
   // two, 1 KiB..64 KiB. Default 4 KiB.
   uint32_t block_bytes = 4096;
   // zstd compression level, 1..19. Higher: smaller file, slower build; reads cost the same.
-  // Default 19.
-  int level = 19;
+  // Default 6 with a 1 MiB dictionary: on the 100k/1M graph (docs/writes.md, "Bulk load") the
+  // store is 0.610 of the CSV in 9 s against 0.592 in 55 s at level 19 with 256 KiB; level 9 with
+  // 512 KiB gives 0.607 in 11.6 s. Level 7 and up cost twice level 6's compression time.
+  int level = 6;
   // Upper bound on the bytes of the dictionary trained on the text's blocks (0: no dictionary).
   // A dictionary lets small blocks share what they have in common (property names, repeated
   // values). A text shorter than BlockFile::kMinTrainingText, or one training finds nothing in,
-  // gets none. Default 256 KiB (graph_bench, 100k/1M graph: the store 0.531 of the CSV with 64 KiB,
-  // 0.497 with 256 KiB, 0.483 with 1 MiB; compress 17, 33 and 66 s).
-  uint32_t dictionary_bytes = 256 << 10;
+  // gets none. Default 1 MiB: at level 6 the store is 0.619 of the CSV with 256 KiB, 0.613 with
+  // 512 KiB and 0.610 with 1 MiB, for the same build time.
+  uint32_t dictionary_bytes = 1 << 20;
 
   // OK, or INVALID_ARGUMENT naming the offending field.
   Status Validate() const;
@@ -51,15 +53,16 @@ class BlockFile : public RandomAccessText {
  public:
   // Texts shorter than this get no dictionary: it would cost about as much as it saves.
   static constexpr uint64_t kMinTrainingText = 1 << 20;
+  // Dictionary training samples this many times the dictionary's bytes of the text's blocks.
+  // zstd advises about 100x; on the generated 100k/1M graph 15x gave files within 0.2% of 100x's
+  // in a fifth of the training time (docs/writes.md, "Bulk load").
+  static constexpr uint64_t kTrainingRatio = 15;
   // Build memory beyond the text and its blocks, when the text is long enough to train a
-  // dictionary: the training's samples plus the larger of ZDICT's working memory (about 6 MiB,
-  // zdict.h) and the compression dictionary (8.7 MB at level 19 for 256 KiB, measured). Without a
-  // dictionary zstd's context (under 0.3 MB) is left to the caller's baseline.
-  static uint64_t BuildWorkingBytes(uint64_t text_bytes, const BlockFileOptions& options) {
-    if (text_bytes < kMinTrainingText || options.dictionary_bytes == 0) return 0;
-    return (uint64_t{16} << 20) + 40 * uint64_t{options.dictionary_bytes} +
-           std::min<uint64_t>(text_bytes, 100 * uint64_t{options.dictionary_bytes});
-  }
+  // dictionary: the training's samples, fastCover's tables (6 MiB at f = 20) and the dictionary,
+  // then the compression dictionary (zstd's own estimate for the level) and the compression
+  // context; 16 MiB spare. Without a dictionary zstd's context (under 0.3 MB) is left to the
+  // caller's baseline.
+  static uint64_t BuildWorkingBytes(uint64_t text_bytes, const BlockFileOptions& options);
 
   // Compresses `text` and writes it to `path` atomically.
   static Status Build(std::string_view text, const BlockFileOptions& options,

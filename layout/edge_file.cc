@@ -22,6 +22,7 @@
 #include "layout/record_coding.h"
 #include "layout/side_file.h"
 #include "util/coding.h"
+#include "util/phase_times.h"
 
 namespace zipg::layout {
 
@@ -245,6 +246,7 @@ Status EdgeFile::BuildFromRecords(const std::string& base,
   for (const auto& name : property_names) PutLengthPrefixed(&meta, name);
   if (format >= 3) {
     // Sized by a pass over the record heads, then filled from each record's destination column.
+    ScopedPhase phase("key filter");
     uint64_t keys = 0;
     ZIPG_RETURN_IF_ERROR(ForEachRecordIn(text, format, [&](const Record& r, uint64_t) {
       keys += r.count;

@@ -17,6 +17,7 @@
 #include "layout/value_index.h"
 #include "util/call_deadline.h"
 #include "util/coding.h"
+#include "util/phase_times.h"
 
 namespace zipg::layout {
 
@@ -228,6 +229,7 @@ Status NodeFile::BuildFromRecords(const std::string& base,
         covered[p] = options.search.Covers(property_names[p]);
       }
     }
+    ScopedPhase index_phase("indexes");
     ValueIndex::Builder values;
     SuffixIndex::Builder search;
     uint64_t keys = 0;
@@ -273,6 +275,7 @@ Status NodeFile::BuildFromRecords(const std::string& base,
                                      std::to_string(keys) + " values): use more shards");
     }
     PutLengthPrefixed(&index, encoded);
+    index_phase.End();
     ZIPG_RETURN_IF_ERROR(BlockFile::Build(text, options.blocks, TextPath(base, options.format)));
   } else {
     ZIPG_RETURN_IF_ERROR(

@@ -29,6 +29,7 @@
 
 #include "layout/sdsl_io.h"
 #include "util/call_deadline.h"
+#include "util/phase_times.h"
 
 namespace zipg::layout {
 
@@ -124,6 +125,8 @@ struct SuffixIndex::Rep {
 StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records, uint32_t num_properties,
                                                    const SuffixIndexOptions& options) {
   ZIPG_RETURN_IF_ERROR(options.Validate());
+  ScopedPhase phase("search index");
+  ScopedPhase keys_phase("keys");
   for (const Entry& e : entries_) {
     if (e.record >= num_records || e.property >= num_properties) {
       return Status::InvalidArgument("search index: record " + std::to_string(e.record) +
@@ -147,6 +150,7 @@ StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records, uint32_
                                       a.record == b.record;
                              }),
                  entries_.end());
+  keys_phase.End();
   const uint32_t digits = DigitsFor(num_properties);
 
   // The text, the keys' starts and properties, and the postings.
@@ -205,6 +209,7 @@ StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records, uint32_
       emit(0, n);  // the sentinel's suffix: preceded by the last byte
       for (uint64_t i = 0; i < n; ++i) emit(i + 1, static_cast<uint64_t>(sa[i]));
     };
+    ScopedPhase sort("suffix sort");
     if (n < (uint64_t{1} << 31)) {
       std::vector<int32_t> sa;
       ZIPG_RETURN_IF_ERROR(SortSuffixes(text, &sa));
@@ -222,6 +227,7 @@ StatusOr<std::string> SuffixIndex::Builder::Finish(uint32_t num_records, uint32_
   std::vector<uint8_t>().swap(text);
   WaveletTree wt;
   {
+    ScopedPhase wt_phase("wavelet tree");
     sdsl::int_vector_buffer<8> bwt(bwt_file, std::ios::in);
     wt = WaveletTree(bwt, n + 1);
   }

@@ -305,6 +305,44 @@ with tempfile.TemporaryDirectory() as d:
     except ImportError:
         pass
 
+    # --- CPU by phase: the tree of phases, each parent at least its children, the whole at most
+    # the process's own CPU (getrusage of the child, an independent clock). A generated graph big
+    # enough for dictionaries and a search index. ---
+    gen = os.path.join(d, "gen")
+    r = run("gen", "graph", "--nodes", "3000", "--out", gen)
+    check(r.returncode == 0, f"gen graph: {r.stderr!r}")
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = run("compress", "--nodes", os.path.join(gen, "nodes.csv"), "--edges",
+            os.path.join(gen, "edges.csv"), "--out", os.path.join(d, "phased"), "--shards", "2")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    process_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out = r.stdout.decode()
+    check(r.returncode == 0 and "cpu by phase" in out, f"compress prints its phases: {out!r}")
+    lines = out.split("cpu by phase", 1)[-1].splitlines()[1:]
+    phases, stack = {}, []
+    for line in lines:
+        m = re.match(r"^  ( *)(\S.*?)\s+([0-9.]+)$", line)
+        check(m is not None, f"phase line: {line!r}")
+        if not m:
+            continue
+        depth = len(m.group(1)) // 2
+        stack = stack[:depth] + [m.group(2)]
+        phases["/".join(stack)] = float(m.group(3))
+    for path in ("load", "build", "finish", "build/nodes", "build/nodes/records",
+                 "build/nodes/indexes/search index/suffix sort", "build/nodes/blocks/dictionary",
+                 "build/nodes/blocks/compress", "build/edges/records", "build/edges/key filter",
+                 "build/edges/blocks/dictionary", "build/edges/blocks/compress"):
+        check(path in phases, f"phase {path}: {sorted(phases)}")
+    for path, seconds in phases.items():
+        children = [v for k, v in phases.items() if k.rsplit("/", 1)[0] == path and "/" in k]
+        # Each line is rounded to 0.01 s.
+        check(seconds + 0.005 * (len(children) + 1) >= sum(children),
+              f"{path} ({seconds}) at least its children ({children})")
+    top = sum(v for k, v in phases.items() if "/" not in k)
+    check(top <= process_cpu + 0.05, f"phases ({top:.2f} s) within the process's CPU ({process_cpu:.2f} s)")
+    check(top >= 0.5 * process_cpu, f"phases ({top:.2f} s) cover most of the CPU ({process_cpu:.2f} s)")
+
     for leftover in os.listdir(d):
         check(".tmp-" not in leftover and ".old-" not in leftover, f"leftover {leftover}")
 
