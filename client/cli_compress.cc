@@ -19,7 +19,8 @@ const graph::CompressOptions kDefaults;
 
 const std::string kUsage =
     "usage:\n"
-    "  zipg compress --nodes F --edges F --out DIR [--shards N] [--format csv|snap] [--force]\n"
+    "  zipg compress --nodes F --edges F --out DIR [--shards N | --shards A,B,... --of N]\n"
+    "                [--format csv|snap] [--force]\n"
     "                [--threads N] [--memory-limit SIZE] [--sa-rate N] [--isa-rate N]\n"
     "                [--psi-block N] [--node-format 1|2|3] [--node-block BYTES] [--node-level N]\n"
     "                [--edge-format 3|4] [--edge-block BYTES] [--edge-level N]\n"
@@ -28,7 +29,9 @@ const std::string kUsage =
     "      builds a store in DIR (nodes CSV `id,<prop>,...`; edges CSV\n"
     "      `src,dst,type,timestamp[,<prop>...]`, or with --format snap a `src dst` list and "
     "--nodes\n"
-    "      optional). --force replaces an existing store. Memory: builds are planned to stay\n"
+    "      optional). --shards A,B,... --of N builds only those shards of an N-shard store (each\n"
+    "      machine of a cluster builds its own from the same input: docs/deploy.md).\n"
+    "      --force replaces an existing store. Memory: builds are planned to stay\n"
     "      under --memory-limit (e.g. 8G; default 80% of the available memory, or of a cgroup\n"
     "      limit); --threads caps the builds at once. Defaults: one shard per core, more if a\n"
     "      shard would not fit; NodeFile --node-format " +
@@ -136,7 +139,7 @@ int RunCompress(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"force"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (Status s = args->CheckKnown({"nodes",         "edges",
-                                   "out",           "shards",
+                                   "out",           "shards", "of",
                                    "format",        "force",
                                    "threads",       "memory-limit",
                                    "sa-rate",       "isa-rate",
@@ -169,8 +172,7 @@ int RunCompress(int argc, char** argv) {
   struct RateOption {
     const char* name;
     uint32_t* field;
-  } rates[] = {{"shards", &options.shards},
-               {"threads", &options.threads},
+  } rates[] = {{"threads", &options.threads},
                {"node-format", &options.node_file.format},
                {"node-block", &options.node_file.blocks.block_bytes},
                {"sa-rate", &options.node_file.suffix.sa_sampling_rate},
@@ -202,8 +204,35 @@ int RunCompress(int argc, char** argv) {
     if (!parsed.ok()) return UsageError(parsed.status().message(), kUsage);
     options.node_file.search = *parsed;
   }
-  if (args->Has("shards") && options.shards == 0)
-    return UsageError("--shards must be >= 1", kUsage);
+  if (args->Has("of")) {
+    // --shards A,B,... --of N: some shards of an N-shard store.
+    auto n = GetRate(*args, "of", 0);
+    if (!n.ok()) return UsageError(n.status().message(), kUsage);
+    if (*n == 0) return UsageError("--of must be >= 1", kUsage);
+    const auto list = args->Get("shards");
+    if (!list || list->empty()) {
+      return UsageError("--of N needs --shards A,B,...: the shards of the N to build", kUsage);
+    }
+    options.shards = *n;
+    for (size_t begin = 0; begin <= list->size();) {
+      size_t end = list->find(',', begin);
+      if (end == std::string::npos) end = list->size();
+      const std::string item = list->substr(begin, end - begin);
+      if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != item.npos) {
+        return UsageError("--shards with --of takes shard numbers like 0,2,5; got '" + *list + "'",
+                          kUsage);
+      }
+      options.build_only.push_back(static_cast<uint32_t>(std::stoul(item)));
+      begin = end + 1;
+    }
+    std::sort(options.build_only.begin(), options.build_only.end());
+  } else if (args->Has("shards")) {
+    auto n = GetRate(*args, "shards", 0);
+    if (!n.ok()) return UsageError(n.status().message() + " (some shards: --shards A,B --of N)",
+                                   kUsage);
+    if (*n == 0) return UsageError("--shards must be >= 1", kUsage);
+    options.shards = *n;
+  }
   if (auto limit = args->Get("memory-limit")) {
     auto bytes = ParseByteSize(*limit);
     if (!bytes.ok()) return UsageError("--memory-limit: " + bytes.status().message(), kUsage);
@@ -226,8 +255,8 @@ int RunCompress(int argc, char** argv) {
   if (!s.ok()) return Fail(s);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("store %s: %u shards, %llu nodes, %llu edges, built in %.1f s\n", out->c_str(),
-              report.shards, static_cast<unsigned long long>(report.nodes),
+  std::printf("store %s: %s, %llu nodes, %llu edges, built in %.1f s\n", out->c_str(),
+              report.built.c_str(), static_cast<unsigned long long>(report.nodes),
               static_cast<unsigned long long>(report.edges), seconds);
   std::printf("memory      %u parallel builds, planned peak %s, peak RSS %s, budget %s\n",
               report.parallel_builds, FormatBytes(report.planned_peak).c_str(),

@@ -220,6 +220,15 @@ class Node {
             "the store at " + store_ + " has " + std::to_string(manifest->shards) +
             " shards; the spec says " + std::to_string(spec_.shards)));
       }
+      // A store built in parts (compress --shards A,B --of N) must hold this host's shards.
+      for (uint32_t s : host_.shards.value_or(std::vector<uint32_t>{})) {
+        if (!manifest->Holds(s)) {
+          return Fail(Status::InvalidArgument(
+              "host " + host_.name + " serves shard " + std::to_string(s) + " but the store at " +
+              store_ + " holds " + manifest->DescribeShards() +
+              " (build it there with zipg compress --shards A,B --of N)"));
+        }
+      }
     }
     std::vector<std::pair<Process, std::vector<std::string>>> plan;
     const std::string etcd = spec_.EtcdEndpoints();

@@ -191,6 +191,19 @@ Status CompressOptions::Validate() const {
   if (shards > kMaxShards || auto_shards > kMaxShards) {
     return Status::InvalidArgument("at most " + std::to_string(kMaxShards) + " shards");
   }
+  if (!build_only.empty()) {
+    if (shards == 0) return Status::InvalidArgument("building some shards needs the shard count");
+    for (size_t i = 0; i < build_only.size(); ++i) {
+      if (build_only[i] >= shards) {
+        return Status::InvalidArgument("there is no shard " + std::to_string(build_only[i]) +
+                                       " of " + std::to_string(shards) + " (shards are 0.." +
+                                       std::to_string(shards - 1) + ")");
+      }
+      if (i > 0 && build_only[i] <= build_only[i - 1]) {
+        return Status::InvalidArgument("the shards to build must ascend without repeats");
+      }
+    }
+  }
   return Status::OK();
 }
 
@@ -230,6 +243,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
                         WorkDir::Create(out.string() + ".tmp-" + std::to_string(::getpid())));
   const std::string tmp = work->path();
   Partitioner partitioner(tmp + "/spill", FirstShardCount(source, options, budget));
+  partitioner.KeepOnly(options.build_only);
   ScopedPhase load_phase("load");
   ZIPG_ASSIGN_OR_RETURN(const uint64_t raw_bytes, source.feed(&partitioner, progress));
   ZIPG_RETURN_IF_ERROR(partitioner.Flush());
@@ -274,6 +288,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
 
   Manifest manifest;
   manifest.shards = num_shards;
+  manifest.built_shards = options.build_only;
   manifest.partition = kPartitionFunction;
   manifest.node_file = options.node_file;
   manifest.edge_file = options.edge_file;
@@ -291,14 +306,16 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
 
   // Build the shards, `parallel` at a time, largest first.
   std::vector<uint64_t> weight(num_shards);
-  std::vector<uint32_t> order(num_shards);
+  std::vector<uint32_t> order;
   uint64_t total_weight = 0;
   for (uint32_t s = 0; s < num_shards; ++s) {
+    if (!manifest.Holds(s)) continue;
     const ShardFootprint& f = partitioner.footprints()[s];
     weight[s] = f.node_text + f.EdgeTextBound();
     total_weight += weight[s];
-    order[s] = s;
+    order.push_back(s);
   }
+  const uint32_t num_built = static_cast<uint32_t>(order.size());
   std::stable_sort(order.begin(), order.end(),
                    [&](uint32_t a, uint32_t b) { return weight[a] > weight[b]; });
   std::atomic<uint32_t> next{0};
@@ -307,7 +324,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   Status first_error;
   if (progress) progress("build", 0, total_weight);
   auto worker = [&] {
-    for (uint32_t i; (i = next++) < num_shards;) {
+    for (uint32_t i; (i = next++) < num_built;) {
       {
         std::lock_guard<std::mutex> lock(mu);
         if (!first_error.ok()) return;
@@ -347,6 +364,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
   std::map<std::string, uint64_t> breakdown;
   uint64_t search_index_bytes = 0, search_text_bytes = 0;
   for (uint32_t s = 0; s < num_shards; ++s) {
+    if (!manifest.Holds(s)) continue;
     const std::string dir = tmp + "/" + ShardDirName(s);
     for (const std::string& name :
          layout::ShardFiles(options.node_file.format, options.edge_file.format)) {
@@ -397,6 +415,8 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
     report->nodes = manifest.nodes;
     report->edges = manifest.edges;
     report->shards = num_shards;
+    report->built = manifest.built_shards.empty() ? std::to_string(num_shards) + " shards"
+                                                  : manifest.DescribeShards();
     report->parallel_builds = plan->parallel;
     report->memory_budget = budget;
     report->planned_peak = plan->peak;

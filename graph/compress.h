@@ -46,6 +46,11 @@ struct CompressOptions {
   // record keys are, one hit each), so SA and Psi are sampled sparsely; SA 128 measured ~2x slower
   // assoc_count than 64 for 3% less space.
   layout::EdgeFileOptions edge_file;
+  // Build only these of the `shards` shards (ascending, distinct; `shards` must be given): several
+  // machines each build some shards of one store from the same input (docs/deploy.md). The store
+  // holds those shards' files and a manifest that names them (Manifest::built_shards). Empty
+  // (default): every shard.
+  std::vector<uint32_t> build_only;
   // Replace an existing store at the output directory (never any other directory).
   bool overwrite = false;
   // Receives one line for each thing a user should know: the memory budget, the plan, a stale
@@ -61,6 +66,7 @@ struct CompressReport {
   uint64_t nodes = 0;
   uint64_t edges = 0;  // after merging repeated (src, type, dst)
   uint32_t shards = 0;
+  std::string built;  // "2 shards", or "shards 0,2 of 4" (CompressOptions::build_only)
   uint32_t parallel_builds = 0;
   uint64_t memory_budget = 0;
   uint64_t planned_peak = 0;  // bytes: the plan's peak for the build phase

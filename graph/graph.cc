@@ -14,15 +14,24 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
                                 const std::vector<uint32_t>* only) {
   OpenedStore store;
   ZIPG_ASSIGN_OR_RETURN(store.manifest, graph::ReadManifest(dir));
-  std::vector<bool> wanted(store.manifest.shards, only == nullptr);
+  const graph::Manifest& m = store.manifest;
+  std::vector<bool> wanted(m.shards, only == nullptr);
   if (only) {
     for (uint32_t s : *only) {
-      if (s >= store.manifest.shards) {
-        return Status::InvalidArgument(dir + " has " + std::to_string(store.manifest.shards) +
+      if (s >= m.shards) {
+        return Status::InvalidArgument(dir + " has " + std::to_string(m.shards) +
                                        " shards; there is no shard " + std::to_string(s));
+      }
+      if (!m.Holds(s)) {
+        return Status::NotFound(dir + " holds " + m.DescribeShards() + "; shard " +
+                                std::to_string(s) + " was built elsewhere (compress --of)");
       }
       wanted[s] = true;
     }
+  } else if (!m.built_shards.empty()) {
+    return Status::InvalidArgument(dir + " holds only " + m.DescribeShards() +
+                                   " (compress --of): only the shard servers of those shards "
+                                   "open it (docs/deploy.md)");
   }
   if (store.manifest.partition != kPartitionFunction) {
     return Status::Corruption(dir + ": unknown partition function '" + store.manifest.partition +
@@ -33,6 +42,7 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
   std::vector<std::string> expected, listed;
   std::set<std::string> opened;  // the files of the shards opened here
   for (uint32_t i = 0; i < store.manifest.shards; ++i) {
+    if (!m.Holds(i)) continue;
     for (const std::string& name :
          layout::ShardFiles(store.manifest.node_file.format, store.manifest.edge_file.format)) {
       expected.push_back(graph::ShardDirName(i) + "/" + name);
@@ -43,9 +53,8 @@ StatusOr<OpenedStore> OpenStore(const std::string& dir, const GraphOpenOptions& 
   std::sort(expected.begin(), expected.end());
   std::sort(listed.begin(), listed.end());
   if (expected != listed) {
-    return Status::Corruption(dir + "/" + graph::kManifestName + ": " +
-                              std::to_string(store.manifest.shards) +
-                              " shards do not match the listed files");
+    return Status::Corruption(dir + "/" + graph::kManifestName + ": " + m.DescribeShards() +
+                              " do not match the listed files");
   }
   for (const auto& file : store.manifest.files) {
     if (!opened.count(file.path)) continue;  // another server's files

@@ -1009,6 +1009,76 @@ TEST(GraphTest, ConcurrentReadersMatchTheModel) {
   for (auto& th : threads) th.join();
 }
 
+// Several machines each build some shards of one store (compress --shards A,B --of N): every
+// shard they build is the whole store's, byte for byte, and a part opens only for its shards.
+TEST(GraphTest, ShardsBuiltInPartsAreTheShardsOfTheWholeStore) {
+  const TestGraph t = MakeGraph(61, GraphSpec{});
+  Model model(t.input);
+  TempDir tmp;
+  const CompressOptions whole = Options(4, kNodeLayouts[5], kEdgeLayouts[5]);
+  Compress(t, tmp.Sub("whole"), whole, model);
+  if (HasFatalFailure()) return;
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ASSERT_TRUE(graph::ReadManifest(tmp.Sub("whole")).ok());
+  const graph::Manifest full = *graph::ReadManifest(tmp.Sub("whole"));
+  EXPECT_TRUE(full.built_shards.empty());
+  uint64_t nodes = 0, edges = 0;
+  std::set<std::string> files;
+  for (const std::vector<uint32_t>& part : {std::vector<uint32_t>{0, 2}, {1, 3}}) {
+    const std::string dir = tmp.Sub("part" + std::to_string(part[0]));
+    CompressOptions options = whole;
+    options.build_only = part;
+    CompressReport report;
+    const Status s = CompressGraph(t.input, dir, options, nullptr, &report);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    auto m = graph::ReadManifest(dir);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->built_shards, part);
+    EXPECT_EQ(m->shards, 4u);
+    EXPECT_EQ(m->node_properties, full.node_properties);
+    EXPECT_EQ(m->edge_properties, full.edge_properties);
+    nodes += m->nodes;
+    edges += m->edges;
+    for (const auto& f : m->files) {
+      const uint32_t shard = static_cast<uint32_t>(std::stoul(f.path.substr(6, 4)));
+      EXPECT_TRUE(std::count(part.begin(), part.end(), shard)) << f.path;
+      EXPECT_EQ(slurp(dir + "/" + f.path), slurp(tmp.Sub("whole") + "/" + f.path)) << f.path;
+      EXPECT_TRUE(files.insert(f.path).second) << f.path << " built twice";
+    }
+    for (uint32_t shard = 0; shard < 4; ++shard) {
+      const bool held = std::count(part.begin(), part.end(), shard) > 0;
+      EXPECT_EQ(m->Holds(shard), held);
+      EXPECT_EQ(fs::exists(dir + "/" + graph::ShardDirName(shard)), held);
+    }
+    // The servers of its shards open it; nothing else does.
+    EXPECT_TRUE(OpenStore(dir, {}, &part).ok());
+    const std::vector<uint32_t> other = {part[0] == 0 ? 1u : 0u};
+    auto missing = OpenStore(dir, {}, &other);
+    EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+    auto all = Graph::Open(dir, {});
+    EXPECT_EQ(all.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(all.status().message().find("holds only shards"), std::string::npos)
+        << all.status().ToString();
+  }
+  EXPECT_EQ(nodes, full.nodes);
+  EXPECT_EQ(edges, full.edges);
+  EXPECT_EQ(files.size(), full.files.size());
+
+  // Bad lists are refused before anything is read.
+  for (const std::vector<uint32_t>& bad : {std::vector<uint32_t>{4}, {1, 1}, {2, 1}}) {
+    CompressOptions options = whole;
+    options.build_only = bad;
+    EXPECT_EQ(options.Validate().code(), StatusCode::kInvalidArgument);
+  }
+  CompressOptions no_count = whole;
+  no_count.shards = 0;
+  no_count.build_only = {0};
+  EXPECT_EQ(no_count.Validate().code(), StatusCode::kInvalidArgument);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Special graphs.
 

@@ -111,6 +111,7 @@ Status WriteManifest(const std::string& store_dir, const Manifest& m) {
             {"edges", m.edges},
             {"raw_bytes", m.raw_bytes},
             {"files", files}};
+  if (!m.built_shards.empty()) j["built_shards"] = m.built_shards;
   const std::string text = j.dump(2) + "\n";
   return WriteFileAtomically(store_dir + "/" + kManifestName,
                              [&](const FileSink& sink) { return sink(text); });
@@ -134,6 +135,9 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
                                 std::to_string(m.version));
     }
     m.shards = j.at("shards").get<uint32_t>();
+    if (j.contains("built_shards")) {
+      m.built_shards = j.at("built_shards").get<std::vector<uint32_t>>();
+    }
     m.partition = j.at("partition").get<std::string>();
     m.node_file = NodeOptionsFromJson(j.at("node_file"));
     m.edge_file = FileOptionsFromJson<layout::EdgeFileOptions>(j.at("edge_file"), 3);
@@ -153,6 +157,12 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     return Status::Corruption(path + ": malformed manifest: " + e.what());
   }
   if (m.shards == 0) return Status::Corruption(path + ": zero shards");
+  for (size_t i = 0; i < m.built_shards.size(); ++i) {
+    if (m.built_shards[i] >= m.shards || (i > 0 && m.built_shards[i] <= m.built_shards[i - 1])) {
+      return Status::Corruption(path + ": built_shards must ascend within the " +
+                                std::to_string(m.shards) + " shards");
+    }
+  }
   if (Status s = m.node_file.Validate(); !s.ok()) {
     return Status::Corruption(path + ": node file options: " + s.message());
   }
@@ -160,6 +170,13 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
     return Status::Corruption(path + ": edge file options: " + s.message());
   }
   return m;
+}
+
+std::string Manifest::DescribeShards() const {
+  if (built_shards.empty()) return "all " + std::to_string(shards) + " shards";
+  std::string list;
+  for (uint32_t s : built_shards) list += (list.empty() ? "" : ",") + std::to_string(s);
+  return "shards " + list + " of " + std::to_string(shards);
 }
 
 StatusOr<uint64_t> FileChecksum(const std::string& path) {

@@ -6,6 +6,7 @@
 // Thread-safety: plain values and reentrant functions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct ManifestFile {
 struct Manifest {
   uint32_t version = kStoreFormatVersion;
   uint32_t shards = 0;
+  // The shards this directory holds, ascending, when it holds only some (`zipg compress --shards
+  // A,B --of N` on each of several machines); empty: all of them. "nodes", "edges" and "files"
+  // are then those shards'.
+  std::vector<uint32_t> built_shards;
   std::string partition;  // kPartitionFunction
   layout::NodeFileOptions node_file;
   layout::EdgeFileOptions edge_file;
@@ -37,6 +42,13 @@ struct Manifest {
   uint64_t edges = 0;
   uint64_t raw_bytes = 0;
   std::vector<ManifestFile> files;
+
+  bool Holds(uint32_t shard) const {
+    return shard < shards && (built_shards.empty() || std::binary_search(built_shards.begin(),
+                                                                         built_shards.end(), shard));
+  }
+  // "shards 0,2 of 4", or "all 4 shards".
+  std::string DescribeShards() const;
 };
 
 // The directory of shard i inside a store ("shard-0003").

@@ -297,6 +297,7 @@ Status Partitioner::Edge(int64_t src, int64_t dst, int64_t type, int64_t timesta
 
 Status Partitioner::AddNode(int64_t id, std::string_view record) {
   const uint32_t s = ShardOf(id, shards());
+  if (!Kept(s)) return Status::OK();
   Buffer& buffer = node_buffers_[s];
   PutFixed64(&buffer.bytes, static_cast<uint64_t>(id));
   PutFixed32(&buffer.bytes, static_cast<uint32_t>(record.size()));
@@ -308,6 +309,7 @@ Status Partitioner::AddNode(int64_t id, std::string_view record) {
 Status Partitioner::AddEdge(int64_t src, int64_t type, int64_t dst, int64_t timestamp,
                             std::string_view properties) {
   const uint32_t s = ShardOf(src, shards());
+  if (!Kept(s)) return Status::OK();
   Buffer& buffer = edge_buffers_[s];
   PutFixed64(&buffer.bytes, static_cast<uint64_t>(src));
   PutFixed64(&buffer.bytes, static_cast<uint64_t>(type));

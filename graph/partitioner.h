@@ -14,6 +14,7 @@
 // Thread-safety: single-threaded.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -91,6 +92,14 @@ class Partitioner final : public InputSink {
   Status Edge(int64_t src, int64_t dst, int64_t type, int64_t timestamp,
               const PropertyRefs& properties) override;
 
+  // Spill only the rows of these partitions (ascending); the others' rows are checked, then
+  // dropped, and their footprints stay empty. Call before the first row. Empty: every partition.
+  void KeepOnly(std::vector<uint32_t> partitions) { keep_only_ = std::move(partitions); }
+  bool Kept(uint32_t partition) const {
+    return keep_only_.empty() ||
+           std::binary_search(keep_only_.begin(), keep_only_.end(), partition);
+  }
+
   // Writes out what is buffered; call after the last row (and before reading the spill files).
   Status Flush();
   // Moves every spilled row into `shards` new partitions (their files replace the old ones).
@@ -114,6 +123,7 @@ class Partitioner final : public InputSink {
     std::string bytes;
   };
   void Reset(uint32_t shards);
+  std::vector<uint32_t> keep_only_;  // KeepOnly's partitions
   Status Append(Buffer* buffer);
   std::string SpillPath(const char* kind, uint32_t generation, uint32_t shard) const;
   // Visits every row spilled in `generation` over `shards`, partition by partition (node rows,

@@ -343,6 +343,46 @@ with tempfile.TemporaryDirectory() as d:
     check(top <= process_cpu + 0.05, f"phases ({top:.2f} s) within the process's CPU ({process_cpu:.2f} s)")
     check(top >= 0.5 * process_cpu, f"phases ({top:.2f} s) cover most of the CPU ({process_cpu:.2f} s)")
 
+    # --- Some shards of a store (--shards A,B --of N), as each machine of a cluster builds its
+    # own: every shard file equals the whole store's, byte for byte. ---
+    gen_nodes, gen_edges = os.path.join(gen, "nodes.csv"), os.path.join(gen, "edges.csv")
+    whole = os.path.join(d, "whole")
+    r = run("compress", "--nodes", gen_nodes, "--edges", gen_edges, "--out", whole, "--shards", "4")
+    check(r.returncode == 0, f"whole 4-shard store: {r.stderr!r}")
+    whole_files = store_files(whole)
+    whole_manifest = json.loads(whole_files["MANIFEST"])
+    built, nodes = set(), 0
+    for arg, part in (("0,2", [0, 2]), ("3,1", [1, 3])):
+        out_dir = os.path.join(d, "part-" + arg.replace(",", "-"))
+        r = run("compress", "--nodes", gen_nodes, "--edges", gen_edges, "--out", out_dir,
+                "--shards", arg, "--of", "4")
+        described = "shards " + ",".join(map(str, part)) + " of 4"
+        check(r.returncode == 0 and described in r.stdout.decode(),
+              f"--shards {arg} --of 4: {r.stdout!r} {r.stderr!r}")
+        files = store_files(out_dir)
+        manifest = json.loads(files.pop("MANIFEST"))
+        check(manifest.get("built_shards") == part and manifest["shards"] == 4,
+              f"manifest names the shards built: {manifest.get('built_shards')}")
+        check(all(f.split("/")[0] in {"shard-%04d" % s for s in part} for f in files),
+              f"only shards {part}: {sorted(files)}")
+        for name, data in files.items():
+            check(data == whole_files.get(name), f"{name} equals the whole store's")
+        built |= set(files)
+        nodes += manifest["nodes"]
+        r = run("query", "--store", out_dir, "obj_get", "--id", "1")
+        check(r.returncode != 0 and b"holds only shards" in r.stderr,
+              f"a part does not open as a whole store: {r.returncode} {r.stderr!r}")
+    check(built == set(whole_files) - {"MANIFEST"}, "the parts hold every shard file once")
+    check(nodes == whole_manifest["nodes"], f"the parts' nodes add up: {nodes}")
+    for argv, says in ((["--of", "4"], b"--shards A,B"), (["--shards", "0,x", "--of", "4"], b"0,x"),
+                       (["--shards", "4", "--of", "4"], b"no shard 4"),
+                       (["--shards", "1,1", "--of", "4"], b"repeats"),
+                       (["--shards", "0,2"], b"--of")):
+        out_dir = os.path.join(d, "bad-part")
+        r = run("compress", "--nodes", gen_nodes, "--edges", gen_edges, "--out", out_dir, *argv)
+        check(r.returncode != 0 and says in r.stderr and not os.path.exists(out_dir),
+              f"{argv}: {r.returncode} {r.stderr!r}")
+
     for leftover in os.listdir(d):
         check(".tmp-" not in leftover and ".old-" not in leftover, f"leftover {leftover}")
 
