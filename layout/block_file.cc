@@ -99,19 +99,20 @@ Status BlockFileOptions::Validate() const {
 namespace {
 // How many of `blocks` blocks the training samples: kTrainingRatio times the dictionary's bytes,
 // and at least kMinTrainingBlocks (fastCover refuses fewer than 5 samples).
-uint64_t TrainingBlocks(uint64_t blocks, const BlockFileOptions& options) {
+uint64_t TrainingBlocks(uint64_t blocks, uint64_t dictionary_bytes,
+                        const BlockFileOptions& options) {
   constexpr uint64_t kMinTrainingBlocks = 32;
   return std::min(blocks, std::max(kMinTrainingBlocks, BlockFile::kTrainingRatio *
-                                                           options.dictionary_bytes /
-                                                           options.block_bytes));
+                                                           dictionary_bytes / options.block_bytes));
 }
 
 // A dictionary trained on blocks spread evenly over the text, or empty if the text is too small
 // for training to produce one.
 std::string TrainDictionary(std::string_view text, const BlockFileOptions& options) {
   const uint64_t blocks = (text.size() + options.block_bytes - 1) / options.block_bytes;
-  if (options.dictionary_bytes == 0 || text.size() < BlockFile::kMinTrainingText) return "";
-  const uint64_t want = TrainingBlocks(blocks, options);
+  const uint64_t dictionary_bytes = BlockFile::DictionaryBytes(text.size(), options);
+  if (dictionary_bytes == 0) return "";
+  const uint64_t want = TrainingBlocks(blocks, dictionary_bytes, options);
   std::string samples;
   std::vector<size_t> sizes;
   for (uint64_t i = 0; i < want; ++i) {
@@ -130,7 +131,7 @@ std::string TrainDictionary(std::string_view text, const BlockFileOptions& optio
   params.accel = 4;   // of 1..10: 4 trains in a third of 1's time, files 0.1% larger
   params.steps = 0;   // no parameter search
   params.zParams.compressionLevel = options.level;
-  std::string dictionary(options.dictionary_bytes, '\0');
+  std::string dictionary(dictionary_bytes, '\0');
   const size_t n = ZDICT_trainFromBuffer_fastCover(dictionary.data(), dictionary.size(),
                                                    samples.data(), sizes.data(),
                                                    static_cast<unsigned>(sizes.size()), params);
@@ -148,11 +149,12 @@ struct CDictDeleter {
 }  // namespace
 
 uint64_t BlockFile::BuildWorkingBytes(uint64_t text_bytes, const BlockFileOptions& options) {
-  if (text_bytes < kMinTrainingText || options.dictionary_bytes == 0) return 0;
-  const uint64_t dictionary = options.dictionary_bytes;
+  const uint64_t dictionary = DictionaryBytes(text_bytes, options);
+  if (dictionary == 0) return 0;
   const uint64_t blocks = (text_bytes + options.block_bytes - 1) / options.block_bytes;
   const uint64_t training =
-      TrainingBlocks(blocks, options) * options.block_bytes + (uint64_t{6} << 20) + dictionary;
+      TrainingBlocks(blocks, dictionary, options) * options.block_bytes + (uint64_t{6} << 20) +
+      dictionary;
   const uint64_t compressing = ZSTD_estimateCDictSize(dictionary, options.level) +
                                ZSTD_estimateCCtxSize(options.level) + dictionary;
   return (uint64_t{16} << 20) + std::max(training, compressing);
