@@ -38,6 +38,16 @@ StatusOr<json> Status_(Client& c) {
   return status;
 }
 
+// LinkBench's node data: 1024 random bytes, as a client would send them in a UTF-8 value
+// (base64: 1368 characters).
+std::string NodeData(Rng& rng) {
+  static constexpr char kBase64[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string v(1368, 'A');
+  for (auto& ch : v) ch = kBase64[rng.Uniform(64)];
+  return v;
+}
+
 std::string Payload(Rng& rng) {
   std::string v(128, 'a');
   for (auto& ch : v) ch = static_cast<char>('a' + rng.Uniform(26));
@@ -262,14 +272,15 @@ int RunHotBench(const std::vector<std::string>& endpoints, const Args& args) {
 }
 
 int RunLoadBench(const std::vector<std::string>& endpoints, const Args& args) {
-  Status known = args.CheckKnown({"connect", "store", "mix", "links", "write-batch",
+  Status known = args.CheckKnown({"connect", "store", "mix", "links", "nodes", "write-batch",
                                   "connections", "seed"});
   if (!known.ok()) return Fail(known);
   auto links = args.GetUint("links", 1000000);
+  auto node_count = args.GetUint("nodes", 0);
   auto batch = args.GetUint("write-batch", 100);
   auto connections = args.GetUint("connections", 1);
   auto seed = args.GetUint("seed", 1);
-  for (const auto* v : {&links, &batch, &connections, &seed}) {
+  for (const auto* v : {&links, &node_count, &batch, &connections, &seed}) {
     if (!v->ok()) return Fail(v->status());
   }
   if (*batch == 0 || *connections == 0 || *connections > 1024) {
@@ -280,68 +291,101 @@ int RunLoadBench(const std::vector<std::string>& endpoints, const Args& args) {
   auto status = Status_(**probe);
   if (!status.ok()) return Fail(status.status());
   const uint64_t nodes = std::max<uint64_t>(1, status->value("store", json::object()).value("nodes", uint64_t{1}));
-  const auto procs0 = SampleProcesses(*status);
-
-  std::vector<std::vector<double>> latency(*connections);
-  std::vector<uint64_t> failed(*connections, 0);
-  std::vector<std::string> first_error(*connections);
-  const auto t0 = Clock::now();
-  std::vector<std::thread> threads;
-  for (uint64_t k = 0; k < *connections; ++k) {
-    threads.emplace_back([&, k] {
-      auto c = Connect(endpoints[k % endpoints.size()]);
-      if (!c.ok()) {
-        failed[k] = *links;
-        first_error[k] = c.status().ToString();
-        return;
-      }
-      Rng rng(*seed * 7919 + k);
-      // Each connection loads its own range of fresh sources, 10 links each.
-      const int64_t base = (int64_t{1} << 42) + static_cast<int64_t>(k) * (int64_t{1} << 36);
-      std::vector<Write> chunk;
-      for (uint64_t i = k; i < *links; i += *connections) {
-        chunk.push_back({Write::Op::kAssocAdd, base + static_cast<int64_t>(i / 10), 0,
-                         static_cast<int64_t>(rng.Uniform(nodes)), 1500000000 + static_cast<int64_t>(i),
-                         {{"data", Payload(rng)}}});
-        if (chunk.size() == *batch || i + *connections >= *links) {
-          const auto b0 = Clock::now();
-          for (const auto& o : (*c)->WriteBatch(chunk)) {
-            if (!o.ok()) {
-              ++failed[k];
-              if (first_error[k].empty()) first_error[k] = o.status().ToString();
-            }
-          }
-          latency[k].push_back(Ms(Clock::now() - b0));
-          chunk.clear();
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  const double seconds = Ms(Clock::now() - t0) / 1000;
-  auto after = Status_(**probe);
-  if (!after.ok()) return Fail(after.status());
-  const double cpu = CpuSince(procs0, SampleProcesses(*after));
-  std::vector<double> all;
-  uint64_t failures = 0;
-  for (uint64_t k = 0; k < *connections; ++k) {
-    all.insert(all.end(), latency[k].begin(), latency[k].end());
-    failures += failed[k];
-  }
-  std::printf("zipg bench --mix load: %llu links (128-byte payload, 10 per fresh source) in "
-              "batches of %llu through %llu connection(s)\n",
-              static_cast<unsigned long long>(*links), static_cast<unsigned long long>(*batch),
+  std::printf("zipg bench --mix load: %llu nodes (1368-byte data), then %llu links (128-byte "
+              "payloads), in batches "
+              "of %llu through %llu connection(s)\n",
+              static_cast<unsigned long long>(*node_count), static_cast<unsigned long long>(*links),
+              static_cast<unsigned long long>(*batch),
               static_cast<unsigned long long>(*connections));
-  std::printf("  %.1f s: %.0f links/s; batch latency p50 %.2f ms, p99 %.2f ms; cluster CPU %.1f us "
-              "per link; %llu failed\n",
-              seconds, static_cast<double>(*links) / seconds, Percentile(all, 0.5),
-              Percentile(all, 0.99), cpu / static_cast<double>(*links) * 1e6,
-              static_cast<unsigned long long>(failures));
-  for (const auto& e : first_error) {
-    if (!e.empty()) {
-      std::printf("  first error: %s\n", e.c_str());
-      break;
+
+  // One phase: `count` writes, write i made by make(i, rng), each connection sending its share
+  // in batches. Prints its line; the number of failed writes.
+  auto phase = [&](const char* what, uint64_t count,
+                   const std::function<Write(uint64_t, uint64_t, Rng&)>& make) -> StatusOr<uint64_t> {
+    ZIPG_ASSIGN_OR_RETURN(json before, Status_(**probe));
+    const auto procs0 = SampleProcesses(before);
+    std::vector<std::vector<double>> latency(*connections);
+    std::vector<uint64_t> failed(*connections, 0);
+    std::vector<std::string> first_error(*connections);
+    const auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (uint64_t k = 0; k < *connections; ++k) {
+      threads.emplace_back([&, k] {
+        auto c = Connect(endpoints[k % endpoints.size()]);
+        if (!c.ok()) {
+          failed[k] = count;
+          first_error[k] = c.status().ToString();
+          return;
+        }
+        Rng rng(*seed * 7919 + k);
+        std::vector<Write> chunk;
+        for (uint64_t i = k; i < count; i += *connections) {
+          chunk.push_back(make(k, i, rng));
+          if (chunk.size() == *batch || i + *connections >= count) {
+            const auto b0 = Clock::now();
+            for (const auto& o : (*c)->WriteBatch(chunk)) {
+              if (!o.ok()) {
+                ++failed[k];
+                if (first_error[k].empty()) first_error[k] = o.status().ToString();
+              }
+            }
+            latency[k].push_back(Ms(Clock::now() - b0));
+            chunk.clear();
+          }
+        }
+      });
     }
+    for (auto& th : threads) th.join();
+    const double seconds = Ms(Clock::now() - t0) / 1000;
+    ZIPG_ASSIGN_OR_RETURN(json after, Status_(**probe));
+    const double cpu = CpuSince(procs0, SampleProcesses(after));
+    std::vector<double> all;
+    uint64_t failures = 0;
+    for (uint64_t k = 0; k < *connections; ++k) {
+      all.insert(all.end(), latency[k].begin(), latency[k].end());
+      failures += failed[k];
+    }
+    std::printf("  %s: %llu in %.1f s: %.0f/s; batch latency p50 %.2f ms, p99 %.2f ms; cluster "
+                "CPU %.1f us each; %llu failed\n",
+                what, static_cast<unsigned long long>(count), seconds,
+                static_cast<double>(count) / seconds, Percentile(all, 0.5), Percentile(all, 0.99),
+                cpu / static_cast<double>(std::max<uint64_t>(count, 1)) * 1e6,
+                static_cast<unsigned long long>(failures));
+    for (const auto& e : first_error) {
+      if (!e.empty()) {
+        std::printf("  first error: %s\n", e.c_str());
+        break;
+      }
+    }
+    return failures;
+  };
+  uint64_t failures = 0;
+  if (*node_count > 0) {
+    // LinkBench's node load (its NodeLoader): fresh ids (LinkBench's store assigns them; here
+    // each connection numbers its own range), type 2048, version 1, a time and 1024 bytes of
+    // data.
+    auto made = phase("nodes", *node_count, [&](uint64_t k, uint64_t i, Rng& rng) {
+      const int64_t id = (int64_t{1} << 41) + static_cast<int64_t>(k) * (int64_t{1} << 36) +
+                         static_cast<int64_t>(i);
+      return Write{Write::Op::kObjAdd, id, 0, 0, 0,
+                   {{"type", "2048"},
+                    {"version", "1"},
+                    {"time", std::to_string(1500000000 + i)},
+                    {"data", NodeData(rng)}}};
+    });
+    if (!made.ok()) return Fail(made.status());
+    failures += *made;
+  }
+  if (*links > 0) {
+    // Each connection loads its own range of fresh sources, 10 links each.
+    auto made = phase("links", *links, [&](uint64_t k, uint64_t i, Rng& rng) {
+      const int64_t base = (int64_t{1} << 42) + static_cast<int64_t>(k) * (int64_t{1} << 36);
+      return Write{Write::Op::kAssocAdd, base + static_cast<int64_t>(i / 10), 0,
+                   static_cast<int64_t>(rng.Uniform(nodes)), 1500000000 + static_cast<int64_t>(i),
+                   {{"data", Payload(rng)}}};
+    });
+    if (!made.ok()) return Fail(made.status());
+    failures += *made;
   }
   return failures == 0 ? kExitOk : kExitFailure;
 }

@@ -123,8 +123,15 @@ class LogStore final : public GraphWriteApi {
   Status AssocUpdate(const Edge& edge) override;
   StatusOr<bool> AssocDelete(int64_t src, int64_t type, int64_t dst) override;
   // The writes in order: each run of unconditional ones (assoc_add, assoc_delete, obj_delete)
-  // as one commit group (CommitUnconditional), the conditional ones one by one.
+  // as one commit group (CommitUnconditional), each run of node writes (obj_add, obj_update) as
+  // one commit group too (CommitNodeWrites), assoc_update one by one.
   std::vector<StatusOr<bool>> WriteBatch(const std::vector<zipg::Write>& writes) override;
+  // obj_add / obj_update writes (a bulk node load: LinkBench's addBulkNodes), each checked in
+  // order as its own call would be (against the stores and the writes of the run before it),
+  // under every stripe they touch held exclusively, taken in increasing order; the valid ones
+  // committed together in one commit group. One outcome each (false), in order; a write refused
+  // by its check fails alone.
+  std::vector<StatusOr<bool>> CommitNodeWrites(const std::vector<zipg::Write>& writes);
   // Unconditional writes (kPutEdge = assoc_add, kDeleteEdge = assoc_delete, kDeleteNode =
   // obj_delete; properties normalized here), committed together in one commit group (docs/
   // writes.md, "Write batches"). One outcome per record, in order, as the single call would

@@ -909,6 +909,106 @@ TEST(LogStoreTest, AtTheCapOnLogShardsTheMemtableWaitsForAMerge) {
   EXPECT_EQ(Snapshot(h.store(), srcs), model);
 }
 
+// Node writes in a batch (a bulk node load: LinkBench's addBulkNodes as obj_add batches): the same
+// random obj_add / obj_update / obj_delete / assoc_add writes (repeated ids, ids sharing a stripe,
+// bad ids among them) go to one LogStore as single calls and to another as write batches of 1-16.
+// Every outcome and message, and the final state (also after a restart), must be the same; a
+// batch of node writes only is one commit group.
+TEST(LogStoreTest, NodeWritesInABatchAnswerAsTheSingleCallsInOneGroup) {
+  ScratchDir dir_single("logstore_test"), dir_batch("logstore_test");
+  ASSERT_TRUE(dir_single.ok() && dir_batch.ok());
+  const std::vector<int64_t> nodes = {1, 2, 3, 1025, 2049};  // 1, 1025 and 2049 share a stripe
+  std::mt19937_64 rng(23);
+  std::vector<zipg::Write> ops;
+  for (int i = 0; i < 800; ++i) {
+    zipg::Write w;
+    w.id = nodes[rng() % nodes.size()];
+    const int kind = static_cast<int>(rng() % 20);
+    if (kind < 9) {
+      w.op = zipg::Write::Op::kObjAdd;
+    } else if (kind < 16) {
+      w.op = zipg::Write::Op::kObjUpdate;
+    } else if (kind < 17) {
+      w.op = zipg::Write::Op::kObjDelete;
+    } else if (kind < 18) {
+      w.op = zipg::Write::Op::kAssocAdd;
+      w.type = 1;
+      w.dst = 7;
+    } else {
+      w.op = rng() % 2 == 0 ? zipg::Write::Op::kObjAdd : zipg::Write::Op::kObjUpdate;
+      w.id = -static_cast<int64_t>(1 + rng() % 3);
+    }
+    if (w.op != zipg::Write::Op::kObjDelete) {
+      w.properties = {{"i", std::to_string(i)}, {"e", rng() % 3 == 0 ? "" : "x"}};
+    }
+    ops.push_back(w);
+  }
+  // The checks read through the cluster's read path; here the LogStore's own fragments.
+  FragmentReader single_reader, batched_reader;
+  auto single = std::make_unique<Harness>(dir_single.path(), &single_reader);
+  single_reader.set_store(&single->store());
+  auto batched = std::make_unique<Harness>(dir_batch.path(), &batched_reader);
+  batched_reader.set_store(&batched->store());
+  std::vector<StatusOr<bool>> want, got;
+  for (const zipg::Write& w : ops) {
+    switch (w.op) {
+      case zipg::Write::Op::kObjAdd: {
+        Status st = single->store().ObjAdd(w.id, w.properties);
+        want.push_back(st.ok() ? StatusOr<bool>(false) : StatusOr<bool>(st));
+        break;
+      }
+      case zipg::Write::Op::kObjUpdate: {
+        Status st = single->store().ObjUpdate(w.id, w.properties);
+        want.push_back(st.ok() ? StatusOr<bool>(false) : StatusOr<bool>(st));
+        break;
+      }
+      case zipg::Write::Op::kObjDelete:
+        want.push_back(single->store().ObjDelete(w.id));
+        break;
+      default:
+        want.push_back(single->store().AssocAdd({w.id, w.type, w.dst, 0, w.properties}));
+    }
+  }
+  auto groups = [&] { return batched->store().StatusJson()["commit"]["groups"].get<uint64_t>(); };
+  size_t node_batches = 0;
+  for (size_t at = 0; at < ops.size();) {
+    const size_t n = std::min<size_t>(ops.size() - at, 1 + rng() % 16);
+    const std::vector<zipg::Write> batch(ops.begin() + at, ops.begin() + at + n);
+    const uint64_t groups_before = groups();
+    std::vector<StatusOr<bool>> outcomes = batched->store().WriteBatch(batch);
+    ASSERT_EQ(outcomes.size(), n);
+    const bool nodes_only = std::all_of(batch.begin(), batch.end(), [](const zipg::Write& w) {
+      return w.op == zipg::Write::Op::kObjAdd || w.op == zipg::Write::Op::kObjUpdate;
+    });
+    const bool any_valid =
+        std::any_of(want.begin() + at, want.begin() + at + n, [](const auto& w) { return w.ok(); });
+    if (nodes_only) {
+      ++node_batches;
+      EXPECT_EQ(groups() - groups_before, any_valid ? 1u : 0u)
+          << "a batch of node writes is one commit group (writes " << at << ".." << at + n - 1
+          << ")";
+    }
+    for (auto& o : outcomes) got.push_back(std::move(o));
+    at += n;
+  }
+  EXPECT_GT(node_batches, 5u);
+  size_t refused = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    EXPECT_TRUE(SameOutcome(got[i], want[i]))
+        << "write " << i << ": batch " << Show(got[i]) << ", single call " << Show(want[i]);
+    if (!got[i].ok() && !want[i].ok()) {
+      EXPECT_EQ(got[i].status().message(), want[i].status().message()) << "write " << i;
+    }
+    if (!want[i].ok()) ++refused;
+  }
+  EXPECT_GT(refused, 100u);  // ALREADY_EXISTS, NOT_FOUND and bad ids are all exercised
+  const auto reference = NodeSnapshot(single->store(), nodes);
+  EXPECT_EQ(NodeSnapshot(batched->store(), nodes), reference);
+  batched.reset();
+  Harness reopened(dir_batch.path());
+  EXPECT_EQ(NodeSnapshot(reopened.store(), nodes), reference);
+}
+
 // A reference for WriteBatch: the same random writes (bad ones among them) go to one LogStore as
 // single calls and to another as batches of 1-12. Every outcome, and the final state (also after
 // a restart), must be the same.
@@ -1053,6 +1153,24 @@ TEST(LogStoreTest, BatchesRaceWithSingleAndConditionalWrites) {
                                  .AssocAdd({node(), type, dst, i, {{"s", std::to_string(i)}}})
                                  .status();
             s.ok() ? ++ok_writes : ++unexpected;
+          } else if (t == 7 && rng() % 2 == 0) {
+            // Node writes in a batch: exclusive stripes, several, taken in increasing order.
+            std::vector<zipg::Write> batch;
+            for (size_t k = 2 + rng() % 3; k > 0; --k) {
+              zipg::Write w;
+              w.op = rng() % 2 == 0 ? zipg::Write::Op::kObjAdd : zipg::Write::Op::kObjUpdate;
+              w.id = node();
+              w.properties = {{"name", std::to_string(200 + i)}};
+              batch.push_back(w);
+            }
+            for (const auto& o : h.store().WriteBatch(batch)) {
+              if (o.ok()) {
+                ++ok_writes;
+              } else if (o.status().code() != StatusCode::kAlreadyExists &&
+                         o.status().code() != StatusCode::kNotFound) {
+                ++unexpected;
+              }
+            }
           } else {  // conditional writes: each may be refused by its check, nothing else
             Status s;
             const int x = static_cast<int>(rng() % 3);

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <limits>
 #include <set>
+#include <unordered_set>
 
 #include "graph/compress.h"
 #include "graph/graph.h"
@@ -468,9 +469,25 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<zipg::Write>&
     return op == zipg::Write::Op::kAssocAdd || op == zipg::Write::Op::kAssocDelete ||
            op == zipg::Write::Op::kObjDelete;
   };
+  auto node_write = [](zipg::Write::Op op) {
+    return op == zipg::Write::Op::kObjAdd || op == zipg::Write::Op::kObjUpdate;
+  };
   std::vector<StatusOr<bool>> out;
   out.reserve(writes.size());
   for (size_t i = 0; i < writes.size();) {
+    if (node_write(writes[i].op)) {
+      size_t end = i;
+      while (end < writes.size() && node_write(writes[end].op)) ++end;
+      if (end - i == 1) {
+        out.push_back(ApplyWrite(*this, writes[i++]));
+        continue;
+      }
+      const std::vector<zipg::Write> run(writes.begin() + static_cast<ptrdiff_t>(i),
+                                         writes.begin() + static_cast<ptrdiff_t>(end));
+      for (auto& outcome : CommitNodeWrites(run)) out.push_back(std::move(outcome));
+      i = end;
+      continue;
+    }
     if (!unconditional(writes[i].op)) {
       out.push_back(ApplyWrite(*this, writes[i++]));
       continue;
@@ -484,6 +501,75 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<zipg::Write>&
       run.push_back(LogRecord{op, w.id, w.type, w.dst, w.timestamp, w.properties});
     }
     for (auto& outcome : CommitUnconditional(run)) out.push_back(std::move(outcome));
+  }
+  return out;
+}
+
+std::vector<StatusOr<bool>> LogStore::CommitNodeWrites(const std::vector<zipg::Write>& writes) {
+  if (std::string why = Refusal(); !why.empty()) {
+    return std::vector<StatusOr<bool>>(writes.size(), Status::Unavailable(why));
+  }
+  std::vector<StatusOr<bool>> out(writes.size(), StatusOr<bool>(false));
+  // Every stripe exclusive, in increasing order: no lock cycle with batches (which take theirs
+  // shared in increasing order) or single writes (which hold one).
+  std::vector<size_t> stripes;
+  for (const zipg::Write& w : writes) {
+    if (w.id >= 0) stripes.push_back(static_cast<uint64_t>(w.id) % kStripes);
+  }
+  std::sort(stripes.begin(), stripes.end());
+  stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
+  std::deque<StripeLock> held;
+  for (size_t s : stripes) held.emplace_back(stripes_[s], /*exclusive=*/true);
+
+  std::vector<LogRecord> valid;
+  std::vector<size_t> index;
+  std::vector<std::string> payloads;
+  valid.reserve(writes.size());
+  std::unordered_set<int64_t> written;  // live once the run's earlier writes are committed
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const zipg::Write& w = writes[i];
+    if (w.id < 0) {
+      out[i] = Status::InvalidArgument("id must be >= 0");
+      continue;
+    }
+    bool live = written.count(w.id) > 0;
+    if (!live) {
+      auto node = reader_->ObjGet(w.id);
+      if (!node.ok()) {
+        out[i] = node.status();
+        continue;
+      }
+      live = node->has_value();
+    }
+    if (w.op == zipg::Write::Op::kObjAdd && live) {
+      out[i] = Status::AlreadyExists("node " + std::to_string(w.id) + " already exists");
+      continue;
+    }
+    if (w.op == zipg::Write::Op::kObjUpdate && !live) {
+      out[i] = Status::NotFound("node " + std::to_string(w.id) + " does not exist");
+      continue;
+    }
+    LogRecord r{UpdateOp::kPutNode, w.id, 0, 0, 0, NormalizeProperties(w.properties)};
+    StatusOr<std::string> payload = Encode(r);
+    if (!payload.ok()) {
+      out[i] = payload.status();
+      continue;
+    }
+    written.insert(w.id);
+    valid.push_back(std::move(r));
+    index.push_back(i);
+    payloads.push_back(std::move(*payload));
+  }
+  if (valid.empty()) return out;
+  Waiter waiter;
+  std::vector<Commit> commits;
+  commits.reserve(valid.size());
+  for (size_t k = 0; k < valid.size(); ++k) {
+    commits.emplace_back(&valid[k], std::move(payloads[k]), &waiter);
+  }
+  CommitAll(&commits);
+  for (size_t k = 0; k < commits.size(); ++k) {
+    if (!commits[k].status.ok()) out[index[k]] = commits[k].status;
   }
   return out;
 }

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""`zipg bench --mix load` (docs/writes.md, "Node batches in LinkBench terms") on a real local
+cluster with the standby LogStore: a LinkBench-style bulk load of nodes (obj_add in write
+batches), then links (assoc_add).
+
+A. The load reports every node and link written and none failed; every node it wrote reads back
+   with LinkBench's fields (type 2048, version 1, its time, 1368 characters of base64 data) at the
+   ids the bench documents (connection k's node i: 2^41 + k * 2^36 + i), and every source's
+   links are counted.
+B. A batch of node writes is one commit group: the LogStore's groups grow by at most the number
+   of batches the node phase sent (each of 2 connections sends ceil(n / 2 / batch)).
+C. The same load again: every obj_add is refused (ALREADY_EXISTS), the bench says so and exits
+   non-zero, and the nodes are unchanged.
+
+Usage: load_bench_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
+import json
+import math
+import random
+import re
+import subprocess
+
+import cluster_procs
+from write_model import compressed_input
+
+setup = cluster_procs.TestSetup("load_bench_test", __doc__)
+ZIPG, TMP, STORE = setup.zipg, setup.tmp, setup.store
+check, section, note = setup.check, setup.section, setup.note
+
+NODES, LINKS, BATCH, CONNECTIONS = 300, 200, 64, 2
+
+
+def query(endpoint, op, **args):
+    argv = [ZIPG, "query", "--connect", endpoint, op]
+    for k, v in args.items():
+        argv += ["--" + k.replace("_", "-"), str(v)]
+    r = subprocess.run(argv, capture_output=True, timeout=60)
+    return json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr.decode()[-300:]}
+
+
+def batch(endpoint, requests):
+    """The answers to JSON request lines, from one `zipg query --batch -`."""
+    lines = "".join(json.dumps(q) + "\n" for q in requests).encode()
+    r = subprocess.run([ZIPG, "query", "--connect", endpoint, "--batch", "-"], input=lines,
+                       capture_output=True, timeout=120)
+    answers = [json.loads(line) for line in r.stdout.decode().splitlines()]
+    return answers if len(answers) == len(requests) else [{"error": r.stderr.decode()[-300:]}] * len(requests)
+
+
+def groups(logstore):
+    r = subprocess.run([ZIPG, "status", "--connect", logstore, "--json"], capture_output=True,
+                       timeout=60)
+    return json.loads(r.stdout)["logstore"]["commit"]["groups"]
+
+
+def bench(endpoint):
+    return subprocess.run([ZIPG, "bench", "--connect", endpoint, "--mix", "load", "--nodes",
+                           str(NODES), "--links", str(LINKS), "--write-batch", str(BATCH),
+                           "--connections", str(CONNECTIONS)], capture_output=True, timeout=300)
+
+
+def node_ids():
+    """The ids the bench's node phase writes: connection k takes i = k, k + 2, ..."""
+    return [(1 << 41) + (i % CONNECTIONS) * (1 << 36) + i for i in range(NODES)]
+
+
+def main():
+    section("setup: a small random store, a cluster with the standby LogStore")
+    if compressed_input(ZIPG, TMP, STORE, random.Random(7), 2, check) is None:
+        return
+    r, state = setup.procs.local_start(check, "--logstores", "2")
+    if state is None:
+        return
+    endpoint = state["aggregators"][0]
+    logstore = state["logstore"]
+
+    section("A: the load writes every node and link; they read back")
+    before = groups(logstore)
+    r = bench(endpoint)
+    out = r.stdout.decode()
+    note(out.strip())
+    check(r.returncode == 0, f"bench --mix load: {r.returncode} {out[-500:]!r} {r.stderr[-500:]!r}")
+    m = re.search(r"nodes: (\d+) in .* (\d+) failed", out)
+    check(m is not None and int(m.group(1)) == NODES and int(m.group(2)) == 0,
+          f"the nodes line: {out!r}")
+    m = re.search(r"links: (\d+) in .* (\d+) failed", out)
+    check(m is not None and int(m.group(1)) == LINKS and int(m.group(2)) == 0,
+          f"the links line: {out!r}")
+    after = groups(logstore)
+    wrong = 0
+    answers = batch(endpoint, [{"op": "obj_get", "id": n} for n in node_ids()])
+    for i, (node, answer) in enumerate(zip(node_ids(), answers)):
+        got = answer.get("ok") or {}
+        props = got.get("properties", {})
+        good = (props.get("type") == "2048" and props.get("version") == "1" and
+                props.get("time") == str(1500000000 + i) and len(props.get("data", "")) == 1368 and
+                re.fullmatch(r"[A-Za-z0-9+/]+", props.get("data", "")) is not None)
+        if not good:
+            wrong += 1
+            if wrong <= 3:
+                check(False, f"node {node} (i = {i}): {json.dumps(got)[:200]}")
+    check(wrong == 0, f"{wrong} of {NODES} nodes wrong")
+    # Links: connection k's link i has source 2^42 + k * 2^36 + i // 10, type 0.
+    sources = {}
+    for i in range(LINKS):
+        src = (1 << 42) + (i % CONNECTIONS) * (1 << 36) + i // 10
+        sources[src] = sources.get(src, 0) + 1
+    answers = batch(endpoint, [{"op": "assoc_count", "id": s, "type": 0} for s in sources])
+    counted = {s: a.get("ok") for s, a in zip(sources, answers)}
+    # Destinations are random: a repeated (src, dst) is one edge, so a count may be lower.
+    check(all(c is not None and 1 <= c <= n for (s, n), c in
+              zip(sources.items(), counted.values())),
+          f"assoc_count of the loaded sources: {counted}")
+    check(sum(counted.values()) >= LINKS * 0.9, f"links counted: {sum(counted.values())}")
+
+    section("B: a batch of node writes is one commit group")
+    node_batches = CONNECTIONS * math.ceil(NODES / CONNECTIONS / BATCH)
+    link_batches = CONNECTIONS * math.ceil(LINKS / CONNECTIONS / BATCH)
+    note(f"commit groups {before} -> {after}: {after - before} for {node_batches} node and "
+         f"{link_batches} link batches ({NODES + LINKS} writes)")
+    check(after - before <= node_batches + link_batches,
+          f"{after - before} commit groups for {node_batches + link_batches} batches")
+
+    section("C: the same load again: every obj_add is refused, nothing changes")
+    first = query(endpoint, "obj_get", id=node_ids()[0])
+    r = bench(endpoint)
+    out = r.stdout.decode()
+    m = re.search(r"nodes: (\d+) in .* (\d+) failed", out)
+    check(r.returncode != 0 and m is not None and int(m.group(2)) == NODES and
+          "ALREADY_EXISTS" in out, f"a second load: {r.returncode} {out[-600:]!r}")
+    check(query(endpoint, "obj_get", id=node_ids()[0]) == first, "the node is unchanged")
+
+    setup.procs.local_stop(check, STORE, ZIPG)
+
+
+def cleanup():
+    setup.procs.cleanup()
+
+
+cluster_procs.run_test("load_bench_test", main, setup.report, cleanup)
