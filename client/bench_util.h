@@ -5,6 +5,7 @@
 // Thread-safety: pure functions and plain values.
 #pragma once
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,23 @@ inline std::map<std::string, ProcessSample> SampleProcesses(const nlohmann::json
     out[m.value("name", std::to_string(pid))] = s;
   }
   return out;
+}
+
+// name -> role ("shard", "logstore", "aggregator") of every member of a status document.
+inline std::map<std::string, std::string> RolesOf(const nlohmann::json& status) {
+  std::map<std::string, std::string> out;
+  for (const auto& m : status.value("servers", nlohmann::json::array())) {
+    out[m.value("name", std::to_string(m.value("pid", int64_t{0})))] = m.value("role", "?");
+  }
+  return out;
+}
+
+// This process's CPU seconds (user + system) so far.
+inline double OwnCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 // CPU seconds the processes of `after` used since `before` (those in both).

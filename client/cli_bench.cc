@@ -518,6 +518,34 @@ int RunBench(int argc, char** argv) {
   const auto start = Clock::now();
   const auto measure_from = start + std::chrono::seconds(s.warmup);
   const auto stop = measure_from + std::chrono::seconds(s.duration);
+  // CPU over the measured seconds: this process (the clients) and, through a cluster, every
+  // server the status document names on this machine, from /proc.
+  struct CpuSample {
+    double own = 0;
+    std::map<std::string, ProcessSample> servers;
+    std::map<std::string, std::string> roles;
+    bool ok = false;
+  } cpu_before, cpu_after;
+  auto take_cpu = [&](CpuSample* out) {
+    out->own = OwnCpuSeconds();
+    if (!client) {
+      out->ok = true;
+      return;
+    }
+    auto text = client->ServerStatus();
+    if (!text.ok()) return;
+    const json status = json::parse(*text, nullptr, false);
+    if (status.is_discarded()) return;
+    out->servers = SampleProcesses(status);
+    out->roles = RolesOf(status);
+    out->ok = true;
+  };
+  std::thread cpu_monitor([&] {
+    std::this_thread::sleep_until(measure_from);
+    take_cpu(&cpu_before);
+    std::this_thread::sleep_until(stop);
+    take_cpu(&cpu_after);
+  });
   for (size_t t = 0; t < s.connections; ++t) {
     threads.emplace_back([&, t] {
       if (local) {
@@ -534,6 +562,7 @@ int RunBench(int argc, char** argv) {
     });
   }
   for (auto& t : threads) t.join();
+  cpu_monitor.join();
   const double seconds = static_cast<double>(s.duration);
 
   // Merged per operation and overall.
@@ -578,6 +607,50 @@ int RunBench(int argc, char** argv) {
   };
   for (auto& [op, r] : per_op) line(op, r);
   line("overall", all);
+  // Reads and writes apart, when the mix has both (no share column: not operations).
+  LatencyRecorder reads(s.duration), writes(s.duration);
+  for (auto& [op, r] : per_op) (IsWrite(op) ? writes : reads).Merge(r);
+  if (reads.count() > 0 && writes.count() > 0) {
+    report["kinds"] = json::object();
+    for (auto [name, r] : {std::pair<const char*, LatencyRecorder*>{"reads", &reads},
+                           {"writes", &writes}}) {
+      const double rate = static_cast<double>(r->count()) / seconds;
+      const double p50 = r->Quantile(0.50), p95 = r->Quantile(0.95), p99 = r->Quantile(0.99);
+      std::printf("%-18s %10.0f %10.0f %10.0f %10.0f   (all %s)\n", name, rate, p50, p95, p99,
+                  name);
+      report["kinds"][name] = {{"ops_per_s", rate}, {"p50_us", p50},        {"p95_us", p95},
+                               {"p99_us", p99},     {"count", r->count()}, {"max_us", r->Max()}};
+    }
+  }
+  // CPU per operation, by role and by process.
+  if (cpu_before.ok && cpu_after.ok && all.count() > 0) {
+    const double ops = static_cast<double>(all.count());
+    auto per_op_us = [&](double cpu_seconds) { return cpu_seconds / ops * 1e6; };
+    std::map<std::string, double> by_role, by_process;
+    double cluster = 0;
+    for (const auto& [name, after] : cpu_after.servers) {
+      auto it = cpu_before.servers.find(name);
+      if (it == cpu_before.servers.end()) continue;
+      const double used = after.cpu_seconds - it->second.cpu_seconds;
+      by_process[name] = per_op_us(used);
+      by_role[cpu_after.roles.count(name) ? cpu_after.roles.at(name) : "?"] += per_op_us(used);
+      cluster += per_op_us(used);
+    }
+    const double own = per_op_us(cpu_after.own - cpu_before.own);
+    std::printf("cpu us per operation: client %.1f", own);
+    for (const auto& [role, us] : by_role) std::printf(" | %s %.1f", role.c_str(), us);
+    if (client) std::printf(" | cluster %.1f", cluster);
+    std::printf("\n");
+    if (!by_process.empty()) {
+      std::printf("  by process:");
+      for (const auto& [name, us] : by_process) std::printf(" %s %.1f", name.c_str(), us);
+      std::printf("  (servers on this machine; /proc, 10 ms ticks)\n");
+    }
+    report["cpu_us_per_op"] = {{"client", own},
+                               {"cluster", cluster},
+                               {"by_role", by_role},
+                               {"by_process", by_process}};
+  }
   std::fflush(stdout);
   uint64_t error_count = 0;
   for (const auto& [k, n] : errors) {

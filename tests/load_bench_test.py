@@ -11,10 +11,14 @@ B. A batch of node writes is one commit group: the LogStore's groups grow by at 
    of batches the node phase sent (each of 2 connections sends ceil(n / 2 / batch)).
 C. The same load again: every obj_add is refused (ALREADY_EXISTS), the bench says so and exits
    non-zero, and the nodes are unchanged.
+D. `--mix linkbench-rw` reports reads and writes apart (counts adding up to the operations') and
+   CPU per operation by role and by process, adding up to the cluster's, and at most the CPU the
+   test itself reads from /proc over the whole run.
 
 Usage: load_bench_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
 import json
 import math
+import os
 import random
 import re
 import subprocess
@@ -128,6 +132,48 @@ def main():
     check(r.returncode != 0 and m is not None and int(m.group(2)) == NODES and
           "ALREADY_EXISTS" in out, f"a second load: {r.returncode} {out[-600:]!r}")
     check(query(endpoint, "obj_get", id=node_ids()[0]) == first, "the node is unchanged")
+
+    section("D: --mix linkbench-rw reports reads and writes apart, and CPU per operation")
+    pids = {p["name"]: p["pid"] for p in state["processes"] if p["role"] != "etcd"}
+
+    def cpu_of(pid):
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    cpu0 = {n: cpu_of(p) for n, p in pids.items()}
+    report_path = os.path.join(TMP, "rw.json")
+    r = subprocess.run([ZIPG, "bench", "--connect", endpoint, "--mix", "linkbench-rw",
+                        "--connections", "2", "--duration", "2", "--json", report_path],
+                       capture_output=True, timeout=120)
+    cpu1 = {n: cpu_of(p) for n, p in pids.items()}
+    out = r.stdout.decode()
+    note(out.strip()[-900:])
+    check(r.returncode == 0, f"linkbench-rw: {r.returncode} {r.stderr[-300:]!r}")
+    with open(report_path) as f:
+        rep = json.load(f)
+    ops, kinds = rep["ops"], rep.get("kinds", {})
+    writes = {"obj_add", "obj_update", "obj_delete", "assoc_add", "assoc_update", "assoc_delete"}
+    check(set(kinds) == {"reads", "writes"}, f"kinds: {sorted(kinds)}")
+    if set(kinds) == {"reads", "writes"}:
+        check(kinds["writes"]["count"] == sum(o["count"] for k, o in ops.items() if k in writes),
+              "writes = the write operations' counts")
+        check(kinds["reads"]["count"] + kinds["writes"]["count"] == ops["overall"]["count"],
+              "reads + writes = overall")
+        check(re.search(r"^writes\s+\d+\s+\d+\s+\d+\s+\d+\s+\(all writes\)$", out, re.M)
+              is not None, "a writes line in the table")
+    cpu = rep.get("cpu_us_per_op", {})
+    by_process, by_role = cpu.get("by_process", {}), cpu.get("by_role", {})
+    check(set(by_process) == set(pids), f"CPU of every server: {sorted(by_process)} {sorted(pids)}")
+    check({"shard", "logstore", "aggregator"} <= set(by_role), f"CPU by role: {by_role}")
+    check(abs(sum(by_process.values()) - cpu.get("cluster", -1)) < 0.5 and
+          abs(sum(by_role.values()) - cpu.get("cluster", -1)) < 0.5,
+          f"the roles and processes add up to the cluster's: {cpu}")
+    # The measured seconds are within the whole run the test watched: at most its CPU (+ ticks).
+    watched = sum(cpu1[n] - cpu0[n] for n in pids)
+    reported = cpu.get("cluster", 0) * ops["overall"]["count"] / 1e6
+    check(0 < reported <= watched + 0.02 * len(pids),
+          f"cluster CPU in the measured seconds {reported:.2f} s, of {watched:.2f} s watched")
 
     setup.procs.local_stop(check, STORE, ZIPG)
 
