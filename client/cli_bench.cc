@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -245,7 +246,12 @@ class Driver {
   std::pair<int64_t, int64_t> Window(Rng& rng) const {
     // A 5-day window ending at a sampled timestamp (TAO's recent-edges queries).
     const int64_t hi = sample_.timestamps[rng.Uniform(sample_.timestamps.size())];
-    return {hi - 5 * 86400, hi};
+    constexpr int64_t kSpan = 5 * 86400;
+    // Saturated: a store may hold timestamps near INT64_MIN.
+    const int64_t lo = hi < std::numeric_limits<int64_t>::min() + kSpan
+                           ? std::numeric_limits<int64_t>::min()
+                           : hi - kSpan;
+    return {lo, hi};
   }
   const std::pair<std::string, std::string>& Pair(const Properties& p, Rng& rng) const {
     return p[rng.Uniform(p.size())];
