@@ -336,6 +336,11 @@ class LogStore final : public GraphWriteApi {
   // one pass under the data lock. Two groups overlap: one is logged while the one before it
   // waits for its shards. Log order, shard order and apply order agree.
   void CommitAll(std::vector<Commit>* commits);
+  // Commits `records` (with their encoded `payloads`, moved from) as one group: on failure sets
+  // (*out)[index[k]] to record k's status, else, with `report_found`, to its `found`.
+  void CommitRecords(const std::vector<LogRecord>& records, std::vector<std::string>* payloads,
+                     const std::vector<size_t>& index, bool report_found,
+                     std::vector<StatusOr<bool>>* out);
   // Leads one group: every write queued now (commit_mu_ held by `lock` on entry and on return).
   void LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self);
   // Encodes `record`, or says why it cannot be logged (too large; a put whose new property names

@@ -560,18 +560,28 @@ std::vector<StatusOr<bool>> LogStore::CommitNodeWrites(const std::vector<zipg::W
     index.push_back(i);
     payloads.push_back(std::move(*payload));
   }
-  if (valid.empty()) return out;
+  CommitRecords(valid, &payloads, index, /*report_found=*/false, &out);
+  return out;
+}
+
+void LogStore::CommitRecords(const std::vector<LogRecord>& records,
+                             std::vector<std::string>* payloads, const std::vector<size_t>& index,
+                             bool report_found, std::vector<StatusOr<bool>>* out) {
+  if (records.empty()) return;
   Waiter waiter;
   std::vector<Commit> commits;
-  commits.reserve(valid.size());
-  for (size_t k = 0; k < valid.size(); ++k) {
-    commits.emplace_back(&valid[k], std::move(payloads[k]), &waiter);
+  commits.reserve(records.size());
+  for (size_t k = 0; k < records.size(); ++k) {
+    commits.emplace_back(&records[k], std::move((*payloads)[k]), &waiter);
   }
   CommitAll(&commits);
   for (size_t k = 0; k < commits.size(); ++k) {
-    if (!commits[k].status.ok()) out[index[k]] = commits[k].status;
+    if (!commits[k].status.ok()) {
+      (*out)[index[k]] = commits[k].status;
+    } else if (report_found) {
+      (*out)[index[k]] = commits[k].found;
+    }
   }
-  return out;
 }
 
 std::vector<StatusOr<bool>> LogStore::CommitUnconditional(const std::vector<LogRecord>& records) {
@@ -607,21 +617,7 @@ std::vector<StatusOr<bool>> LogStore::CommitUnconditional(const std::vector<LogR
   stripes.erase(std::unique(stripes.begin(), stripes.end()), stripes.end());
   std::deque<StripeLock> held;
   for (size_t s : stripes) held.emplace_back(stripes_[s], /*exclusive=*/false);
-
-  Waiter waiter;
-  std::vector<Commit> commits;
-  commits.reserve(valid.size());
-  for (size_t k = 0; k < valid.size(); ++k) {
-    commits.emplace_back(&valid[k], std::move(payloads[k]), &waiter);
-  }
-  CommitAll(&commits);
-  for (size_t k = 0; k < commits.size(); ++k) {
-    if (commits[k].status.ok()) {
-      out[index[k]] = commits[k].found;
-    } else {
-      out[index[k]] = commits[k].status;
-    }
-  }
+  CommitRecords(valid, &payloads, index, /*report_found=*/true, &out);
   return out;
 }
 
