@@ -1,9 +1,9 @@
 // zipg compress: CSV / SNAP input -> a compressed store directory, with a progress display and a
 // size report.
 
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -214,17 +214,11 @@ int RunCompress(int argc, char** argv) {
       return UsageError("--of N needs --shards A,B,...: the shards of the N to build", kUsage);
     }
     options.shards = *n;
-    for (size_t begin = 0; begin <= list->size();) {
-      size_t end = list->find(',', begin);
-      if (end == std::string::npos) end = list->size();
-      const std::string item = list->substr(begin, end - begin);
-      if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != item.npos) {
-        return UsageError("--shards with --of takes shard numbers like 0,2,5; got '" + *list + "'",
-                          kUsage);
-      }
-      options.build_only.push_back(static_cast<uint32_t>(std::stoul(item)));
-      begin = end + 1;
+    auto shards = ParseShardList(*list);
+    if (!shards.ok()) {
+      return UsageError(shards.status().message() + " (got '" + *list + "')", kUsage);
     }
+    options.build_only = std::move(*shards);
     std::sort(options.build_only.begin(), options.build_only.end());
   } else if (args->Has("shards")) {
     auto n = GetRate(*args, "shards", 0);

@@ -415,8 +415,7 @@ Status Compress(const GraphSource& source, const std::string& out_dir,
     report->nodes = manifest.nodes;
     report->edges = manifest.edges;
     report->shards = num_shards;
-    report->built = manifest.built_shards.empty() ? std::to_string(num_shards) + " shards"
-                                                  : manifest.DescribeShards();
+    report->built = manifest.DescribeShards();
     report->parallel_builds = plan->parallel;
     report->memory_budget = budget;
     report->planned_peak = plan->peak;

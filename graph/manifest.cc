@@ -173,7 +173,7 @@ StatusOr<Manifest> ReadManifest(const std::string& store_dir) {
 }
 
 std::string Manifest::DescribeShards() const {
-  if (built_shards.empty()) return "all " + std::to_string(shards) + " shards";
+  if (built_shards.empty()) return std::to_string(shards) + " shards";
   std::string list;
   for (uint32_t s : built_shards) list += (list.empty() ? "" : ",") + std::to_string(s);
   return "shards " + list + " of " + std::to_string(shards);

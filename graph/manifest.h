@@ -47,7 +47,7 @@ struct Manifest {
     return shard < shards && (built_shards.empty() || std::binary_search(built_shards.begin(),
                                                                          built_shards.end(), shard));
   }
-  // "shards 0,2 of 4", or "all 4 shards".
+  // "shards 0,2 of 4", or "4 shards" when it holds them all.
   std::string DescribeShards() const;
 };
 

@@ -123,7 +123,6 @@ class Partitioner final : public InputSink {
     std::string bytes;
   };
   void Reset(uint32_t shards);
-  std::vector<uint32_t> keep_only_;  // KeepOnly's partitions
   Status Append(Buffer* buffer);
   std::string SpillPath(const char* kind, uint32_t generation, uint32_t shard) const;
   // Visits every row spilled in `generation` over `shards`, partition by partition (node rows,
@@ -139,6 +138,7 @@ class Partitioner final : public InputSink {
   uint32_t generation_ = 0;  // names the spill files; Repartition moves to the next
   size_t buffer_limit_ = 0;
   std::vector<ShardFootprint> footprints_;
+  std::vector<uint32_t> keep_only_;  // KeepOnly's partitions; empty: all
   std::vector<Buffer> node_buffers_, edge_buffers_;
   std::vector<std::pair<int64_t, int64_t>> last_key_;  // per shard: the previous edge's (src, type)
   std::vector<std::string> node_names_, edge_names_;

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -131,7 +132,7 @@ class LogStore final : public GraphWriteApi {
   // under every stripe they touch held exclusively, taken in increasing order; the valid ones
   // committed together in one commit group. One outcome each (false), in order; a write refused
   // by its check fails alone.
-  std::vector<StatusOr<bool>> CommitNodeWrites(const std::vector<zipg::Write>& writes);
+  std::vector<StatusOr<bool>> CommitNodeWrites(std::span<const zipg::Write> writes);
   // Unconditional writes (kPutEdge = assoc_add, kDeleteEdge = assoc_delete, kDeleteNode =
   // obj_delete; properties normalized here), committed together in one commit group (docs/
   // writes.md, "Write batches"). One outcome per record, in order, as the single call would

@@ -482,9 +482,9 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<zipg::Write>&
         out.push_back(ApplyWrite(*this, writes[i++]));
         continue;
       }
-      const std::vector<zipg::Write> run(writes.begin() + static_cast<ptrdiff_t>(i),
-                                         writes.begin() + static_cast<ptrdiff_t>(end));
-      for (auto& outcome : CommitNodeWrites(run)) out.push_back(std::move(outcome));
+      for (auto& outcome : CommitNodeWrites(std::span(writes).subspan(i, end - i))) {
+        out.push_back(std::move(outcome));
+      }
       i = end;
       continue;
     }
@@ -505,7 +505,7 @@ std::vector<StatusOr<bool>> LogStore::WriteBatch(const std::vector<zipg::Write>&
   return out;
 }
 
-std::vector<StatusOr<bool>> LogStore::CommitNodeWrites(const std::vector<zipg::Write>& writes) {
+std::vector<StatusOr<bool>> LogStore::CommitNodeWrites(std::span<const zipg::Write> writes) {
   if (std::string why = Refusal(); !why.empty()) {
     return std::vector<StatusOr<bool>>(writes.size(), Status::Unavailable(why));
   }

@@ -22,6 +22,13 @@ Registry& registry() {
   return *r;
 }
 
+// The totals of `path`, added at the end of the list if new; r.mu held.
+PhaseTime& TotalsOf(Registry& r, const std::string& path) {
+  auto [it, added] = r.position.emplace(path, r.totals.size());
+  if (added) r.totals.push_back(PhaseTime{path, 0, 0});
+  return r.totals[it->second];
+}
+
 }  // namespace
 
 uint64_t ThreadCpuNanos() {
@@ -37,9 +44,7 @@ ScopedPhase::ScopedPhase(const char* name) : parent_length_(current_path.size())
   {
     // Registered at the start, so a parent is listed before its children.
     std::lock_guard<std::mutex> lock(r.mu);
-    if (r.position.emplace(current_path, r.totals.size()).second) {
-      r.totals.push_back(PhaseTime{current_path, 0, 0});
-    }
+    TotalsOf(r, current_path);
   }
   start_ns_ = ThreadCpuNanos();
 }
@@ -51,9 +56,7 @@ void ScopedPhase::End() {
   Registry& r = registry();
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    auto [it, added] = r.position.emplace(current_path, r.totals.size());
-    if (added) r.totals.push_back(PhaseTime{current_path, 0, 0});  // taken while running
-    PhaseTime& t = r.totals[it->second];
+    PhaseTime& t = TotalsOf(r, current_path);  // listed again if taken while running
     t.cpu_seconds += static_cast<double>(spent) / 1e9;
     ++t.count;
   }
