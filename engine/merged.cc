@@ -9,6 +9,8 @@
 
 namespace zipg::engine {
 
+thread_local MissedVersions* MissedVersions::current_ = nullptr;
+
 namespace {
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
@@ -172,6 +174,8 @@ class MergedShard::TypeView {
       auto it = log_edges.find(key.dst);
       if (it != log_edges.end() && it->second.timestamp == key.timestamp) {
         out.push_back(std::move(it->second));
+      } else {
+        MissedVersions::Note();
       }
     }
     return out;
@@ -260,7 +264,11 @@ StatusOr<std::optional<zipg::Properties>> MergedShard::LiveProperties(int64_t id
   if (node.props_generation != 0) {
     if (log_ == nullptr) return Status::Unavailable("no LogStore to read written node from");
     ZIPG_ASSIGN_OR_RETURN(auto logged, log_->FragmentProperties(id, {node.props_generation}));
-    if (logged) props = std::move(logged);
+    if (logged) {
+      props = std::move(logged);
+    } else {
+      MissedVersions::Note();  // the base's (or none) in their place, as before the write
+    }
   }
   if (props) std::sort(props->begin(), props->end());
   return props;

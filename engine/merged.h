@@ -46,6 +46,32 @@ class FragmentSource {
   }
 };
 
+// Counts, on this thread while it lives, the LogStore versions the merged reads named and did not
+// get: an edge or the properties a written node's delta points to that the LogStore does not
+// hold in that version, left out of the answer (never another version in its place). Before
+// the write that made them is committed that is expected (the LogStore applies after the
+// replicas); for a node whose every update is committed it means this replica and the LogStore
+// it asked disagree, and a linearizable read must not answer (shard/server.cc ReadNode).
+// Not thread-safe: one per reading thread, nested scopes count in the innermost.
+class MissedVersions {
+ public:
+  MissedVersions() : outer_(current_) { current_ = this; }
+  ~MissedVersions() { current_ = outer_; }
+  MissedVersions(const MissedVersions&) = delete;
+  MissedVersions& operator=(const MissedVersions&) = delete;
+
+  uint64_t count() const { return count_; }
+  // Called by the reads for each version left out.
+  static void Note() {
+    if (current_ != nullptr) ++current_->count_;
+  }
+
+ private:
+  static thread_local MissedVersions* current_;
+  MissedVersions* outer_;
+  uint64_t count_ = 0;
+};
+
 class MergedShard final : public layout::ShardReader {
  public:
   // `base` and `log` must outlive this.

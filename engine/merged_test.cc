@@ -406,6 +406,76 @@ TEST(MergedShardTest, ReadsOfTheHotNodeFetchOnlyTheirAnswerFromTheLogStore) {
   EXPECT_EQ(log.calls, 1) << "one LogStore call for the 7 edges that live there";
 }
 
+// A version the delta names and the LogStore does not hold (not applied there yet, or replaced
+// there by a write this replica has not applied) is left out of the answer, never replaced by
+// another, and counted in the reading thread's MissedVersions (which ServerGraph::ReadNode turns
+// into a refusal for a node whose updates are all committed).
+TEST(MergedShardTest, VersionsTheLogStoreDoesNotHoldAreLeftOutAndCounted) {
+  Fixture f;
+  f.Build(5);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  auto delta = DeltaIndex::Open(f.dir.File("delta"));
+  ASSERT_TRUE(delta.ok());
+  MergedShard g(f.base.get(), std::move(*delta), &log);
+  const Edge e{1, 0, 9000000, 50, {{"w", "new"}}};
+  const Properties p = {{"name", "written"}};
+  ASSERT_TRUE(g.Apply({{UpdateOp::kPutEdge, 1, 0, e.dst, 1, e.timestamp},
+                       {UpdateOp::kPutNode, 2, 0, 0, 1, 0}})
+                  .ok());
+  f.model.edges[{1, 0}][e.dst] = e;
+  f.model.props[2] = p;
+  const EdgeList with = f.model.List(1, 0);
+  EdgeList without = with;
+  without.erase(std::find(without.begin(), without.end(), e));
+  auto range = [&](uint64_t* missed) {
+    MissedVersions scope;
+    auto got = g.AssocRange(1, 0, 0, 100);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    *missed = scope.count();
+    return got.ok() ? *got : EdgeList{};
+  };
+  auto props = [&](uint64_t* missed) {
+    MissedVersions scope;
+    auto got = g.GetNodeProperty(2, nullptr);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    *missed = scope.count();
+    return got.ok() ? *got : std::nullopt;
+  };
+  uint64_t missed = 99;
+  // Not applied in the LogStore yet.
+  EXPECT_EQ(range(&missed), without);
+  EXPECT_EQ(missed, 1u);
+  EXPECT_EQ(props(&missed), std::nullopt);  // absent: the base's are dead
+  EXPECT_EQ(missed, 1u);
+  // Applied: the answer is whole and nothing is missed.
+  log.edges[{1, 0, e.dst}] = {1, e};
+  log.props[2] = {1, p};
+  EXPECT_EQ(range(&missed), with);
+  EXPECT_EQ(missed, 0u);
+  EXPECT_EQ(props(&missed), p);
+  EXPECT_EQ(missed, 0u);
+  // The LogStore moved on (a newer timestamp, newer properties in a later generation) without
+  // this replica: the old version is left out, the newer one never takes its place.
+  log.edges[{1, 0, e.dst}] = {2, Edge{1, 0, e.dst, 60, {{"w", "newer"}}}};
+  log.props[2] = {2, {{"name", "newer"}}};
+  EXPECT_EQ(range(&missed), without);
+  EXPECT_EQ(missed, 1u);
+  EXPECT_EQ(props(&missed), std::nullopt);
+  EXPECT_EQ(missed, 1u);
+  // Scopes nest (the innermost counts); reads outside any scope count nowhere.
+  {
+    MissedVersions outer;
+    uint64_t inner = 0;
+    range(&inner);
+    EXPECT_EQ(inner, 1u);
+    EXPECT_EQ(outer.count(), 0u);
+    ASSERT_TRUE(g.AssocRange(1, 0, 0, 100).ok());
+    EXPECT_EQ(outer.count(), 1u);
+  }
+  EXPECT_TRUE(g.AssocRange(1, 0, 0, 100).ok());
+}
+
 // Rebuilds of a written base shard (engine/live_shard.h): every third round of random writes
 // the shard is rebuilt, with a round applied after its snapshot (seen by the build) and one
 // after the build (not seen); each update must find in the base what the model says, before

@@ -195,11 +195,11 @@ std::vector<std::string> Seeds() {
   c.send_admin_rebuild({0}, ""), take();
   c.send_rebuilt_version(0), take();
   c.send_rebuilt_chunk(0, 1, "manifest.json", 0, 100), take();
-  c.send_fragment(1, true, 0, {1}), take();
-  c.send_fragment_edges(1, 1, {1}, {2}), take();
+  c.send_fragment(1, true, 0, {1}, 0), take();
+  c.send_fragment_edges(1, 1, {1}, {2}, 0), take();
   zipg::rpc::FragmentAsk ask;
   ask.id = 1, ask.type = 1, ask.generations = {1}, ask.dsts = {2};
-  c.send_fragment_edges_batch({ask}), take();
+  c.send_fragment_edges_batch({ask}, 0), take();
   c.send_log_node_ids(red), take();
   c.send_log_search_node_ids(search), take();
   c.send_updates_since(0, 0, "shard-a"), take();

@@ -142,6 +142,13 @@ class LogStore final : public GraphWriteApi {
   // {"started", "generation"}. StatusJson's "last_compaction" reports it when published.
   StatusOr<std::string> Compact() override;
 
+  // A fragment read's `applied_through` (thrift/zipg.thrift): OK if every update up to `id` is
+  // applied here (0: no check); else UNAVAILABLE. A replica learns that an update is committed
+  // only after the leader that committed it applied it, so only a LogStore that is no longer the
+  // leader (or never was) has applied less than a replica's committed id: its fragments would
+  // answer an older state of the node than the replica's pointers name (docs/consistency.md,
+  // "Fragment reads").
+  Status CheckAppliedThrough(int64_t id) const;
   // The node's live data in `generations` (edges of every type, of `type`, or none if type < 0).
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
                               const std::vector<int64_t>& generations);

@@ -133,6 +133,15 @@ std::optional<NodeAt> LogStore::HistoryAt(const ShardRef& ref, int64_t id, uint6
   return ref.history->At(id, at);
 }
 
+Status LogStore::CheckAppliedThrough(int64_t id) const {
+  const uint64_t applied = applied_id_.load();
+  if (id <= 0 || static_cast<uint64_t>(id) <= applied) return Status::OK();
+  return Status::Unavailable("this LogStore has applied updates through " +
+                             std::to_string(applied) + ", the reading replica has seen " +
+                             std::to_string(id) +
+                             " committed: it is not the leader that committed them");
+}
+
 StatusOr<NodeData> LogStore::Fragment(int64_t id, bool any_type, int64_t type,
                                       const std::vector<int64_t>& generations) {
   ZIPG_RETURN_IF_ERROR(CheckSnapshot());

@@ -1465,6 +1465,32 @@ TEST(LogStoreTest, SnapshotsPastTheRetentionAreFailedPrecondition) {
   }
 }
 
+// A fragment read names the reading replica's committed id (applied_through): a LogStore that
+// has applied less refuses it, so that a replica whose view still names a deposed leader never
+// reads an older state of a node than its committed pointers name (docs/consistency.md,
+// "Fragment reads").
+TEST(LogStoreTest, AFragmentReadPastWhatThisLogStoreAppliedIsRefused) {
+  ScratchDir dir("logstore_applied_through_test");
+  ASSERT_TRUE(dir.ok());
+  Harness h(dir.path(), nullptr, 0, [](LogStoreOptions* o) { o->sync = false; });
+  EXPECT_TRUE(h.store().CheckAppliedThrough(0).ok());
+  EXPECT_TRUE(h.store().CheckAppliedThrough(-5).ok());  // not a check (an old caller's 0)
+  const uint64_t opened = h.store().applied_id();       // (generation << 32) at an empty start
+  EXPECT_EQ(h.store().CheckAppliedThrough(static_cast<int64_t>(opened + 1)).code(),
+            StatusCode::kUnavailable);
+  ASSERT_TRUE(h.store().AssocAdd(Edge{1, 0, 2, 10, {}}).ok());
+  const uint64_t first = h.store().applied_id();
+  ASSERT_GT(first, 0u);
+  ASSERT_TRUE(h.store().AssocAdd(Edge{1, 0, 3, 11, {}}).ok());
+  const uint64_t second = h.store().applied_id();
+  ASSERT_GT(second, first);
+  EXPECT_TRUE(h.store().CheckAppliedThrough(static_cast<int64_t>(first)).ok());
+  EXPECT_TRUE(h.store().CheckAppliedThrough(static_cast<int64_t>(second)).ok());
+  const Status past = h.store().CheckAppliedThrough(static_cast<int64_t>(second + 1));
+  EXPECT_EQ(past.code(), StatusCode::kUnavailable);
+  EXPECT_NE(past.message().find(std::to_string(second)), std::string::npos) << past.ToString();
+}
+
 // A standby that was down catches up from the leader's log (docs/logstore-ha.md, "Catch-up") and
 // is shipped every group again once it has; one that missed a generation the leader has
 // compacted is re-seeded with a copy of the leader's directory, then caught up.

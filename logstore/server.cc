@@ -5,7 +5,8 @@
 namespace zipg::logstore {
 
 void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
-                               const std::vector<int64_t>& generations) {
+                               const std::vector<int64_t>& generations, int64_t applied_through) {
+  rpc::ThrowIfError(store_->CheckAppliedThrough(applied_through));
   NodeData data = rpc::ValueOrThrow(store_->Fragment(id, any_type, type, generations));
   if (data.properties) _return.__set_properties(rpc::ToThrift(*data.properties));
   _return.edges = rpc::ToThrift(data.edges);
@@ -13,7 +14,8 @@ void LogStoreHandler::fragment(rpc::NodeFragment& _return, int64_t id, bool any_
 
 void LogStoreHandler::fragment_edges(std::vector<rpc::Edge>& _return, int64_t id, int64_t type,
                                      const std::vector<int64_t>& generations,
-                                     const std::vector<int64_t>& dsts) {
+                                     const std::vector<int64_t>& dsts, int64_t applied_through) {
+  rpc::ThrowIfError(store_->CheckAppliedThrough(applied_through));
   _return = rpc::ToThrift(rpc::ValueOrThrow(store_->FragmentEdges(id, type, generations, dsts)));
 }
 
@@ -22,7 +24,9 @@ int64_t LogStoreHandler::snapshot() {
 }
 
 void LogStoreHandler::fragment_edges_batch(std::vector<std::vector<rpc::Edge>>& _return,
-                                           const std::vector<rpc::FragmentAsk>& asks) {
+                                           const std::vector<rpc::FragmentAsk>& asks,
+                                           int64_t applied_through) {
+  rpc::ThrowIfError(store_->CheckAppliedThrough(applied_through));
   _return.clear();
   for (const auto& a : asks) {
     // Batches are a rebuild's scan of every written edge: read around the edge cache.

@@ -22,12 +22,13 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
 
   int64_t snapshot() override;
   void fragment(rpc::NodeFragment& _return, int64_t id, bool any_type, int64_t type,
-                const std::vector<int64_t>& generations) override;
+                const std::vector<int64_t>& generations, int64_t applied_through) override;
   void fragment_edges(std::vector<rpc::Edge>& _return, int64_t id, int64_t type,
-                      const std::vector<int64_t>& generations,
-                      const std::vector<int64_t>& dsts) override;
+                      const std::vector<int64_t>& generations, const std::vector<int64_t>& dsts,
+                      int64_t applied_through) override;
   void fragment_edges_batch(std::vector<std::vector<rpc::Edge>>& _return,
-                            const std::vector<rpc::FragmentAsk>& asks) override;
+                            const std::vector<rpc::FragmentAsk>& asks,
+                            int64_t applied_through) override;
   void log_node_ids(std::vector<int64_t>& _return,
                     const std::map<std::string, std::string>& properties) override;
   void updates_since(rpc::UpdateFeedChunk& _return, int32_t shard, int64_t after,

@@ -315,10 +315,12 @@ StatusOr<std::string> RemoteGraph::Compact() {
 }
 
 StatusOr<NodeData> RemoteGraph::Fragment(int64_t id, bool any_type, int64_t type,
-                                         const std::vector<int64_t>& generations) {
+                                         const std::vector<int64_t>& generations,
+                                         uint64_t applied_through) {
   NodeFragment r;
-  ZIPG_RETURN_IF_ERROR(pool_->Call(
-      [&](LogStoreServiceClient& c) { c.fragment(r, id, any_type, type, generations); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.fragment(r, id, any_type, type, generations, static_cast<int64_t>(applied_through));
+  }));
   NodeData data;
   if (r.__isset.properties) data.properties = FromThrift(r.properties);
   data.edges = FromThrift(r.edges);
@@ -327,18 +329,20 @@ StatusOr<NodeData> RemoteGraph::Fragment(int64_t id, bool any_type, int64_t type
 
 StatusOr<std::vector<zipg::Edge>> RemoteGraph::FragmentEdges(
     int64_t id, int64_t type, const std::vector<int64_t>& generations,
-    const std::vector<int64_t>& dsts) {
+    const std::vector<int64_t>& dsts, uint64_t applied_through) {
   std::vector<rpc::Edge> r;
-  ZIPG_RETURN_IF_ERROR(pool_->Call(
-      [&](LogStoreServiceClient& c) { c.fragment_edges(r, id, type, generations, dsts); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.fragment_edges(r, id, type, generations, dsts, static_cast<int64_t>(applied_through));
+  }));
   return FromThrift(r);
 }
 
 StatusOr<std::vector<std::vector<zipg::Edge>>> RemoteGraph::FragmentEdgesBatch(
-    const std::vector<FragmentAsk>& asks) {
+    const std::vector<FragmentAsk>& asks, uint64_t applied_through) {
   std::vector<std::vector<rpc::Edge>> r;
-  ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](LogStoreServiceClient& c) { c.fragment_edges_batch(r, asks); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.fragment_edges_batch(r, asks, static_cast<int64_t>(applied_through));
+  }));
   if (r.size() != asks.size()) {
     return Status::Internal("fragment_edges_batch: " + std::to_string(r.size()) + " answers to " +
                             std::to_string(asks.size()) + " asks");

@@ -75,14 +75,18 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
 
   // LogStore calls (LogStoreService): a node's live data in the listed generations (type -1 and
   // no any_type: properties only), and get_node_ids over the LogStore's fragments.
+  // `applied_through`: UNAVAILABLE unless the LogStore has applied every update up to it
+  // (thrift/zipg.thrift; 0: no check).
   StatusOr<NodeData> Fragment(int64_t id, bool any_type, int64_t type,
-                              const std::vector<int64_t>& generations);
+                              const std::vector<int64_t>& generations,
+                              uint64_t applied_through = 0);
   StatusOr<std::vector<zipg::Edge>> FragmentEdges(int64_t id, int64_t type,
                                                   const std::vector<int64_t>& generations,
-                                                  const std::vector<int64_t>& dsts);
+                                                  const std::vector<int64_t>& dsts,
+                                                  uint64_t applied_through = 0);
   // fragment_edges_batch: one answer per ask, in order.
   StatusOr<std::vector<std::vector<zipg::Edge>>> FragmentEdgesBatch(
-      const std::vector<FragmentAsk>& asks);
+      const std::vector<FragmentAsk>& asks, uint64_t applied_through = 0);
   StatusOr<std::vector<int64_t>> LogNodeIds(const Properties& properties);
   // search_node_ids over the LogStore's fragments: the first q.limit + 1 ids, sorted.
   StatusOr<std::vector<int64_t>> LogSearchNodeIds(const NodeSearch& q);

@@ -14,6 +14,7 @@
 // Thread-safety: every method may be called concurrently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -69,6 +70,10 @@ class CommitTracker {
   // had to read again so far.
   size_t tracked() const;
   uint64_t rereads() const;
+  // Reads refused because the committed state named a version the LogStore did not hold
+  // (shard/server.cc ReadNode).
+  void NoteDisagreement() { disagreements_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t disagreements() const { return disagreements_.load(std::memory_order_relaxed); }
 
  private:
   // Forgets updates that no running read can have missed the commit of.
@@ -87,6 +92,7 @@ class CommitTracker {
   std::deque<std::pair<uint64_t, int64_t>> order_;  // (id, node), ids ascending
   std::multiset<uint64_t> reads_;                   // running reads' starts
   uint64_t rereads_ = 0;
+  std::atomic<uint64_t> disagreements_{0};
   int waiting_ = 0;
 };
 

@@ -35,7 +35,10 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   g->hosted_.erase(std::unique(g->hosted_.begin(), g->hosted_.end()), g->hosted_.end());
   g->view_ = view;
   g->pools_ = pools;
-  g->log_ = std::make_unique<LogStoreSource>(view, pools);
+  g->log_ = std::make_unique<LogStoreSource>(view, pools, [p = g.get()](int64_t node) {
+    const uint32_t s = ShardOf(node, p->num_shards());
+    return s < p->commits_.size() && p->commits_[s] ? p->commits_[s]->committed() : uint64_t{0};
+  });
   const std::string updates_dir =
       updates_dir_option.empty() ? dir + "/updates" : updates_dir_option;
   std::error_code ec;
@@ -304,7 +307,7 @@ StatusOr<rpc::RemoteGraph> ServerGraph::LogStoreSource::Remote() const {
 StatusOr<std::optional<Properties>> ServerGraph::LogStoreSource::FragmentProperties(
     int64_t id, const std::vector<int64_t>& generations) {
   ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
-  ZIPG_ASSIGN_OR_RETURN(NodeData data, remote.Fragment(id, false, -1, generations));
+  ZIPG_ASSIGN_OR_RETURN(NodeData data, remote.Fragment(id, false, -1, generations, committed_(id)));
   return std::move(data.properties);
 }
 
@@ -312,20 +315,22 @@ StatusOr<std::vector<Edge>> ServerGraph::LogStoreSource::FragmentEdges(
     int64_t id, int64_t type, const std::vector<int64_t>& generations,
     const std::vector<int64_t>& dsts) {
   ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
-  return remote.FragmentEdges(id, type, generations, dsts);
+  return remote.FragmentEdges(id, type, generations, dsts, committed_(id));
 }
 
 StatusOr<std::vector<std::vector<Edge>>> ServerGraph::LogStoreSource::FragmentEdgesBatch(
     const std::vector<Ask>& asks) {
   ZIPG_ASSIGN_OR_RETURN(auto remote, Remote());
   std::vector<rpc::FragmentAsk> wire(asks.size());
+  uint64_t through = 0;
   for (size_t i = 0; i < asks.size(); ++i) {
+    through = std::max(through, committed_(asks[i].id));
     wire[i].id = asks[i].id;
     wire[i].type = asks[i].type;
     wire[i].generations = asks[i].generations;
     wire[i].dsts = asks[i].dsts;
   }
-  return remote.FragmentEdgesBatch(wire);
+  return remote.FragmentEdgesBatch(wire, through);
 }
 
 StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
@@ -407,13 +412,25 @@ Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
     return ShardRouter::ReadNode(shard, id, read);
   }
   CommitTracker& tracker = *commits_[shard];
+  // A committed state of the node names only versions the leader has applied: one the LogStore
+  // does not hold means this replica is behind it (a write the LogStore applied after its update
+  // timeout, which this replica, cut off from it, has not) or the LogStore asked is not that
+  // leader. Either way the answer would lack that version: refuse, the router tries elsewhere.
+  auto disagree = [&] {
+    tracker.NoteDisagreement();
+    return Status::Unavailable("node " + std::to_string(id) +
+                               ": this replica's committed state names a version the LogStore "
+                               "does not hold (one of them is behind the other)");
+  };
   Status status;
   bool again;
   {
     ZIPG_ASSIGN_OR_RETURN(ShardRef ref, LocalShard(shard));  // serving, and the lease held
+    engine::MissedVersions missed;
     const uint64_t began = tracker.BeginRead();
     status = read(*ref);
     again = tracker.EndRead(began, id);
+    if (status.ok() && !again && missed.count() > 0) status = disagree();
   }
   if (!status.ok()) return status;
   // Stopped serving (found behind, lease lost) while the read ran: it may have read stale data.
@@ -428,7 +445,9 @@ Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
     std::shared_lock gate(tracker.gate());
     if (!tracker.Settled(id)) continue;  // another update arrived: wait for it too
     ZIPG_ASSIGN_OR_RETURN(ShardRef ref, LocalShard(shard));
-    return read(*ref);
+    engine::MissedVersions missed;
+    ZIPG_RETURN_IF_ERROR(read(*ref));
+    return missed.count() > 0 ? disagree() : Status::OK();
   }
 }
 
@@ -438,6 +457,7 @@ nlohmann::json ServerGraph::CommitStats() const {
     j[std::to_string(s)] = {{"committed", commits_[s]->committed()},
                             {"tracked_nodes", commits_[s]->tracked()},
                             {"rereads", commits_[s]->rereads()},
+                            {"disagreements", commits_[s]->disagreements()},
                             {"snapshots", live_[s]->SnapshotStats()}};
   }
   return j;

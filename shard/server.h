@@ -150,11 +150,14 @@ class ServerGraph final : public ShardRouter {
  private:
   ServerGraph() : fanout_(8) {}
 
-  // Reads a written node's data from the LogStore (through the cluster view).
+  // Reads a written node's data from the LogStore (through the cluster view). Each read names
+  // the committed id of the node's shard here (`committed`), so that a LogStore that has applied
+  // less refuses it (thrift/zipg.thrift, applied_through).
   class LogStoreSource final : public engine::FragmentSource {
    public:
-    LogStoreSource(const cluster::ClusterView* view, rpc::PoolSet* pools)
-        : view_(view), pools_(pools) {}
+    LogStoreSource(const cluster::ClusterView* view, rpc::PoolSet* pools,
+                   std::function<uint64_t(int64_t node)> committed)
+        : view_(view), pools_(pools), committed_(std::move(committed)) {}
     StatusOr<std::optional<Properties>> FragmentProperties(
         int64_t id, const std::vector<int64_t>& generations) override;
     StatusOr<std::vector<Edge>> FragmentEdges(int64_t id, int64_t type,
@@ -168,6 +171,7 @@ class ServerGraph final : public ShardRouter {
 
     const cluster::ClusterView* view_;
     rpc::PoolSet* pools_;
+    std::function<uint64_t(int64_t node)> committed_;
   };
 
   OpenedStore store_;

@@ -35,6 +35,12 @@ other request holds), and a node is reserved by the client that reads or writes 
 expected answer is known when its request is sent. get_node_ids, which reads every node, accepts
 either state of the nodes whose properties change meanwhile.
 
+Then, once every mode recovered, a lagging replica: shard-0's update channel alone black-holed,
+so its lease holds and it keeps answering while a write of one of its nodes fails after the
+LogStore's update timeout and is applied in the LogStore anyway. Reads of that node on shard-0
+must be refused (UNAVAILABLE, counted in its status commits.disagreements), never answered
+without the edge; once the channel is back the write is delivered and read.
+
 NETFAULT_MODES=drop,cut runs only those modes (to reproduce one).
 
 Usage: netfault_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
@@ -652,9 +658,77 @@ def main():
              f"nodes, {bad} wrong")
         return True
 
+    def lagging_replica():
+        """shard-0 cut off from the LogStore's updates only: etcd and the aggregator still reach
+        it, so its lease holds and it keeps answering. A write of a node of shard 0 then waits
+        the LogStore's update timeout, fails UNAVAILABLE and is applied in the LogStore anyway
+        (it is logged: the lane delivers it later), so the LogStore holds a newer version of an
+        edge than the one shard-0's committed pointer names. A read there must refuse (the
+        answer would lack the edge, docs/consistency.md "Fragment reads"), never answer without
+        it; once the channel is back, the write is delivered and read everywhere."""
+        section("lagging replica: shard-0 cut off from the LogStore's updates, its lease held")
+        i = next(x for x in sorted(model.nodes)
+                 if shard_of(x, SHARDS) == 0 and x not in barrier.values())
+        edge = {"op": "assoc_add", "src": i, "type": 8, "dst": 96_000_001, "timestamp": 1,
+                "properties": {"v": "first"}}
+        read = {"op": "assoc_range", "id": i, "type": 8, "pos": 0, "limit": INT64_MAX}
+        got = probe.call(edge)
+        if not check(got == model.write(edge), f"lagging replica: first write {short(got)}"):
+            return
+        before = model.run(read)
+        check(probe.call(read) == before and before["ok"], f"lagging replica: read {short(before)}")
+        status_of = lambda: raw_status(f"127.0.0.1:{c.proxies['shard-0'].target[1]}") or {}
+        disagreed = lambda: sum(x.get("disagreements", 0)
+                                for x in (status_of().get("commits") or {}).values())
+        disagreed_before = disagreed()
+        updates = c.proxies["shard-0-updates"]
+        updates.set_fault(nf.Fault("drop", probability=1.0, direction="both"))
+        second = dict(edge, timestamp=2, properties={"v": "second"})
+        t0 = time.monotonic()
+        got = probe.call(second)
+        code = (got.get("error") or {}).get("code")
+        check(code in TRANSIENT, f"lagging replica: the write shard-0 cannot get: {short(got)}; "
+                                 f"want one of {TRANSIENT}")
+        # The LogStore applies it once its update timeout passed (at most the call timeout).
+        time.sleep(max(0.0, t0 + CALL_TIMEOUT_MS / 1000 + 0.5 - time.monotonic()))
+        answers = Counter()
+        for _ in range(10):
+            got = probe.call(read)
+            if "error" in got:
+                answers[got["error"].get("code")] += 1
+                check(got["error"].get("code") == "UNAVAILABLE",
+                      f"lagging replica: read {short(read)}: {short(got)}")
+            else:
+                answers["ok"] += 1
+                edges = got["ok"]
+                check(len(edges) == 1 and edges[0]["dst"] == edge["dst"],
+                      f"lagging replica: read {short(read)} answered {short(got)}: the edge "
+                      f"must be there (first or second version)")
+        refused = disagreed() - disagreed_before
+        note(f"lagging replica: the write failed {code} after {time.monotonic() - t0:.1f} s; "
+             f"10 reads of the node on shard-0: {dict(answers)}; shard-0 refused {refused} "
+             f"for a version the LogStore no longer holds")
+        check(refused > 0, "lagging replica: shard-0 never found the LogStore ahead of it (its "
+                           "commits.disagreements did not grow): the scenario did not happen")
+        updates.set_fault(nf.NONE)
+        model.write(second)  # logged: the lane delivers it once the channel is back
+        want = model.run(read)
+        deadline = time.monotonic() + RECOVERY_S
+        got = None
+        while time.monotonic() < deadline:
+            got = probe.call(read)
+            if got == want:
+                break
+            time.sleep(0.1)
+        check(got == want, f"lagging replica: after the channel is back: {short(got)}; want "
+                           f"{short(want)}")
+        check(recover() is not None, "lagging replica: no recovery after the channel is back")
+
     for name, fault, update_probability in MODES:
         if not run_mode(name, fault, update_probability):
             break
+    else:  # every mode ran and recovered
+        lagging_replica()
 
     section("final: every node, traversals, get_node_ids; the servers stop cleanly")
     t = time.monotonic()

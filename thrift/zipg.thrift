@@ -251,16 +251,21 @@ struct FragmentAsk {
   4: list<i64> dsts,
 }
 
+// The fragment calls' `applied_through`: the asking replica's committed id for the node's shard
+// (docs/consistency.md, "Fragment reads"). A LogStore that has applied less (a leader since
+// deposed, which the replica's view still names) answers UNAVAILABLE instead of an older state;
+// 0 (or absent): no check.
 service LogStoreService extends ShardService {
   // The live data of node `id` (edges of `type`, all types if any_type, none if type < 0) in the
   // listed generations (memtables or the log shards they became).
-  NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations)
-      throws (1: GraphError error),
+  NodeFragment fragment(1: i64 id, 2: bool any_type, 3: i64 type, 4: list<i64> generations,
+                        5: i64 applied_through) throws (1: GraphError error),
   // The live edges of (id, type) to the listed dsts in those generations, any order.
-  list<Edge> fragment_edges(1: i64 id, 2: i64 type, 3: list<i64> generations, 4: list<i64> dsts)
-      throws (1: GraphError error),
+  list<Edge> fragment_edges(1: i64 id, 2: i64 type, 3: list<i64> generations, 4: list<i64> dsts,
+                            5: i64 applied_through) throws (1: GraphError error),
   // fragment_edges for each ask, one answer each (a shard rebuild reads every written node).
-  list<list<Edge>> fragment_edges_batch(1: list<FragmentAsk> asks) throws (1: GraphError error),
+  list<list<Edge>> fragment_edges_batch(1: list<FragmentAsk> asks, 2: i64 applied_through)
+      throws (1: GraphError error),
   // get_node_ids over the LogStore's fragments; sorted.
   list<i64> log_node_ids(1: PropertyMap properties) throws (1: GraphError error),
   // search_node_ids over the LogStore's fragments: the first limit + 1 ids, sorted.
