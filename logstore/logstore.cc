@@ -506,6 +506,7 @@ json LogStore::StatusJson() const {
                  {"apply_us", commit_apply_us_.load()}};
   j["compactions"] = compactions_.load();
   j["update_batches"] = sink_->batches();
+  j["commit_notices"] = sink_->notices();
   j["behind_answers"] = sink_->behind_answers();
   uint64_t feed_bytes = 0;
   for (const auto& feed : feeds_) feed_bytes += feed->size();
