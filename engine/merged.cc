@@ -14,7 +14,6 @@ thread_local MissedVersions* MissedVersions::current_ = nullptr;
 namespace {
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 using LogMap = PersistentMap<EdgeKey, int64_t, NewestFirstKey, EdgeKeyHash>;
 
