@@ -182,9 +182,10 @@ Result Tcp(size_t n, size_t size) {
 }
 
 void Print(const char* name, size_t size, const Result& r) {
-  std::printf("%-6s %7zu B  %8.0f round trips/s  mean %6.1f us  p99 %6.1f us  CPU %6.1f us  "
-              "switches %4.1f per round trip\n",
-              name, size, r.per_s, r.mean_us, r.p99_us, r.cpu_us, r.switches);
+  std::printf(
+      "%-6s %7zu B  %8.0f round trips/s  mean %6.1f us  p99 %6.1f us  CPU %6.1f us  "
+      "switches %4.1f per round trip\n",
+      name, size, r.per_s, r.mean_us, r.p99_us, r.cpu_us, r.switches);
 }
 
 }  // namespace
@@ -212,8 +213,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: transport_bench [--rounds N] [--sizes 64,1024,16384]\n");
     return 2;
   }
-  std::printf("transport_bench: %zu round trips each, client and server in this process\n",
-              rounds);
+  std::printf("transport_bench: %zu round trips each, client and server in this process\n", rounds);
   for (size_t size : sizes) {
     const auto zmq = zipg::bench::Zmq(rounds, size);
     const auto tcp = zipg::bench::Tcp(rounds, size);

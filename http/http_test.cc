@@ -385,7 +385,7 @@ TEST(StatusMetricsTest, LogStoreShardAndAggregatorDocumentsBecomeSamples) {
                  "wal": {"records": 4, "syncs": 3, "bytes": 99},
                  "memtable": {"bytes": 77, "nodes": 2, "edges": 5},
                  "log_shards": [{"bytes": 10}, {"bytes": 32}],
-                 "compactions": 2, "merges": 1, "epoch": 9,
+                 "compactions": 2, "merges": 1, "epoch": 9, "commit_notices": 11,
                  "snapshots": {"applied": 4294967297},
                  "fragment_reads": {"1": 3, "2": 4},
                  "edge_cache": {"hits": 6, "misses": 1, "bytes": 8},
@@ -399,6 +399,7 @@ TEST(StatusMetricsTest, LogStoreShardAndAggregatorDocumentsBecomeSamples) {
   EXPECT_EQ(v.at("zipg_logstore_log_shards"), 2);
   EXPECT_EQ(v.at("zipg_logstore_log_shard_bytes"), 42);
   EXPECT_EQ(v.at("zipg_logstore_fragment_reads_total"), 7);
+  EXPECT_EQ(v.at("zipg_logstore_commit_notices_total"), 11);
   EXPECT_EQ(v.at("zipg_logstore_standby_in_sync"), 0);
   EXPECT_EQ(v.at("zipg_logstore_epoch"), 9);
   EXPECT_EQ(v.at("zipg_logstore_leader"), 1);
@@ -407,13 +408,17 @@ TEST(StatusMetricsTest, LogStoreShardAndAggregatorDocumentsBecomeSamples) {
 
   const json shard = json::parse(R"({
     "role": "shard", "name": "shard-0", "serving": false, "update_batches": 12,
-    "commits": {"0": {"committed": 4294967300}, "2": {"committed": 5}},
+    "commits": {"0": {"committed": 4294967300, "rereads": 3, "disagreements": 2},
+                "2": {"committed": 5}},
     "rebuilds": {"0": {"rebuilds": 1, "delta_bytes": 10, "version": 1}}})");
   const std::map<std::string, double> w = SamplesOf(shard);
   EXPECT_EQ(w.at("zipg_shard_serving"), 0);
   EXPECT_EQ(w.at("zipg_shard_update_batches_total"), 12);
   EXPECT_EQ(w.at("zipg_shard_committed_id,shard=0"), 4294967300.0);
   EXPECT_EQ(w.at("zipg_shard_committed_id,shard=2"), 5);
+  EXPECT_EQ(w.at("zipg_shard_commit_rereads_total,shard=0"), 3);
+  EXPECT_EQ(w.at("zipg_shard_read_disagreements_total,shard=0"), 2);
+  EXPECT_EQ(w.at("zipg_shard_read_disagreements_total,shard=2"), 0);
   EXPECT_EQ(w.at("zipg_shard_rebuilds_total,shard=0"), 1);
   EXPECT_EQ(w.count("zipg_logstore_writes_total"), 0u);
 

@@ -69,6 +69,8 @@ void LogStoreMetrics(const json& l, metrics::Samples* out) {
     out->Gauge("zipg_logstore_log_shard_bytes", "Bytes of the compacted log shards.", bytes);
   }
   Counter(out, l, {"compactions"}, "zipg_logstore_compactions_total", "Memtable compactions.");
+  Counter(out, l, {"commit_notices"}, "zipg_logstore_commit_notices_total",
+          "Commit notices sent to replicas (a committed id no batch carried).");
   Counter(out, l, {"merges"}, "zipg_logstore_merges_total", "Merges of log shards.");
   Counter(out, l, {"forced_merges"}, "zipg_logstore_forced_merges_total",
           "Merges forced by the log shard limit.");
@@ -115,6 +117,13 @@ void ShardMetrics(const json& s, metrics::Samples* out) {
                  "Id of the last update committed per hosted shard (generation << 32 | record); "
                  "the LogStore's zipg_logstore_applied_id minus this is the replica's lag.",
                  Number(At(c, {"committed"})), {{"shard", shard}});
+      out->Counter("zipg_shard_commit_rereads_total",
+                   "Linearizable reads that found their node's update uncommitted and read again.",
+                   Number(At(c, {"rereads"})), {{"shard", shard}});
+      out->Counter("zipg_shard_read_disagreements_total",
+                   "Linearizable reads refused: the committed state named a version the LogStore "
+                   "did not hold (this replica or the LogStore asked is behind the other).",
+                   Number(At(c, {"disagreements"})), {{"shard", shard}});
     }
   }
   if (const json* rebuilds = At(s, {"rebuilds"}); rebuilds && rebuilds->is_object()) {
