@@ -14,11 +14,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -58,6 +60,8 @@ const char kNodeUsage[] =
     "      stop them (Prometheus, aggregator, LogStore, shard server, then etcd)\n"
     "  zipg node status --spec FILE --host NAME [--json]\n"
     "      each process: running or not, and what it reports; exit 0 if all run\n"
+    "  zipg node check --spec FILE --host NAME\n"
+    "      exit 0 if this zipg runs here and the spec names the host (what deploy asks first)\n"
     "  State and logs: STORE/run/node-NAME.json and STORE/run/NAME-OF-PROCESS.log on the host.\n";
 
 const char kDeployUsage[] =
@@ -76,9 +80,14 @@ const char kDeployUsage[] =
     "      make a CA, a certificate and key per host and one for clients (client.pem), and the\n"
     "      cluster's CURVE key pair (curve.key), with openssl\n"
     "  zipg deploy start|stop|status --spec FILE [--exec PREFIX] [--zipg PATH] [--wait S]\n"
+    "                               [--reach-timeout S]\n"
     "      run zipg node start|stop|status on every host of the spec: PREFIX is the command that\n"
-    "      reaches a host, {host} and {address} replaced (default \"ssh {address}\"); PATH is\n"
-    "      zipg on the hosts (default: zipg). start waits until the cluster is healthy.\n";
+    "      reaches a host, {host} and {address} replaced (default \"ssh -o BatchMode=yes -o\n"
+    "      ConnectTimeout=10 {address}\"); PATH is zipg on the hosts (default: zipg over ssh,\n"
+    "      this zipg's own path with --exec). First every host is asked `zipg node check` at\n"
+    "      once; a host that cannot be reached, or cannot run PATH, within --reach-timeout\n"
+    "      (default 15 s) is named with the reason, and start and status stop there (stop goes\n"
+    "      on with the others). start waits until the cluster is healthy.\n";
 
 std::vector<std::string> SplitList(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -477,7 +486,8 @@ class Node {
     const std::string name = ClusterSpec::EtcdName(m.host);
     std::string initial;
     for (const auto& other : spec_.etcd_members) {
-      initial += (initial.empty() ? "" : ",") + ClusterSpec::EtcdName(other.host) + "=" + scheme +
+      if (!initial.empty()) initial += ",";
+      initial += ClusterSpec::EtcdName(other.host) + "=" + scheme +
                  spec_.Host(other.host)->address + ":" + std::to_string(other.peer_port);
     }
     const std::string client = scheme + host_.address + ":" + std::to_string(m.client_port);
@@ -511,8 +521,11 @@ class Node {
 
 // Runs argv and returns its exit status (-1 if it could not run). With `out`, its stdout (and
 // stderr too, if merge_stderr) is captured there; without, its output passes through.
-int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
-        bool merge_stderr = false) {
+// Runs argv and waits for it; its exit status (-1: it could not be started or was killed). With
+// `out`, its standard output (and error, with merge_stderr) is collected. With `timeout`, it is
+// killed (SIGKILL, its process group) once that passes, and *timed_out says so.
+int Run(const std::vector<std::string>& argv, std::string* out = nullptr, bool merge_stderr = false,
+        std::optional<std::chrono::seconds> timeout = std::nullopt, bool* timed_out = nullptr) {
   int fds[2] = {-1, -1};
   if (out != nullptr && pipe(fds) != 0) return -1;
   std::vector<char*> cargs;
@@ -521,6 +534,7 @@ int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    if (timeout) setpgid(0, 0);  // so that a kill reaches what the transport started
     if (out != nullptr) {
       dup2(fds[1], 1);
       if (merge_stderr) dup2(fds[1], 2);
@@ -531,6 +545,20 @@ int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
     dprintf(2, "cannot run %s: %s\n", cargs[0], strerror(errno));
     _exit(127);
   }
+  std::thread killer;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  if (timeout) {
+    killer = std::thread([&] {
+      std::unique_lock lock(mu);
+      if (!cv.wait_for(lock, *timeout, [&] { return done; })) {
+        if (timed_out != nullptr) *timed_out = true;
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+      }
+    });
+  }
   if (out != nullptr) {
     close(fds[1]);
     char buf[4096];
@@ -540,16 +568,71 @@ int Run(const std::vector<std::string>& argv, std::string* out = nullptr,
   }
   int status = 0;
   waitpid(pid, &status, 0);
+  if (killer.joinable()) {
+    {
+      std::lock_guard lock(mu);
+      done = true;
+    }
+    cv.notify_all();
+    killer.join();
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 class Deployer {
  public:
-  Deployer(ClusterSpec spec, std::string spec_path, std::string prefix, std::string zipg)
+  Deployer(ClusterSpec spec, std::string spec_path, std::string prefix, std::string zipg,
+           std::chrono::seconds reach_timeout)
       : spec_(std::move(spec)),
         spec_path_(std::move(spec_path)),
         prefix_(std::move(prefix)),
-        zipg_(std::move(zipg)) {}
+        zipg_(std::move(zipg)),
+        reach_timeout_(reach_timeout) {}
+
+  // Asks every host, at once, `zipg node check` through the transport. OK if all answer; else
+  // an error naming each host that did not, with why (docs/deploy.md, "Transport").
+  Status Reach() const {
+    std::vector<std::string> problems(spec_.hosts.size());
+    std::vector<std::thread> asks;
+    for (size_t i = 0; i < spec_.hosts.size(); ++i) {
+      asks.emplace_back([&, i] {
+        const SpecHost& h = spec_.hosts[i];
+        std::string out;
+        bool timed_out = false;
+        const int rc = Run(OnHost(h, {"node", "check"}), &out, /*merge_stderr=*/true,
+                           reach_timeout_, &timed_out);
+        if (rc == 0) return;
+        std::string said = out;
+        while (!said.empty() && (said.back() == '\n' || said.back() == '\r')) said.pop_back();
+        if (const size_t nl = said.rfind('\n'); nl != std::string::npos) said = said.substr(nl + 1);
+        std::string why;
+        if (timed_out) {
+          why =
+              "no answer within " + std::to_string(reach_timeout_.count()) + " s (--reach-timeout)";
+        } else if (rc == 255 && prefix_.rfind("ssh", 0) == 0) {
+          why = "ssh could not reach it (exit 255): " + said;
+        } else if ((rc == 126 || rc == 127) && said.rfind("cannot run ", 0) == 0) {
+          why = "the transport could not be started here: " + said +
+                "; --exec PREFIX names the command that reaches a host";
+        } else if (rc == 126 || rc == 127) {
+          why = "could not run `" + zipg_ + "` there (exit " + std::to_string(rc) + "): " + said +
+                "; --zipg PATH names zipg on the hosts";
+        } else {
+          why = "`zipg node check` failed (exit " + std::to_string(rc) + "): " + said;
+        }
+        problems[i] = h.name + " (" + h.address + "): " + why;
+      });
+    }
+    for (auto& t : asks) t.join();
+    std::string message;
+    for (const auto& p : problems) {
+      if (p.empty()) continue;
+      if (!message.empty()) message += "; ";
+      message += p;
+    }
+    if (message.empty()) return Status::OK();
+    return Status::Unavailable("cannot reach every host through `" + prefix_ + "`: " + message);
+  }
 
   std::vector<std::string> OnHost(const SpecHost& h, std::vector<std::string> command) const {
     std::vector<std::string> argv;
@@ -563,6 +646,7 @@ class Deployer {
   }
 
   int Start(int wait_seconds) {
+    if (Status reached = Reach(); !reached.ok()) return Fail(reached);
     // etcd members first (servers wait for etcd's quorum), then every host's servers.
     for (const auto& m : spec_.etcd_members) {
       if (Run(OnHost(*spec_.Host(m.host), {"node", "start", "--roles", "etcd"})) != 0) {
@@ -603,6 +687,11 @@ class Deployer {
 
   int Stop() {
     int rc = kExitOk;
+    // Unreachable hosts are named; the others are stopped all the same.
+    if (Status reached = Reach(); !reached.ok()) {
+      std::cerr << "zipg deploy: " << reached.message() << "\n";
+      rc = kExitFailure;
+    }
     for (auto it = spec_.hosts.rbegin(); it != spec_.hosts.rend(); ++it) {
       if (Run(OnHost(*it, {"node", "stop", "--roles", "servers"})) != 0) rc = kExitFailure;
     }
@@ -615,6 +704,7 @@ class Deployer {
   }
 
   int StatusAll() {
+    if (Status reached = Reach(); !reached.ok()) return Fail(reached);
     int rc = kExitOk;
     for (const auto& h : spec_.hosts) {
       if (Run(OnHost(h, {"node", "status"})) != 0) rc = kExitFailure;
@@ -627,6 +717,7 @@ class Deployer {
   const std::string spec_path_;
   const std::string prefix_;
   const std::string zipg_;
+  const std::chrono::seconds reach_timeout_;
 };
 
 // The IPv4 address of a host name (itself if it is one).
@@ -767,7 +858,7 @@ int RunNode(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"json", "prometheus"});
   if (!args.ok()) return UsageError(args.status().message(), kNodeUsage);
   if (args->positional().size() != 1)
-    return UsageError("node needs start, stop or status", kNodeUsage);
+    return UsageError("node needs start, stop, status or check", kNodeUsage);
   const std::string action = args->positional()[0];
   Status known =
       args->CheckKnown({"spec", "host", "roles", "json", "prometheus", "prometheus-port"});
@@ -796,6 +887,11 @@ int RunNode(int argc, char** argv) {
     return UsageError("--roles must be all, etcd or servers", kNodeUsage);
   }
   options.roles = roles;
+  if (action == "check") {
+    std::cout << "zipg node check: " << h->name << " (" << h->address << ") of cluster "
+              << spec->cluster << ": ok\n";
+    return kExitOk;
+  }
   Node node(*spec, *h);
   if (action == "start") return node.Start(options);
   if (action == "stop") return node.Stop(roles);
@@ -812,7 +908,7 @@ int RunDeploy(int argc, char** argv) {
   const std::string action = args->positional()[0];
   if (action == "plan") return Plan(*args);
   if (action == "certs") return Certs(*args);
-  Status known = args->CheckKnown({"spec", "exec", "zipg", "wait"});
+  Status known = args->CheckKnown({"spec", "exec", "zipg", "wait", "reach-timeout"});
   if (!known.ok()) return UsageError(known.message(), kDeployUsage);
   const auto spec_path = args->Get("spec");
   if (!spec_path) return UsageError("deploy " + action + " needs --spec FILE", kDeployUsage);
@@ -820,8 +916,21 @@ int RunDeploy(int argc, char** argv) {
   if (!spec.ok()) return Fail(spec.status());
   auto wait = args->GetUint("wait", 120);
   if (!wait.ok()) return UsageError(wait.status().message(), kDeployUsage);
-  Deployer d(*spec, fs::absolute(*spec_path).string(), args->Get("exec").value_or("ssh {address}"),
-             args->Get("zipg").value_or("zipg"));
+  auto reach = args->GetUint("reach-timeout", 15);
+  if (!reach.ok() || *reach < 1 || *reach > 3600) {
+    return UsageError("--reach-timeout must be 1..3600 seconds", kDeployUsage);
+  }
+  // Over ssh, zipg on the remote PATH; through another transport (namespaces, containers) this
+  // very binary, whose path the check then proves or refutes there.
+  std::string zipg = args->Get("zipg").value_or("");
+  if (zipg.empty()) {
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    zipg = args->Has("exec") && !ec ? self.string() : "zipg";
+  }
+  Deployer d(*spec, fs::absolute(*spec_path).string(),
+             args->Get("exec").value_or("ssh -o BatchMode=yes -o ConnectTimeout=10 {address}"),
+             zipg, std::chrono::seconds(*reach));
   if (action == "start") return d.Start(static_cast<int>(*wait));
   if (action == "stop") return d.Stop();
   if (action == "status") return d.StatusAll();
