@@ -87,7 +87,8 @@ const char kDeployUsage[] =
     "      this zipg's own path with --exec). First every host is asked `zipg node check` at\n"
     "      once; a host that cannot be reached, or cannot run PATH, within --reach-timeout\n"
     "      (default 15 s) is named with the reason, and start and status stop there (stop goes\n"
-    "      on with the others). start waits until the cluster is healthy.\n";
+    "      on with the others). --exec and --zipg that reached every host are kept in the spec\n"
+    "      (\"transport\") for the next commands. start waits until the cluster is healthy.\n";
 
 std::vector<std::string> SplitList(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -591,7 +592,14 @@ class Deployer {
 
   // Asks every host, at once, `zipg node check` through the transport. OK if all answer; else
   // an error naming each host that did not, with why (docs/deploy.md, "Transport").
+  // The answer is kept: a command asks once.
   Status Reach() const {
+    if (!reached_) reached_ = AskEveryHost();
+    return *reached_;
+  }
+
+ private:
+  Status AskEveryHost() const {
     std::vector<std::string> problems(spec_.hosts.size());
     std::vector<std::thread> asks;
     for (size_t i = 0; i < spec_.hosts.size(); ++i) {
@@ -634,6 +642,7 @@ class Deployer {
     return Status::Unavailable("cannot reach every host through `" + prefix_ + "`: " + message);
   }
 
+ public:
   std::vector<std::string> OnHost(const SpecHost& h, std::vector<std::string> command) const {
     std::vector<std::string> argv;
     for (const auto& word : SplitList(prefix_, ' ')) {
@@ -718,6 +727,7 @@ class Deployer {
   const std::string prefix_;
   const std::string zipg_;
   const std::chrono::seconds reach_timeout_;
+  mutable std::optional<Status> reached_;
 };
 
 // The IPv4 address of a host name (itself if it is one).
@@ -920,17 +930,39 @@ int RunDeploy(int argc, char** argv) {
   if (!reach.ok() || *reach < 1 || *reach > 3600) {
     return UsageError("--reach-timeout must be 1..3600 seconds", kDeployUsage);
   }
-  // Over ssh, zipg on the remote PATH; through another transport (namespaces, containers) this
-  // very binary, whose path the check then proves or refutes there.
-  std::string zipg = args->Get("zipg").value_or("");
+  // The transport: the flags, else what the spec kept, else ssh. zipg: the flag, else the
+  // spec's; over ssh, zipg on the remote PATH; through another transport (namespaces,
+  // containers) this very binary, whose path the check then proves or refutes there.
+  const std::string exec = args->Get("exec").value_or(spec->transport.exec);
+  std::string zipg = args->Get("zipg").value_or(spec->transport.zipg);
   if (zipg.empty()) {
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    zipg = args->Has("exec") && !ec ? self.string() : "zipg";
+    zipg = !exec.empty() && !ec ? self.string() : "zipg";
   }
   Deployer d(*spec, fs::absolute(*spec_path).string(),
-             args->Get("exec").value_or("ssh -o BatchMode=yes -o ConnectTimeout=10 {address}"),
-             zipg, std::chrono::seconds(*reach));
+             exec.empty() ? "ssh -o BatchMode=yes -o ConnectTimeout=10 {address}" : exec, zipg,
+             std::chrono::seconds(*reach));
+  // Options given here that reached every host are kept in the spec for the next commands.
+  if (args->Has("exec") || args->Has("zipg")) {
+    cluster::SpecTransport kept = spec->transport;
+    if (args->Has("exec")) kept.exec = exec;
+    if (args->Has("zipg")) kept.zipg = zipg;
+    if (kept.exec != spec->transport.exec || kept.zipg != spec->transport.zipg) {
+      if (Status reached = d.Reach(); reached.ok()) {
+        ClusterSpec updated = *spec;
+        updated.transport = kept;
+        const std::string text = updated.ToJson().dump(2) + "\n";
+        Status written =
+            WriteFileAtomically(*spec_path, [&](const FileSink& sink) { return sink(text); });
+        if (!written.ok()) return Fail(written);
+        std::cerr << "zipg deploy: kept the transport in " << *spec_path << ":";
+        if (!kept.exec.empty()) std::cerr << " exec \"" << kept.exec << "\"";
+        if (!kept.zipg.empty()) std::cerr << " zipg " << kept.zipg;
+        std::cerr << "\n";
+      }
+    }
+  }
   if (action == "start") return d.Start(static_cast<int>(*wait));
   if (action == "stop") return d.Stop();
   if (action == "status") return d.StatusAll();

@@ -106,8 +106,8 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
   }
   ClusterSpec spec;
   Fields top(j, "", file);
-  ZIPG_RETURN_IF_ERROR(
-      top.Check({"cluster", "store", "shards", "replicas", "lease_ttl", "tls", "etcd", "hosts"}));
+  ZIPG_RETURN_IF_ERROR(top.Check({"cluster", "store", "shards", "replicas", "lease_ttl", "tls",
+                                  "etcd", "hosts", "transport"}));
   ZIPG_ASSIGN_OR_RETURN(spec.cluster, top.String("cluster", false, "zipg"));
   ZIPG_ASSIGN_OR_RETURN(spec.store, top.String("store", true));
   ZIPG_ASSIGN_OR_RETURN(int64_t shards, top.Int("shards", 1, 1 << 20, true));
@@ -124,6 +124,13 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
     ZIPG_ASSIGN_OR_RETURN(spec.tls.cert, tls.String("cert", true));
     ZIPG_ASSIGN_OR_RETURN(spec.tls.key, tls.String("key", true));
     ZIPG_ASSIGN_OR_RETURN(spec.tls.curve_key, tls.String("curve_key", false));
+  }
+
+  if (top.Has("transport")) {
+    Fields t(top.At("transport"), "transport", file);
+    ZIPG_RETURN_IF_ERROR(t.Check({"exec", "zipg"}));
+    ZIPG_ASSIGN_OR_RETURN(spec.transport.exec, t.String("exec", false));
+    ZIPG_ASSIGN_OR_RETURN(spec.transport.zipg, t.String("zipg", false));
   }
 
   if (!top.Has("hosts") || !top.At("hosts").is_array() || top.At("hosts").empty()) {
@@ -303,6 +310,8 @@ json ClusterSpec::ToJson() const {
   }
   json j = {{"cluster", cluster},     {"store", store}, {"shards", shards}, {"replicas", replicas},
             {"lease_ttl", lease_ttl}, {"etcd", etcd},   {"hosts", hosts}};
+  if (!transport.exec.empty()) j["transport"]["exec"] = transport.exec;
+  if (!transport.zipg.empty()) j["transport"]["zipg"] = transport.zipg;
   if (tls.enabled()) {
     j["tls"] = {{"ca", tls.ca}, {"cert", tls.cert}, {"key", tls.key}};
     if (!tls.curve_key.empty()) j["tls"]["curve_key"] = tls.curve_key;
@@ -333,13 +342,17 @@ const SpecHost* ClusterSpec::Host(const std::string& name) const {
 
 std::string ClusterSpec::EtcdEndpoints() const {
   std::string out;
+  auto add = [&](const std::string& endpoint) {
+    if (!out.empty()) out += ",";
+    out += endpoint;
+  };
   if (etcd_members.empty()) {
-    for (const auto& e : etcd_endpoints) out += (out.empty() ? "" : ",") + e;
+    for (const auto& e : etcd_endpoints) add(e);
     return out;
   }
   for (const auto& m : etcd_members) {
-    out += (out.empty() ? "" : ",") + std::string(tls.enabled() ? "https://" : "http://") +
-           Host(m.host)->address + ":" + std::to_string(m.client_port);
+    add(std::string(tls.enabled() ? "https://" : "http://") + Host(m.host)->address + ":" +
+        std::to_string(m.client_port));
   }
   return out;
 }

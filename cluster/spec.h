@@ -24,6 +24,13 @@ struct SpecTls {
   bool enabled() const { return !ca.empty(); }
 };
 
+// How `zipg deploy` reaches the hosts, kept once a deploy command was given it and reached every
+// host with it (docs/deploy.md, "Transport"). Empty: not kept (the command's defaults).
+struct SpecTransport {
+  std::string exec;  // the command prefix, {host} and {address} replaced
+  std::string zipg;  // zipg on the hosts
+};
+
 struct SpecEtcdMember {
   std::string host;  // a host of the spec
   int client_port = 2379;
@@ -58,6 +65,7 @@ struct ClusterSpec {
   uint32_t replicas = 1;
   int lease_ttl = 5;
   SpecTls tls;
+  SpecTransport transport;
   std::vector<SpecEtcdMember> etcd_members;  // etcd members that `zipg node start` runs
   std::vector<std::string> etcd_endpoints;   // an existing etcd (when there are no members)
   std::vector<SpecHost> hosts;

@@ -42,6 +42,26 @@ TEST(ClusterSpecTest, APlanRoundTripsAndPutsReplicasOnDifferentHosts) {
   auto again = ClusterSpec::Parse(spec->ToJson().dump(), "x.json");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->ToJson(), spec->ToJson());
+  EXPECT_FALSE(spec->ToJson().contains("transport"));  // none kept: none written
+  // A kept transport (zipg deploy) round-trips; a field of the wrong type is named.
+  ClusterSpec with = *spec;
+  with.transport = {"ip netns exec zipg-{host}", "/opt/zipg/bin/zipg"};
+  auto kept = ClusterSpec::Parse(with.ToJson().dump(), "x.json");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->transport.exec, "ip netns exec zipg-{host}");
+  EXPECT_EQ(kept->transport.zipg, "/opt/zipg/bin/zipg");
+  EXPECT_EQ(kept->ToJson(), with.ToJson());
+  nlohmann::json bad = with.ToJson();
+  bad["transport"]["zipg"] = 7;
+  auto refused = ClusterSpec::Parse(bad.dump(), "x.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("transport.zipg"), std::string::npos)
+      << refused.status().ToString();
+  bad["transport"] = {{"exec", "ssh"}, {"shell", "sh"}};
+  refused = ClusterSpec::Parse(bad.dump(), "x.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("transport.shell"), std::string::npos)
+      << refused.status().ToString();
   // Without TLS, plain http; a host may name its own store.
   auto o = Plan3();
   o.tls_dir.clear();

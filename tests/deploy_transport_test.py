@@ -17,8 +17,13 @@ E. The default transport (ssh, BatchMode, ConnectTimeout 10) to hosts without an
 F. `zipg node check` of a host the spec does not name: INVALID_ARGUMENT naming it; of one it
    names: exit 0.
 G. `--reach-timeout 0`: a usage error (exit 2).
+H. The transport is kept in the spec once it reached every host: after `--exec env --zipg Z`,
+   the spec names them and a command without the flags goes through env; a transport that
+   fails does not replace them; a spec whose transport is not strings is refused naming the
+   field.
 
 Usage: deploy_transport_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
+import json
 import os
 import subprocess
 import sys
@@ -73,9 +78,10 @@ def main():
                 ",".join(a for _, a in HOSTS), "--replicas", "1", "--store", STORE])
     if not check(r.returncode == 0, f"deploy plan: {r.stderr[-300:]!r}"):
         return
+    planned = r.stdout
     spec = os.path.join(TMP, "spec.json")
     with open(spec, "w") as f:
-        f.write(r.stdout)
+        f.write(planned)
     deploy = [ZIPG, "deploy"]
 
     section("A. --exec env, no --zipg: this binary through the transport")
@@ -115,7 +121,10 @@ def main():
     check(not started, f"start through a hanging transport started hosts {started}")
 
     section("E. the default transport (ssh) to hosts without an ssh server for us")
-    r, took = run(deploy + ["status", "--spec", spec], timeout=60)
+    fresh = os.path.join(TMP, "fresh.json")  # A kept `env` in spec.json (H tests that)
+    with open(fresh, "w") as f:
+        f.write(planned)
+    r, took = run(deploy + ["status", "--spec", fresh], timeout=60)
     check(r.returncode == 1 and names_every_host(r.stderr, "cannot reach every host through `ssh"),
           f"default ssh: rc {r.returncode}, {r.stderr[-600:]!r}")
     check(took < 30, f"the default ssh transport took {took:.1f} s")
@@ -133,6 +142,39 @@ def main():
     r, _ = run(deploy + ["status", "--spec", spec, "--reach-timeout", "0"])
     check(r.returncode == 2 and "--reach-timeout must be 1..3600" in r.stderr,
           f"--reach-timeout 0: rc {r.returncode}, {r.stderr[-300:]!r}")
+
+    section("H. the transport kept in the spec")
+    kept = os.path.join(TMP, "kept.json")
+    with open(spec) as f, open(kept, "w") as g:
+        g.write(f.read())
+    r, _ = run(deploy + ["status", "--spec", kept, "--exec", "env", "--zipg", ZIPG])
+    check(r.returncode == 1 and f"kept the transport in {kept}" in r.stderr,
+          f"status --exec env --zipg: rc {r.returncode}, {r.stderr[-400:]!r}")
+    with open(kept) as f:
+        transport = json.load(f).get("transport")
+    check(transport == {"exec": "env", "zipg": ZIPG}, f"the spec's transport: {transport}")
+    r, _ = run(deploy + ["status", "--spec", kept])
+    check(r.returncode == 1 and "cannot reach" not in r.stderr and
+          all(f"host {h} ({a}):" in r.stdout for h, a in HOSTS),
+          f"status with the kept transport: rc {r.returncode}, {r.stdout[-300:]!r} "
+          f"{r.stderr[-300:]!r}")
+    r, _ = run(deploy + ["status", "--spec", kept, "--exec", f"/bin/bash {hang}",
+                         "--reach-timeout", "2"])
+    with open(kept) as f:
+        after = json.load(f).get("transport")
+    check(r.returncode == 1 and after == transport,
+          f"a failing transport must not be kept: rc {r.returncode}, transport now {after}")
+    r, _ = run([ZIPG, "node", "check", "--spec", kept, "--host", "h1"])
+    check(r.returncode == 0, f"node check with a kept transport: {r.stderr[-300:]!r}")
+    bad = os.path.join(TMP, "bad.json")
+    with open(kept) as f:
+        j = json.load(f)
+    j["transport"]["exec"] = 5
+    with open(bad, "w") as f:
+        json.dump(j, f)
+    r, _ = run(deploy + ["status", "--spec", bad])
+    check(r.returncode == 1 and "transport.exec" in r.stderr,
+          f"a spec whose transport.exec is a number: rc {r.returncode}, {r.stderr[-300:]!r}")
 
 
 if __name__ == "__main__":
