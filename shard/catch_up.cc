@@ -76,10 +76,25 @@ void CatchUp::Run() {
 }
 
 bool CatchUp::CatchUpShard(uint32_t shard) {
+  // What a catch-up that does not end is waiting for, said every kReportAfter (a replica left
+  // "not serving" after a partition once, with nothing in its log: docs/replication.md).
+  constexpr auto kReportAfter = std::chrono::seconds(10);
+  auto report_at = std::chrono::steady_clock::now() + kReportAfter;
+  uint64_t empty_not_included = 0, refused_meanwhile = 0;
   while (true) {
     {
       std::lock_guard lock(mu_);
       if (stopping_ || needed_) return false;
+    }
+    if (std::chrono::steady_clock::now() >= report_at) {
+      std::cerr << "zipg shard: still catching up shard " << shard << " after "
+                << kReportAfter.count() << " s more: last id " << graph_->LastId(shard)
+                << "; feed reads that found nothing while the LogStore did not push here: "
+                << empty_not_included
+                << "; reads whose pushes were refused meanwhile: " << refused_meanwhile
+                << std::endl;
+      report_at = std::chrono::steady_clock::now() + kReportAfter;
+      empty_not_included = refused_meanwhile = 0;
     }
     const uint64_t refused_before = graph_->refused();
     ++reads_;
@@ -93,10 +108,11 @@ bool CatchUp::CatchUpShard(uint32_t shard) {
       continue;
     }
     applied_ += chunk->updates.size();
-    if (chunk->included && chunk->updates.empty() && graph_->refused() == refused_before) {
-      return true;
-    }
+    const bool refused = graph_->refused() != refused_before;
+    if (chunk->included && chunk->updates.empty() && !refused) return true;
+    if (refused) ++refused_meanwhile;
     if (!chunk->included && chunk->updates.empty()) {
+      ++empty_not_included;
       // The LogStore does not push to this server yet (its map is behind etcd): wait a little.
       std::unique_lock lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stopping_; });
