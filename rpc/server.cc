@@ -230,20 +230,27 @@ class SequencedInput final : public apache::thrift::protocol::TProtocolDecorator
 // One per connection: runs the generated processor over SequencedInput and turns any exception
 // that escapes it (e.g. bad_alloc while reading arguments) into closing that connection; Thrift
 // would otherwise terminate the process.
+//
+// Its wrapper of the connection's input protocol is made with it, on the server's thread (from the
+// connection's protocol, which every request of the connection is read from), and only used on
+// the connection's thread: the processor is destroyed on the server's thread after the connection
+// ends, and libthrift (not instrumented) hands it back through reference counts ThreadSanitizer
+// cannot see, so a member written per call would be reported as a race with that destruction.
 class GuardedProcessor : public TProcessor {
  public:
-  explicit GuardedProcessor(std::shared_ptr<TProcessor> inner) : inner_(std::move(inner)) {}
+  GuardedProcessor(std::shared_ptr<TProcessor> inner,
+                   std::shared_ptr<apache::thrift::protocol::TProtocol> in)
+      : inner_(std::move(inner)), raw_in_(in), in_(std::make_shared<SequencedInput>(in)) {}
   bool process(std::shared_ptr<apache::thrift::protocol::TProtocol> in,
                std::shared_ptr<apache::thrift::protocol::TProtocol> out,
                void* connection_context) override {
-    if (in != raw_in_) {  // the same protocol for every request of a connection
-      raw_in_ = in;
-      in_ = std::make_shared<SequencedInput>(in);
-    }
+    // Always the connection's protocol; a call on another one gets a wrapper of its own.
+    const std::shared_ptr<apache::thrift::protocol::TProtocol> input =
+        in == raw_in_ ? in_ : std::make_shared<SequencedInput>(in);
     // The call's deadline, read with its arguments, lasts until it has answered.
     CallDeadline::Scope deadline(std::nullopt);
     try {
-      return inner_->process(in_, out, connection_context);
+      return inner_->process(input, out, connection_context);
     } catch (const apache::thrift::TException&) {
       throw;  // the server closes the connection and keeps running
     } catch (const std::exception& e) {
@@ -253,8 +260,8 @@ class GuardedProcessor : public TProcessor {
   }
 
  private:
-  std::shared_ptr<TProcessor> inner_;
-  std::shared_ptr<apache::thrift::protocol::TProtocol> raw_in_, in_;
+  const std::shared_ptr<TProcessor> inner_;
+  const std::shared_ptr<apache::thrift::protocol::TProtocol> raw_in_, in_;
 };
 
 // A GuardedProcessor per connection, over one shared generated processor.
@@ -264,8 +271,8 @@ class GuardedFactory : public apache::thrift::TProcessorFactory {
       : inner_(std::move(inner)) {
     inner_->setEventHandler(std::make_shared<CallObserver>(std::move(calls)));
   }
-  std::shared_ptr<TProcessor> getProcessor(const apache::thrift::TConnectionInfo&) override {
-    return std::make_shared<GuardedProcessor>(inner_);
+  std::shared_ptr<TProcessor> getProcessor(const apache::thrift::TConnectionInfo& info) override {
+    return std::make_shared<GuardedProcessor>(inner_, info.input);
   }
 
  private:
@@ -374,7 +381,7 @@ std::string ServeBytes(std::shared_ptr<TProcessor> processor, const uint8_t* dat
   auto in = framed.getTransport(in_buf), out = framed.getTransport(out_buf);
   auto protocols = LimitedProtocol(max_request_bytes);
   auto in_proto = protocols->getProtocol(in), out_proto = protocols->getProtocol(out);
-  GuardedProcessor guarded(std::move(processor));
+  GuardedProcessor guarded(std::move(processor), in_proto);
   // As Thrift's TConnectedClient::run: stop at the end of the input or at any exception.
   try {
     while (guarded.process(in_proto, out_proto, nullptr) && in->peek()) {
