@@ -174,17 +174,12 @@ HttpResponse Api::Query(const HttpRequest& request) const {
     const json response = ExecuteJson(*graph_, whole, writer_);
     return {HttpStatusOf(CodeOf(response)), kLines, ResponseLine(response) + "\n"};
   }
-  size_t lines = 0;  // lines with something on them
-  bool blank = true;
-  for (char c : request.body) {
-    if (c == '\n') {
-      lines += !blank;
-      blank = true;
-    } else if (c != ' ' && c != '\t' && c != '\r') {
-      blank = false;
-    }
+  size_t lines = 0;  // request lines: those RunJsonLines does not skip
+  {
+    std::istringstream body(request.body);
+    std::string line;
+    while (std::getline(body, line)) lines += !IsBlankLine(line);
   }
-  lines += !blank;
   if (lines == 0) return Error(400, Status::InvalidArgument("the body has no request"));
   if (lines > options_.max_lines) {
     return Error(413, Status::ResourceExhausted("more than " + std::to_string(options_.max_lines) +

@@ -521,6 +521,10 @@ std::string ResponseLine(const json& response) {
   return response.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+bool IsBlankLine(const std::string& line) {
+  return line.find_first_not_of(" \t\r") == std::string::npos;
+}
+
 void RunJsonLines(GraphApi& graph, GraphWriteApi* writer, std::istream& in, uint64_t write_batch,
                   const std::function<void(const std::string& line)>& out) {
   std::string line;
@@ -535,7 +539,7 @@ void RunJsonLines(GraphApi& graph, GraphWriteApi* writer, std::istream& in, uint
   while (std::getline(in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are skipped
+    if (IsBlankLine(line)) continue;
     nlohmann::json request = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (write_batch > 1 && !request.is_discarded() && IsWriteRequest(request)) {
       writes.push_back(std::move(request));

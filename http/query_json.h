@@ -37,9 +37,13 @@ std::string ResponseLine(const nlohmann::json& response);
 
 nlohmann::json ErrorJson(const Status& status);
 
+// True when a request line holds nothing but spaces, tabs and carriage returns: such a line is
+// skipped, and is no request (POST /v1/query counts requests with it).
+bool IsBlankLine(const std::string& line);
+
 // Runs JSON lines (`zipg query --batch`, POST /v1/query): one request per line, blank lines
-// skipped, a trailing '\r' ignored; a line that is not JSON answers INVALID_ARGUMENT naming its
-// line number. With write_batch > 1, up to that many consecutive write lines go as one
+// skipped (IsBlankLine), a trailing '\r' ignored; a line that is not JSON answers INVALID_ARGUMENT
+// naming its line number. With write_batch > 1, up to that many consecutive write lines go as one
 // write_batch. Calls `out` with each response line (no newline), in input order.
 void RunJsonLines(GraphApi& graph, GraphWriteApi* writer, std::istream& in, uint64_t write_batch,
                   const std::function<void(const std::string& line)>& out);
