@@ -33,6 +33,7 @@
 #include "rpc/remote_graph.h"
 #include "rpc/server.h"
 #include "rpc/tls.h"
+#include "rpc/tls_test_files.h"
 #include "util/call_deadline.h"
 #include "util/thread_pool.h"
 #include "zipg_rpc/LogStoreService.h"
@@ -1096,46 +1097,6 @@ TEST(EndpointTest, Parse) {
     EXPECT_FALSE(Endpoint::Parse(bad).ok()) << bad;
   }
 }
-
-// Certificates made with the openssl command line, as `zipg deploy certs` makes them: a CA with a
-// server and a client certificate, and a second CA (a stranger's) with a client certificate.
-class TlsFiles {
- public:
-  TlsFiles() {
-    char dir[] = "/tmp/zipg_rpc_tls.XXXXXX";
-    if (mkdtemp(dir) == nullptr) return;
-    dir_ = dir;
-    ok_ = Ca("ca") && Ca("other") && Cert("ca", "server") && Cert("ca", "client") &&
-          Cert("other", "stranger");
-  }
-  ~TlsFiles() {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  bool ok() const { return ok_; }
-  TlsOptions Of(const std::string& ca, const std::string& name) const {
-    return {dir_ + "/" + ca + ".pem", dir_ + "/" + name + ".pem", dir_ + "/" + name + ".key"};
-  }
-
- private:
-  bool Run(const std::string& args) {
-    return std::system(("openssl " + args + " >/dev/null 2>&1").c_str()) == 0;
-  }
-  bool Ca(const std::string& name) {
-    return Run("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + dir_ +
-               "/" + name + ".key -out " + dir_ + "/" + name + ".pem -days 2 -subj /CN=" + name);
-  }
-  bool Cert(const std::string& ca, const std::string& name) {
-    const std::string base = dir_ + "/" + name;
-    return Run("req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout " + base +
-               ".key -out " + base + ".csr -subj /CN=" + name) &&
-           Run("x509 -req -in " + base + ".csr -CA " + dir_ + "/" + ca + ".pem -CAkey " + dir_ +
-               "/" + ca + ".key -CAcreateserial -out " + base + ".pem -days 2");
-  }
-
-  std::string dir_;
-  bool ok_ = false;
-};
 
 TEST_F(RpcTest, MutualTlsLetsOnlyHoldersOfACertificateFromTheClusterCaIn) {
   signal(SIGPIPE, SIG_IGN);  // as zipg's main does (rpc/tls.h)
