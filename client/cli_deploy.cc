@@ -77,8 +77,8 @@ const char kDeployUsage[] =
     "      P+5, log shipping P+6. --metrics: every process a metrics_port (shard server P+7,\n"
     "      aggregator P+8, LogStore P+9) and every aggregator an http_port (P+10)\n"
     "  zipg deploy certs --hosts H1,... --addresses A1,... --out DIR [--days N]\n"
-    "      make a CA, a certificate and key per host and one for clients (client.pem), and the\n"
-    "      cluster's CURVE key pair (curve.key), with openssl\n"
+    "      make a CA, a certificate and key per host and one for clients (client.pem), with\n"
+    "      openssl\n"
     "  zipg deploy start|stop|status --spec FILE [--exec PREFIX] [--zipg PATH] [--wait S]\n"
     "                               [--reach-timeout S]\n"
     "      run zipg node start|stop|status on every host of the spec: PREFIX is the command that\n"
@@ -133,8 +133,7 @@ bool RoleIn(const std::string& role, const std::string& roles) {
 std::vector<std::string> TlsArgs(const ClusterSpec& spec, const SpecHost& host) {
   if (!spec.tls.enabled()) return {};
   const auto t = spec.TlsOf(host);
-  return {"--tls-ca",  t.ca,  "--tls-cert",      t.cert,
-          "--tls-key", t.key, "--tls-curve-key", t.curve_key};
+  return {"--tls-ca", t.ca, "--tls-cert", t.cert, "--tls-key", t.key};
 }
 
 // A process this host runs is still the one we started: its command line names it and the
@@ -217,7 +216,6 @@ class Node {
       const auto t = spec_.TlsOf(host_);
       rpc::TlsOptions tls{t.ca, t.cert, t.key};
       if (Status v = tls.Validate(); !v.ok()) return Fail(v);
-      if (auto keys = shard::LoadCurveKeys(t.curve_key); !keys.ok()) return Fail(keys.status());
     }
     if (host_.shards || host_.logstore_port) {
       auto manifest = graph::ReadManifest(store_);
@@ -847,18 +845,9 @@ int Certs(const Args& args) {
     fs::remove(dir + "/" + name + ".csr", ec);
     fs::remove(ext, ec);
   }
-  auto curve = shard::NewCurveKeyFile();
-  if (!curve.ok()) return Fail(curve.status());
-  if (Status s = WriteFileAtomically(dir + "/curve.key",
-                                     [&](const FileSink& sink) { return sink(*curve); });
-      !s.ok())
-    return Fail(s);
-  for (const char* secret : {"ca.key", "curve.key"}) {
-    fs::permissions(dir + "/" + secret, fs::perms::owner_read | fs::perms::owner_write, ec);
-  }
-  std::cout << "zipg deploy: CA, " << hosts.size() << " host certificates, client.pem and "
-            << "curve.key in " << dir << "; copy ca.pem, curve.key and HOST.pem/.key to each "
-            << "host; keep ca.key offline\n";
+  fs::permissions(dir + "/ca.key", fs::perms::owner_read | fs::perms::owner_write, ec);
+  std::cout << "zipg deploy: CA, " << hosts.size() << " host certificates and client.pem in " << dir
+            << "; copy ca.pem and HOST.pem/.key to each host; keep ca.key offline\n";
   return kExitOk;
 }
 

@@ -94,8 +94,8 @@ const char kUsage[] =
     "                   --http-max-connections N as for zipg serve)\n"
     "  --prometheus     with --metrics: also start a Prometheus server (Debian's `prometheus`)\n"
     "                   scraping every server each second; prints `prometheus URL`\n"
-    "  --tls-ca F --tls-cert F --tls-key F [--tls-curve-key F]  every server runs mutual TLS\n"
-    "                   and CURVE (docs/deploy.md); etcd started here stays plain on loopback\n";
+    "  --tls-ca F --tls-cert F --tls-key F  every server runs mutual TLS (docs/deploy.md);\n"
+    "                   etcd started here stays plain on loopback\n";
 
 // A free TCP port on `host` right now (bind to port 0 and read it back).
 StatusOr<int> FreePort(const std::string& host) {
@@ -446,7 +446,7 @@ class Starter {
         "--etcd", etcd_endpoint_, "--cluster",          cluster_,      "--name",  name, "--host",
         host_,    "--port",       std::to_string(port), "--lease-ttl", lease_ttl_};
     argv.insert(argv.end(), common.begin(), common.end());
-    for (const char* flag : {"tls-ca", "tls-cert", "tls-key", "tls-curve-key"}) {
+    for (const char* flag : {"tls-ca", "tls-cert", "tls-key"}) {
       if (auto v = args_.Get(flag)) argv.insert(argv.end(), {std::string("--") + flag, *v});
     }
     const std::string role = argv[2];

@@ -66,7 +66,7 @@ const char kUsage[] =
     "  --http-read-timeout-ms MS  HTTP: a client sending its request slower is cut off (10000)\n"
     "  --http-max-connections N   HTTP: connections served at once; more wait (default 64)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
-    "  --update-port P shard: port of the ZeroMQ update socket (default 0: any free port)\n"
+    "  --update-port P shard: port of the update channel (default 0: any free port)\n"
     "  --advertise-update HOST:PORT  shard: the update endpoint registered in etcd, where the\n"
     "                  LogStore sends updates (default: the bound host and --update-port)\n"
     "  --rebuild-delta SIZE  shard: rebuild a shard (fold its writes into new compressed\n"
@@ -78,9 +78,9 @@ const char kUsage[] =
     "                  replica: reads see what this replica applied (read-your-writes only)\n"
     "  --snapshot-retention S  shard, logstore: reads at a snapshot taken less than S seconds\n"
     "                  ago are answered (default 60; older: FAILED_PRECONDITION)\n"
-    "  --tls-ca F --tls-cert F --tls-key F  mutual TLS on every Thrift connection (served and\n"
-    "                  made), https to etcd, CURVE on the update channel (docs/deploy.md)\n"
-    "  --tls-curve-key F  the cluster's CURVE key pair (default: curve.key next to --tls-ca)\n"
+    "  --tls-ca F --tls-cert F --tls-key F  mutual TLS on every Thrift connection and every\n"
+    "                  update and log shipping link (served and made), https to etcd\n"
+    "                  (docs/deploy.md; --tls-curve-key F is accepted and ignored)\n"
     "  --traversal-deadline-ms MS  aggregator, shard: each bfs / rpq it coordinates fails with\n"
     "                  DEADLINE_EXCEEDED after MS (default 5000)\n"
     "  --traversal-memory SIZE  ... or with RESOURCE_EXHAUSTED past SIZE of search state\n"
@@ -245,18 +245,16 @@ int RunServe(int argc, char** argv) {
   const std::string cluster_name = args->Get("cluster").value_or("zipg");
   const std::string prefix = cluster::ClusterPrefix(cluster_name);
 
-  // Mutual TLS for every Thrift connection, CURVE for the update channel, https to etcd.
+  // Mutual TLS for every Thrift connection and every frame link (the update channel, log
+  // shipping), https to etcd.
   const rpc::TlsOptions tls = TlsFromArgs(*args);
   if (Status v = tls.Validate(); !v.ok()) return UsageError(v.message(), kUsage);
-  shard::CurveKeys curve;
+  rpc::FrameSecurity frames;
   std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> server_tls, client_tls;
   if (tls.enabled()) {
-    const std::string curve_path =
-        args->Get("tls-curve-key")
-            .value_or(std::filesystem::path(tls.ca).parent_path().append("curve.key").string());
-    auto keys = shard::LoadCurveKeys(curve_path);
-    if (!keys.ok()) return UsageError(keys.status().message(), kUsage);
-    curve = *keys;
+    auto made = rpc::FrameSecurity::Make(tls);
+    if (!made.ok()) return Fail(made.status());
+    frames = *made;
     auto s = rpc::MakeTlsFactory(tls, /*server=*/true);
     if (!s.ok()) return Fail(s.status());
     server_tls = *s;
@@ -375,7 +373,7 @@ int RunServe(int argc, char** argv) {
                                 const std::vector<engine::Update>& batch) {
           return g->ApplyPush(s, prev, batch);
         },
-        curve, fence.get(),
+        frames, fence.get(),
         [g = shard_graph.get()](uint32_t s, uint64_t prev, uint64_t committed) {
           g->ApplyCommit(s, prev, committed);
         });
@@ -446,7 +444,7 @@ int RunServe(int argc, char** argv) {
           }
           return targets;
         },
-        1000, curve);
+        1000, frames);
     logstore::LogStoreOptions log_options;
     log_options.dir = args->Get("logstore-dir").value_or(*store + "/logstore");
     // The base store's property names count towards the LogStore's bound on distinct names.
@@ -486,7 +484,7 @@ int RunServe(int argc, char** argv) {
       return UsageError("--ship-timeout-ms must be 1..600000", kUsage);
     }
     log_options.ship_timeout_ms = static_cast<int>(*ship_timeout);
-    log_options.ship_curve = curve;
+    log_options.ship_security = frames;
     info.leader = !log_options.standby;
     if (!log_options.standby_endpoint.empty()) info.sync = "in_sync";
     log_options.on_sync = [&](const std::string& state, const std::string&) {
@@ -513,7 +511,7 @@ int RunServe(int argc, char** argv) {
             r.message = "this LogStore is starting";
             return r;
           },
-          curve);
+          frames);
       if (!receiver.ok()) return Fail(receiver.status());
       ship_receiver = std::move(*receiver);
       info.ship_endpoint = ship_receiver->endpoint();

@@ -39,7 +39,7 @@ struct MemberInfo {
   std::vector<uint32_t> shards;          // shard servers: the shards served here
   std::string store;                     // shard servers: the store directory
   nlohmann::json store_info;             // shard servers: counts from the store manifest
-  std::string update_endpoint;           // shard servers: ZeroMQ endpoint for update pointers
+  std::string update_endpoint;           // shard servers: the update channel (tcp://host:port)
   std::string metrics_url;               // with --metrics-port: http(s)://HOST:PORT/metrics
   std::string http_url;                  // aggregators with --http-port: http(s)://HOST:PORT/
   bool serving = true;                   // shard servers: caught up and answering reads

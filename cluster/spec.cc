@@ -365,14 +365,7 @@ SpecTls ClusterSpec::TlsOf(const SpecHost& host) const {
   SpecTls t = tls;
   t.cert = ExpandHost(t.cert, host);
   t.key = ExpandHost(t.key, host);
-  t.curve_key = CurveKeyOf(host);
   return t;
-}
-
-std::string ClusterSpec::CurveKeyOf(const SpecHost& host) const {
-  if (!tls.curve_key.empty()) return ExpandHost(tls.curve_key, host);
-  const size_t slash = tls.ca.rfind('/');
-  return (slash == std::string::npos ? std::string() : tls.ca.substr(0, slash + 1)) + "curve.key";
 }
 
 std::string ExpandHost(std::string text, const SpecHost& host) {

@@ -17,10 +17,11 @@
 namespace zipg::cluster {
 
 struct SpecTls {
-  // Paths on the hosts; in cert, key and curve_key, "{host}" and "{address}" are replaced
-  // (ExpandHost).
+  // Paths on the hosts; in cert and key, "{host}" and "{address}" are replaced (ExpandHost).
   std::string ca, cert, key;
-  std::string curve_key;  // the cluster's CURVE key pair; empty: curve.key next to ca
+  // Accepted from specs written before the update channel moved from ZeroMQ's CURVE to these
+  // TLS files (2026-11-28), kept as written, and not used.
+  std::string curve_key;
   bool enabled() const { return !ca.empty(); }
 };
 
@@ -82,7 +83,6 @@ struct ClusterSpec {
   std::string StoreOf(const SpecHost& host) const;
   // The TLS files of a host ({host} replaced).
   SpecTls TlsOf(const SpecHost& host) const;
-  std::string CurveKeyOf(const SpecHost& host) const;
   // The member names `zipg node start` gives a host's processes.
   static std::string ShardServerName(const SpecHost& h) { return "shard-" + h.name; }
   static std::string AggregatorName(const SpecHost& h) { return "aggregator-" + h.name; }

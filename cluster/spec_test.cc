@@ -38,11 +38,16 @@ TEST(ClusterSpecTest, APlanRoundTripsAndPutsReplicasOnDifferentHosts) {
   const auto tls = spec->TlsOf(*spec->Host("b"));
   EXPECT_EQ(tls.cert, "/srv/tls/b.pem");
   EXPECT_EQ(tls.key, "/srv/tls/b.key");
-  EXPECT_EQ(tls.curve_key, "/srv/tls/curve.key");
   auto again = ClusterSpec::Parse(spec->ToJson().dump(), "x.json");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->ToJson(), spec->ToJson());
   EXPECT_FALSE(spec->ToJson().contains("transport"));  // none kept: none written
+  // A spec from before the update channel used the TLS files names a CURVE key: still accepted.
+  nlohmann::json old_spec = spec->ToJson();
+  old_spec["tls"]["curve_key"] = "/srv/tls/curve.key";
+  auto old = ClusterSpec::Parse(old_spec.dump(), "old.json");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->ToJson(), old_spec);
   // A kept transport (zipg deploy) round-trips; a field of the wrong type is named.
   ClusterSpec with = *spec;
   with.transport = {"ip netns exec zipg-{host}", "/opt/zipg/bin/zipg"};

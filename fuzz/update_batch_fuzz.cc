@@ -1,5 +1,5 @@
 // Fuzzes the update-batch decoder (engine/updates.h): the bytes the LogStore pushes to shard
-// servers over ZeroMQ and keeps in delta files. Property: a batch that decodes re-encodes (with
+// servers over the update channel and keeps in delta files. Property: a batch that decodes re-encodes (with
 // ids and flags) to bytes that decode to the same updates and flags.
 
 #include <cstdint>

@@ -120,7 +120,7 @@ StatusOr<std::unique_ptr<LogStore>> LogStore::Open(
   if (!options.standby && !options.standby_endpoint.empty()) {
     // In sync only if the standby is exactly where this log is; otherwise the leader goes on
     // alone and the resync thread catches the standby up.
-    store->ship_ = std::make_unique<ShipSender>(options.standby_endpoint, options.ship_curve);
+    store->ship_ = std::make_unique<ShipSender>(options.standby_endpoint, options.ship_security);
     {
       std::lock_guard lock(store->stats_mu_);
       store->ship_endpoint_ = options.standby_endpoint;
@@ -397,7 +397,7 @@ void LogStore::AttachStandby(const std::string& endpoint) {
   ship_.reset();
   degraded_ = false;
   if (endpoint.empty()) return;
-  ship_ = std::make_unique<ShipSender>(endpoint, options_.ship_curve);
+  ship_ = std::make_unique<ShipSender>(endpoint, options_.ship_security);
   // Until the resync thread has caught it up. If that cannot be recorded, the next group ships
   // to it and degrades then.
   (void)Degrade("a new standby at " + endpoint + ": catching it up");

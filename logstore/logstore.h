@@ -95,7 +95,7 @@ struct LogStoreOptions {
   // ship_timeout_ms, or is not where the leader is, makes the leader go on alone ("degraded").
   std::string standby_endpoint;
   int ship_timeout_ms = 1000;
-  shard::CurveKeys ship_curve;
+  rpc::FrameSecurity ship_security;  // the cluster's TLS, when on
   // The leader's epoch (docs/logstore-ha.md, "Election"); shipped with every group and carried
   // by every update batch.
   uint64_t epoch = 0;

@@ -269,22 +269,22 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
   for (const Commit* c : group) views.push_back(c->payload);
   // The standby logs the group while this LogStore does (docs/logstore-ha.md, "Log shipping").
   const uint64_t first = records_in_generation_;
-  std::optional<std::future<StatusOr<ShipReply>>> shipping;
+  // Written to the standby on this thread; its reply is read once the group is in this log.
+  std::optional<ShipSender::Pending> shipping;
   if (ship_ && !degraded_) {
-    shipping = ship_->SendAsync(ShipKind::kAppend, epoch_, generation, first, views,
-                                options_.ship_timeout_ms);
+    shipping =
+        ship_->Begin(ShipKind::kAppend, epoch_, generation, first, views, options_.ship_timeout_ms);
   }
   // A group logged here while another leader has taken over is never posted: the standby fences
   // it (below), the shards fence it, and in a cluster the in-sync set cannot be changed by a
   // leader whose key is gone.
   if (std::string why = Refusal(); !why.empty()) {
-    if (shipping) shipping->wait();  // `views` must outlive the send
+    if (shipping) (void)ship_->Finish(&*shipping);
     return Status::Unavailable(why);
   }
   const Status logged = wal->AppendAll(views.data(), views.size());
   if (shipping) {
-    // `views` must outlive the send.
-    const StatusOr<ShipReply> reply = shipping->get();
+    const StatusOr<ShipReply> reply = ship_->Finish(&*shipping);
     const std::string mismatch =
         ShipMismatch(reply, static_cast<uint64_t>(generation), first + group.size());
     if (mismatch.empty()) {

@@ -1,7 +1,6 @@
 #include "logstore/ship.h"
 
 #include <chrono>
-#include <zmq.hpp>
 
 #include "util/coding.h"
 
@@ -53,61 +52,35 @@ bool DecodeRequest(std::string_view frame, uint64_t* sender, uint64_t* seq, Ship
 }
 }  // namespace
 
-ShipSender::ShipSender(std::string endpoint, shard::CurveKeys curve)
+ShipSender::ShipSender(std::string endpoint, rpc::FrameSecurity security)
     : endpoint_(std::move(endpoint)),
-      curve_(std::move(curve)),
-      sender_id_(shard::RandomSenderId()),
-      context_(std::make_unique<zmq::context_t>(1)) {}
+      security_(std::move(security)),
+      sender_id_(rpc::RandomSenderId()) {}
 
-ShipSender::~ShipSender() {
-  {
-    std::lock_guard lock(async_mu_);
-    async_stopping_ = true;
-  }
-  async_cv_.notify_all();
-  if (async_thread_.joinable()) async_thread_.join();
-  std::lock_guard lock(mu_);
-  socket_.reset();
-}
-
-std::future<StatusOr<ShipReply>> ShipSender::SendAsync(
-    ShipKind kind, uint64_t epoch, uint64_t generation, uint64_t first_index,
-    const std::vector<std::string_view>& records, int timeout_ms) {
-  std::packaged_task<StatusOr<ShipReply>()> task(
-      [=, this] { return Send(kind, epoch, generation, first_index, records, timeout_ms); });
-  auto future = task.get_future();
-  std::lock_guard lock(async_mu_);
-  if (!async_thread_.joinable()) async_thread_ = std::thread([this] { RunAsync(); });
-  async_queue_.push_back(std::move(task));
-  async_cv_.notify_one();
-  return future;
-}
-
-void ShipSender::RunAsync() {
-  std::unique_lock lock(async_mu_);
-  while (true) {
-    async_cv_.wait(lock, [this] { return async_stopping_ || !async_queue_.empty(); });
-    if (async_queue_.empty()) return;  // stopping, and nothing left to send
-    auto task = std::move(async_queue_.front());
-    async_queue_.pop_front();
-    lock.unlock();
-    task();
-    lock.lock();
-  }
-}
+ShipSender::~ShipSender() = default;
 
 StatusOr<ShipReply> ShipSender::Send(ShipKind kind, uint64_t epoch, uint64_t generation,
                                      uint64_t first_index,
-                                     const std::vector<std::string_view>& records,
-                                     int timeout_ms) {
+                                     const std::vector<std::string_view>& records, int timeout_ms) {
+  Pending pending = Begin(kind, epoch, generation, first_index, records, timeout_ms);
+  return Finish(&pending);
+}
+
+ShipSender::Pending ShipSender::Begin(ShipKind kind, uint64_t epoch, uint64_t generation,
+                                      uint64_t first_index,
+                                      const std::vector<std::string_view>& records,
+                                      int timeout_ms) {
+  Pending p;
+  p.timeout_ms = std::max(timeout_ms, 1);
+  p.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(p.timeout_ms);
   std::string request;
   size_t size = kRequestHeader;
   for (std::string_view r : records) size += 4 + r.size();
   request.reserve(size);
-  std::lock_guard lock(mu_);
-  const uint64_t seq = ++seq_;
+  p.lock = std::unique_lock(mu_);
+  p.seq = ++seq_;
   PutFixed64(&request, sender_id_);
-  PutFixed64(&request, seq);
+  PutFixed64(&request, p.seq);
   request.push_back(static_cast<char>(kind));
   PutFixed64(&request, epoch);
   PutFixed64(&request, generation);
@@ -117,76 +90,78 @@ StatusOr<ShipReply> ShipSender::Send(ShipKind kind, uint64_t epoch, uint64_t gen
     PutFixed32(&request, static_cast<uint32_t>(r.size()));
     request.append(r.data(), r.size());
   }
-  const std::string who = "the standby LogStore at " + endpoint_;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 1));
-  try {
-    if (socket_ == nullptr) socket_ = shard::ConnectDealer(*context_, endpoint_, curve_);
-    socket_->send(zmq::buffer(request), zmq::send_flags::dontwait);
-    while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
-      zmq::message_t reply;
-      if (!socket_->recv(reply, zmq::recv_flags::dontwait)) continue;
-      const auto* p = static_cast<const char*>(reply.data());
-      if (reply.size() < kReplyHeader || DecodeFixed64(p) != sender_id_ ||
-          DecodeFixed64(p + 8) != seq) {
-        continue;  // a late reply to a request that timed out
+  // A kept connection may have died with its peer (a restart): then one fresh try at once.
+  for (int fresh = connection_ == nullptr; fresh < 2; ++fresh) {
+    if (fresh == 1) {
+      auto made = rpc::FrameConnection::Connect(endpoint_, security_, p.timeout_ms);
+      if (!made.ok()) {
+        p.sent = made.status();
+        return p;
       }
+      connection_ = std::move(*made);
+    }
+    p.sent = connection_->Send(request, p.timeout_ms);
+    if (p.sent.ok()) return p;
+    connection_.reset();
+  }
+  return p;
+}
+
+StatusOr<ShipReply> ShipSender::Finish(Pending* p) {
+  const std::string who = "the standby LogStore at " + endpoint_;
+  if (!p->lock.owns_lock()) return Status::Internal("finishing a shipment twice");
+  std::unique_lock lock = std::move(p->lock);
+  if (!p->sent.ok()) return Status::Unavailable(who + ": " + p->sent.message());
+  std::string reply;
+  while (true) {
+    if (Status s = connection_->Receive(&reply, p->deadline); !s.ok()) {
+      connection_.reset();  // dead, or stuck on a dead peer: the next request connects anew
+      return Status::Unavailable(who + " did not answer within " + std::to_string(p->timeout_ms) +
+                                 " ms (" + s.message() + ")");
+    }
+    const char* data = reply.data();
+    // A reply to an earlier request whose caller never finished it is skipped.
+    if (reply.size() >= kReplyHeader && DecodeFixed64(data) == sender_id_ &&
+        DecodeFixed64(data + 8) == p->seq) {
       ShipReply out;
-      out.code = static_cast<ShipCode>(p[16]);
-      out.epoch = DecodeFixed64(p + 17);
-      out.generation = DecodeFixed64(p + 25);
-      out.next_index = DecodeFixed64(p + 33);
-      out.message.assign(p + kReplyHeader, reply.size() - kReplyHeader);
+      out.code = static_cast<ShipCode>(data[16]);
+      out.epoch = DecodeFixed64(data + 17);
+      out.generation = DecodeFixed64(data + 25);
+      out.next_index = DecodeFixed64(data + 33);
+      out.message.assign(data + kReplyHeader, reply.size() - kReplyHeader);
       return out;
     }
-  } catch (const zmq::error_t& e) {
-    socket_.reset();
-    return Status::Unavailable(who + ": " + e.what());
   }
-  socket_.reset();  // it may be stuck on a dead peer: the next request connects anew
-  return Status::Unavailable(who + " did not answer within " + std::to_string(timeout_ms) +
-                             " ms");
 }
 
 StatusOr<std::unique_ptr<ShipReceiver>> ShipReceiver::Start(const std::string& host, int port,
                                                             Handler handler,
-                                                            shard::CurveKeys curve) {
+                                                            rpc::FrameSecurity security) {
   std::unique_ptr<ShipReceiver> r(new ShipReceiver());
   r->handler_ = std::move(handler);
-  ZIPG_ASSIGN_OR_RETURN(r->socket_,
-                        shard::RouterEndpoint::Bind(host, port, curve, "the log shipping socket"));
-  r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  ZIPG_ASSIGN_OR_RETURN(
+      r->server_,
+      rpc::FrameServer::Start(
+          host, port, security, [p = r.get()](std::string_view frame) { return p->Handle(frame); },
+          "the log shipping socket"));
   return r;
 }
 
-ShipReceiver::~ShipReceiver() {
-  stopping_ = true;
-  if (thread_.joinable()) thread_.join();
-}
+ShipReceiver::~ShipReceiver() { server_.reset(); }
 
-void ShipReceiver::Run() {
-  while (!stopping_) {
-    zmq::message_t identity, frame;
-    if (!socket_->Receive(&identity, &frame, std::chrono::milliseconds(100))) continue;
-    uint64_t sender = 0, seq = 0;
-    ShipRequest request;
-    ShipReply reply;
-    if (!DecodeRequest(std::string_view(static_cast<const char*>(frame.data()), frame.size()),
-                       &sender, &seq, &request)) {
-      if (frame.size() < 16) continue;  // cannot even say whom to answer
-      reply.message = "malformed log shipping request";
-    } else {
-      reply = handler_(request);
-    }
-    ++requests_;
-    socket_->Reply(identity, EncodeReply(sender, seq, reply));
+std::optional<std::string> ShipReceiver::Handle(std::string_view frame) {
+  uint64_t sender = 0, seq = 0;
+  ShipRequest request;
+  ShipReply reply;
+  std::lock_guard lock(mu_);
+  if (!DecodeRequest(frame, &sender, &seq, &request)) {
+    if (frame.size() < 16) return std::nullopt;  // cannot even say whom to answer
+    reply.message = "malformed log shipping request";
+  } else {
+    reply = handler_(request);
   }
+  ++requests_;
+  return EncodeReply(sender, seq, reply);
 }
 
 }  // namespace zipg::logstore

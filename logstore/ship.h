@@ -1,8 +1,8 @@
-// Log shipping from the LogStore leader to its standby over ZeroMQ (docs/logstore-ha.md, "Log
-// shipping"). The leader's ShipSender sends each commit group's records, exactly as logged in
-// wal-<generation>, and waits for the standby's answer before the group is posted to the shards;
-// the standby's ShipReceiver hands each request to its handler (the standby LogStore: log with
-// fdatasync, apply) and returns the handler's answer.
+// Log shipping from the LogStore leader to its standby over the frame link (rpc/frame_link.h;
+// docs/logstore-ha.md, "Log shipping"). The leader's ShipSender sends each commit group's records,
+// exactly as logged in wal-<generation>, and waits for the standby's answer before the group is
+// posted to the shards; the standby's ShipReceiver hands each request to its handler (the standby
+// LogStore: log with fdatasync, apply) and returns the handler's answer.
 //
 // Request frame: u64 sender | u64 seq | u8 kind | u64 epoch | u64 generation | u64 first_index |
 //                u32 n | n x (u32 length | payload)
@@ -16,27 +16,25 @@
 //   code 1 (ok): done, the standby's position is (generation, next_index); 2 (elsewhere): not
 //   applied, the standby is at (generation, next_index) (the leader must send from there); 3
 //   (fenced): the standby has seen the larger `epoch`; 0: an error (message).
-// A reply is matched to its request by (sender, seq): a late reply to a request that timed out
-// is ignored.
+// A reply is matched to its request by (sender, seq), and a request that timed out leaves its
+// connection: a late reply is never taken for another request's.
 //
 // Thread-safety: ShipSender calls are serialized inside (one request in flight); the receiver
-// runs its handler on its own thread, one request at a time.
+// runs its handler on the connection's thread, one request at a time.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
-#include "shard/zmq_link.h"
+#include "rpc/frame_link.h"
 #include "util/status.h"
 
 namespace zipg::logstore {
@@ -63,63 +61,64 @@ struct ShipReply {
 class ShipSender {
  public:
   // Ships to the standby at `endpoint` ("tcp://host:port").
-  ShipSender(std::string endpoint, shard::CurveKeys curve = {});
+  ShipSender(std::string endpoint, rpc::FrameSecurity security = {});
   ~ShipSender();
+
+  // A request written to the standby whose reply is not read yet. It holds the sender: another
+  // call waits until it is finished or destroyed.
+  class Pending {
+   private:
+    friend class ShipSender;
+    std::unique_lock<std::mutex> lock;
+    uint64_t seq = 0;
+    int timeout_ms = 0;
+    std::chrono::steady_clock::time_point deadline;
+    Status sent;  // a request that could not be written: Finish returns this
+  };
 
   // Sends one request and waits up to timeout_ms for its reply (UNAVAILABLE after that; the next
   // call uses a new connection).
-  StatusOr<ShipReply> Send(ShipKind kind, uint64_t epoch, uint64_t generation,
-                           uint64_t first_index, const std::vector<std::string_view>& records,
-                           int timeout_ms);
-  // Send on the sender's own thread, so that the caller can log the same group meanwhile. The
-  // records must stay valid until the future is ready; requests are sent in call order.
-  std::future<StatusOr<ShipReply>> SendAsync(ShipKind kind, uint64_t epoch, uint64_t generation,
-                                             uint64_t first_index,
-                                             const std::vector<std::string_view>& records,
-                                             int timeout_ms);
+  StatusOr<ShipReply> Send(ShipKind kind, uint64_t epoch, uint64_t generation, uint64_t first_index,
+                           const std::vector<std::string_view>& records, int timeout_ms);
+  // Send in two steps on the caller's thread, so that it can log the same group between them:
+  // Begin writes the request (the records are copied) and Finish reads its reply, within
+  // timeout_ms of Begin.
+  Pending Begin(ShipKind kind, uint64_t epoch, uint64_t generation, uint64_t first_index,
+                const std::vector<std::string_view>& records, int timeout_ms);
+  StatusOr<ShipReply> Finish(Pending* pending);
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  void RunAsync();
-
   const std::string endpoint_;
-  const shard::CurveKeys curve_;
+  const rpc::FrameSecurity security_;
   const uint64_t sender_id_;
   std::mutex mu_;
-  std::unique_ptr<zmq::context_t> context_;
-  std::unique_ptr<zmq::socket_t> socket_;  // guarded by mu_; null after a timeout
-  uint64_t seq_ = 0;                       // guarded by mu_
-  // SendAsync's queue and thread (started on first use).
-  std::mutex async_mu_;
-  std::condition_variable async_cv_;
-  std::deque<std::packaged_task<StatusOr<ShipReply>()>> async_queue_;  // guarded by async_mu_
-  bool async_stopping_ = false;                                         // guarded by async_mu_
-  std::thread async_thread_;
+  std::unique_ptr<rpc::FrameConnection> connection_;  // guarded by mu_; null after a failure
+  uint64_t seq_ = 0;                                  // guarded by mu_
 };
 
 class ShipReceiver {
  public:
   using Handler = std::function<ShipReply(const ShipRequest&)>;
-  // Binds tcp://host:port (port 0: any free port) and serves requests with `handler`. With
-  // `curve`, only holders of the cluster's key pair get through.
+  // Listens on host:port (port 0: any free port) and serves requests with `handler`, one at a
+  // time. With TLS in `security`, only holders of the cluster's certificate get through.
   static StatusOr<std::unique_ptr<ShipReceiver>> Start(const std::string& host, int port,
                                                        Handler handler,
-                                                       shard::CurveKeys curve = {});
+                                                       rpc::FrameSecurity security = {});
   ~ShipReceiver();
 
-  const std::string& endpoint() const { return socket_->endpoint(); }
+  const std::string& endpoint() const { return server_->endpoint(); }
   uint64_t requests() const { return requests_.load(); }
-  uint64_t refused_clients() const { return socket_->refused_clients(); }
+  uint64_t refused_clients() const { return server_->refused_clients(); }
 
  private:
   ShipReceiver() = default;
-  void Run();
+  std::optional<std::string> Handle(std::string_view frame);
 
   Handler handler_;
-  std::unique_ptr<shard::RouterEndpoint> socket_;
-  std::atomic<bool> stopping_{false};
+  std::mutex mu_;  // one request at a time
   std::atomic<uint64_t> requests_{0};
-  std::thread thread_;
+  std::unique_ptr<rpc::FrameServer> server_;  // last: stopped first
 };
 
 }  // namespace zipg::logstore

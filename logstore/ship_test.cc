@@ -1,16 +1,19 @@
 // Tests of log shipping's transport (logstore/ship.h): requests arrive whole and in order with
 // their records, replies carry the handler's answer, a reply that comes too late is never taken
 // for the next request's, a dead standby is UNAVAILABLE within the timeout and reached again
-// when it returns, and with CURVE only holders of the cluster's key get through.
+// when it returns, and with TLS only holders of the cluster's certificate get through.
 #include "logstore/ship.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <mutex>
 #include <random>
 #include <thread>
-#include <zmq.hpp>
+
+#include "rpc/tls_test_files.h"
+#include "util/coding.h"
 
 namespace zipg::logstore {
 namespace {
@@ -21,7 +24,7 @@ using std::chrono::milliseconds;
 // position to an append that does not start there.
 class Standby {
  public:
-  explicit Standby(shard::CurveKeys curve = {}, int port = 0) {
+  explicit Standby(rpc::FrameSecurity security = {}, int port = 0) {
     auto r = ShipReceiver::Start(
         "127.0.0.1", port,
         [this](const ShipRequest& q) {
@@ -34,13 +37,14 @@ class Standby {
             reply.code = ShipCode::kElsewhere;
           } else {
             reply.code = ShipCode::kOk;
-            if (q.kind == ShipKind::kAppend) log_.insert(log_.end(), q.records.begin(), q.records.end());
+            if (q.kind == ShipKind::kAppend)
+              log_.insert(log_.end(), q.records.begin(), q.records.end());
           }
           reply.next_index = log_.size();
           kinds_.push_back(q.kind);
           return reply;
         },
-        curve);
+        security);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     receiver_ = std::move(*r);
   }
@@ -107,26 +111,33 @@ TEST(ShipTest, GroupsArriveWholeAndInOrderAndTheReplyIsTheHandlers) {
   EXPECT_EQ(standby.receiver().requests(), 43u);
 }
 
-TEST(ShipTest, AsyncSendsGoInCallOrder) {
+// Begin writes the request at once (the standby has it before the caller reads anything), and
+// Finish takes its reply; requests go in call order.
+TEST(ShipTest, BeginWritesAtOnceAndFinishTakesTheReply) {
   Standby standby;
   ShipSender sender(standby.endpoint());
   std::vector<std::string> all;
-  std::vector<std::vector<std::string>> groups;
-  for (int g = 0; g < 20; ++g) groups.push_back({std::to_string(g), std::string(g, 'x')});
-  std::vector<std::future<StatusOr<ShipReply>>> futures;
-  std::vector<std::vector<std::string_view>> views;
-  for (const auto& group : groups) views.push_back(Views(group));
-  for (size_t g = 0; g < groups.size(); ++g) {
-    futures.push_back(sender.SendAsync(ShipKind::kAppend, 1, 1, all.size(), views[g], 5000));
-    all.insert(all.end(), groups[g].begin(), groups[g].end());
-  }
-  for (size_t g = 0; g < futures.size(); ++g) {
-    auto reply = futures[g].get();
+  for (int g = 0; g < 20; ++g) {
+    const std::vector<std::string> group = {std::to_string(g), std::string(g, 'x')};
+    ShipSender::Pending pending =
+        sender.Begin(ShipKind::kAppend, 1, 1, all.size(), Views(group), 5000);
+    all.insert(all.end(), group.begin(), group.end());
+    const auto until = std::chrono::steady_clock::now() + milliseconds(5000);
+    while (standby.log().size() < all.size() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    EXPECT_EQ(standby.log(), all) << "group " << g << " did not arrive before Finish";
+    auto reply = sender.Finish(&pending);
     ASSERT_TRUE(reply.ok()) << reply.status().ToString();
     EXPECT_EQ(reply->code, ShipCode::kOk) << g;
-    EXPECT_EQ(reply->next_index, 2 * (g + 1));
+    EXPECT_EQ(reply->next_index, all.size());
+    EXPECT_EQ(sender.Finish(&pending).status().code(), StatusCode::kInternal);  // only once
   }
-  EXPECT_EQ(standby.log(), all);
+  // A shipment never finished: its reply is skipped by the next request's Finish.
+  { ShipSender::Pending abandoned = sender.Begin(ShipKind::kProbe, 1, 0, 0, {}, 5000); }
+  auto next = sender.Send(ShipKind::kAppend, 1, 1, all.size(), Views({"last"}), 5000);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->next_index, all.size() + 1);
 }
 
 TEST(ShipTest, ALateReplyIsNeverTakenForTheNextRequests) {
@@ -166,20 +177,23 @@ TEST(ShipTest, ADeadStandbyIsUnavailableAndReachedAgainWhenItReturns) {
   EXPECT_EQ(back.log(), (std::vector<std::string>{"r"}));
 }
 
-TEST(ShipTest, CurveLetsOnlyHoldersOfTheClusterKeyIn) {
-  char pub[41], sec[41], other_pub[41], other_sec[41];
-  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
-  ASSERT_EQ(zmq_curve_keypair(other_pub, other_sec), 0);
-  const shard::CurveKeys cluster{pub, sec, ""};
-  Standby standby(cluster);
-  ShipSender member(standby.endpoint(), cluster);
+TEST(ShipTest, TlsLetsOnlyHoldersOfTheClusterCertificateIn) {
+  signal(SIGPIPE, SIG_IGN);  // as zipg's main does (rpc/tls.h)
+  rpc::TlsFiles files;
+  ASSERT_TRUE(files.ok()) << "could not make certificates with the openssl command";
+  auto server = rpc::FrameSecurity::Make(files.Of("ca", "server"));
+  auto member_tls = rpc::FrameSecurity::Make(files.Of("ca", "client"));
+  auto stranger_tls = rpc::FrameSecurity::Make(files.Of("other", "stranger"));
+  ASSERT_TRUE(server.ok() && member_tls.ok() && stranger_tls.ok());
+  Standby standby(*server);
+  ShipSender member(standby.endpoint(), *member_tls);
   auto ok = member.Send(ShipKind::kAppend, 1, 1, 0, Views({"secret"}), 5000);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->code, ShipCode::kOk);
   ShipSender plaintext(standby.endpoint());
   EXPECT_EQ(plaintext.Send(ShipKind::kAppend, 1, 1, 1, Views({"x"}), 300).status().code(),
             StatusCode::kUnavailable);
-  ShipSender stranger(standby.endpoint(), shard::CurveKeys{other_pub, other_sec, pub});
+  ShipSender stranger(standby.endpoint(), *stranger_tls);
   EXPECT_EQ(stranger.Send(ShipKind::kAppend, 1, 1, 1, Views({"y"}), 300).status().code(),
             StatusCode::kUnavailable);
   EXPECT_GE(standby.receiver().refused_clients(), 1u);
@@ -188,19 +202,18 @@ TEST(ShipTest, CurveLetsOnlyHoldersOfTheClusterKeyIn) {
 
 TEST(ShipTest, AMalformedRequestIsAnsweredWithAnError) {
   Standby standby;
-  zmq::context_t context(1);
-  auto socket = shard::ConnectDealer(context, standby.endpoint(), {});
+  auto connection = rpc::FrameConnection::Connect(standby.endpoint(), {}, 5000);
+  ASSERT_TRUE(connection.ok()) << connection.status().ToString();
   std::string bad(16, '\x01');
   bad += "\x01short";
-  socket->send(zmq::buffer(bad), zmq::send_flags::none);
-  zmq::pollitem_t item{socket->handle(), 0, ZMQ_POLLIN, 0};
-  zmq::poll(&item, 1, milliseconds(5000));
-  ASSERT_TRUE(item.revents & ZMQ_POLLIN);
-  zmq::message_t reply;
-  ASSERT_TRUE(socket->recv(reply, zmq::recv_flags::none));
+  ASSERT_TRUE((*connection)->Send(bad, 5000).ok());
+  std::string reply;
+  ASSERT_TRUE(
+      (*connection)->Receive(&reply, std::chrono::steady_clock::now() + milliseconds(5000)).ok());
   ASSERT_GE(reply.size(), 41u);
-  EXPECT_EQ(static_cast<const char*>(reply.data())[16], 0);  // kError
-  EXPECT_NE(reply.to_string().find("malformed"), std::string::npos);
+  EXPECT_EQ(DecodeFixed64(reply.data()), 0x0101010101010101u);  // answered to its sender
+  EXPECT_EQ(reply[16], 0);                                      // kError
+  EXPECT_NE(reply.find("malformed"), std::string::npos);
   EXPECT_TRUE(standby.log().empty());
 }
 

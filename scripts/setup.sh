@@ -15,7 +15,6 @@ packages=(
   build-essential cmake ninja-build pkgconf git
   thrift-compiler libthrift-dev libboost-dev libevent-dev
   libdivsufsort-dev libsdsl-dev libxxhash-dev libzstd-dev
-  libzmq3-dev cppzmq-dev
   etcd-server etcd-client
   libcurl4-openssl-dev curl nlohmann-json3-dev openssl iproute2
   prometheus-cpp-dev libcpp-httplib-dev prometheus chromium chromium-driver

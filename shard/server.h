@@ -1,7 +1,7 @@
 // The shard server: hosts some shards of a store (mmap'd, opened read-only) and answers
 // ShardService calls for the nodes they own, merged with the writes (docs/writes.md): each hosted
 // shard is read through a MergedShard whose delta index (<store>/updates/shard-<s>.delta) the
-// LogStore fills over ZeroMQ. Cross-shard work that reaches it is shipped on to the
+// LogStore fills over the update channel. Cross-shard work that reaches it is shipped on to the
 // servers holding the data (multi-level function shipping, docs/serving.md):
 //   - get_neighbor_ids with a filter: the neighbors are grouped by owning shard; groups on shards
 //     hosted here are checked in-process, the others go to their servers as filter_nodes calls,

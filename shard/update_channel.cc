@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <map>
-#include <zmq.hpp>
 
 #include "util/coding.h"
 
@@ -12,14 +11,17 @@ namespace {
 constexpr size_t kMaxBatch = 4096;  // updates per round trip
 constexpr size_t kRequestHeader = 8 + 8 + 4 + 8 + 8 + 8;
 constexpr size_t kReplyHeader = 8 + 8 + 1;
+// A commit notice is worth little time: its connection attempt and write give up sooner than a
+// batch's (the next notice, or the next batch's header, carries the committed id again).
+constexpr int kNoticeTimeoutMs = 100;
 }  // namespace
 
-UpdateSender::UpdateSender(uint32_t num_shards, Locate locate, int retry_ms, CurveKeys curve)
+UpdateSender::UpdateSender(uint32_t num_shards, Locate locate, int retry_ms,
+                           rpc::FrameSecurity security)
     : locate_(std::move(locate)),
       retry_ms_(retry_ms),
-      curve_(std::move(curve)),
-      sender_id_(RandomSenderId()),
-      context_(std::make_unique<zmq::context_t>(1)) {
+      security_(std::move(security)),
+      sender_id_(rpc::RandomSenderId()) {
   for (uint32_t s = 0; s < num_shards; ++s) lanes_.push_back(std::make_unique<Lane>());
   for (uint32_t s = 0; s < num_shards; ++s) {
     lanes_[s]->thread = std::thread([this, s] { Run(s); });
@@ -122,13 +124,16 @@ void UpdateSender::Notify(uint32_t shard, uint64_t committed) {
   Lane& lane = *lanes_[shard];
   const std::string notice = Header(shard, /*batch=*/0, committed);
   for (const UpdateTarget& t : locate_(shard)) {
-    try {
-      auto& socket = lane.sockets[t.endpoint];
-      if (socket == nullptr) socket = ConnectDealer(*context_, t.endpoint, curve_);
-      socket->send(zmq::buffer(notice), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      lane.sockets.erase(t.endpoint);
+    auto& connection = lane.connections[t.endpoint];
+    if (connection == nullptr) {
+      auto fresh = rpc::FrameConnection::Connect(t.endpoint, security_, kNoticeTimeoutMs);
+      if (!fresh.ok()) {
+        lane.connections.erase(t.endpoint);
+        continue;
+      }
+      connection = std::move(*fresh);
     }
+    if (!connection->Send(notice, kNoticeTimeoutMs).ok()) lane.connections.erase(t.endpoint);
   }
   ++notices_;
 }
@@ -207,7 +212,6 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
                                                            const std::string& request, size_t n) {
   struct Replica {
     std::string endpoint;
-    zmq::socket_t* socket = nullptr;  // in lane.sockets
     int attempts = 0;
     bool answered = false;
     uint8_t code = 0;
@@ -229,10 +233,10 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
       Replica& r = replicas[name];
       if (r.endpoint != endpoint) r = Replica{endpoint};
     }
-    for (auto it = lane.sockets.begin(); it != lane.sockets.end();) {  // replicas gone for good
+    for (auto it = lane.connections.begin(); it != lane.connections.end();) {  // gone for good
       bool used = false;
       for (const auto& [name, r] : replicas) used |= r.endpoint == it->first;
-      it = used ? std::next(it) : lane.sockets.erase(it);
+      it = used ? std::next(it) : lane.connections.erase(it);
     }
     bool waiting = false;
     for (auto& [name, r] : replicas) waiting |= !r.answered;
@@ -244,52 +248,51 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
     }
     // Send to everyone who has not answered: on the lane's connection to it the first time, on a
     // fresh one after a timeout (the replica may have restarted, or the connection be stuck).
-    std::vector<Replica*> polled;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
+    std::vector<Replica*> sent;
     for (auto& [name, r] : replicas) {
       if (r.answered) continue;
-      try {
-        auto& socket = lane.sockets[r.endpoint];
-        if (socket == nullptr || r.attempts > 0) {
-          socket = ConnectDealer(*context_, r.endpoint, curve_);
+      auto& connection = lane.connections[r.endpoint];
+      if (r.attempts++ > 0) connection.reset();
+      // A kept connection may have died with its peer (a restart): then one fresh try at once.
+      for (int fresh = connection == nullptr; fresh < 2; ++fresh) {
+        if (fresh == 1) {
+          auto made = rpc::FrameConnection::Connect(r.endpoint, security_, retry_ms_);
+          if (!made.ok()) break;
+          connection = std::move(*made);
         }
-        ++r.attempts;
-        r.socket = socket.get();
-        r.socket->send(zmq::buffer(request), zmq::send_flags::dontwait);
-        polled.push_back(&r);
-      } catch (const zmq::error_t&) {
-        lane.sockets.erase(r.endpoint);
-        r.socket = nullptr;
+        if (connection->Send(request, retry_ms_).ok()) {
+          sent.push_back(&r);
+          break;
+        }
+        connection.reset();
       }
+      if (connection == nullptr) lane.connections.erase(r.endpoint);
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
-    size_t open = polled.size();
-    while (open > 0 && std::chrono::steady_clock::now() < deadline && !stopping_) {
-      std::vector<zmq::pollitem_t> items;
-      for (Replica* r : polled) items.push_back({r->socket->handle(), 0, ZMQ_POLLIN, 0});
-      try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
-      } catch (const zmq::error_t&) {
-        break;
-      }
-      for (size_t i = 0; i < polled.size(); ++i) {
-        Replica* r = polled[i];
-        if (r->answered || !(items[i].revents & ZMQ_POLLIN)) continue;
-        zmq::message_t reply;
-        try {
-          if (!r->socket->recv(reply, zmq::recv_flags::dontwait)) continue;
-        } catch (const zmq::error_t&) {
-          continue;
+    // Read the replies: the replicas apply in parallel, so reading one after another waits for
+    // the slowest, as waiting on all at once would.
+    for (Replica* r : sent) {
+      auto it = lane.connections.find(r->endpoint);
+      std::string reply;
+      while (it != lane.connections.end() && !stopping_) {
+        if (!it->second->Receive(&reply, deadline).ok()) {
+          lane.connections.erase(it);  // dead or stuck: the next attempt connects anew
+          break;
         }
-        const auto* p = static_cast<const char*>(reply.data());
+        const char* p = reply.data();
         if (reply.size() < kReplyHeader || DecodeFixed64(p) != sender_id_ ||
             DecodeFixed64(p + 8) != batch_id) {
-          continue;  // a late reply to an earlier attempt
+          continue;  // not this batch's (a connection only carries this lane's, one at a time)
         }
         r->answered = true;
         r->code = static_cast<uint8_t>(p[16]);
         r->body.assign(p + kReplyHeader, reply.size() - kReplyHeader);
-        --open;
+        break;
       }
+    }
+    // Nobody reached: wait out the retry interval before trying again.
+    while (sent.empty() && !stopping_ && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
   // Combine: any ok answer decides (replicas applied the same updates in the same order).
@@ -328,80 +331,70 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
 }
 
 StatusOr<std::unique_ptr<UpdateReceiver>> UpdateReceiver::Start(const std::string& host, int port,
-                                                                Apply apply, CurveKeys curve,
+                                                                Apply apply,
+                                                                rpc::FrameSecurity security,
                                                                 Fence* fence, Commit commit) {
   std::unique_ptr<UpdateReceiver> r(new UpdateReceiver());
   r->apply_ = std::move(apply);
   r->commit_ = std::move(commit);
   r->fence_ = fence;
-  ZIPG_ASSIGN_OR_RETURN(r->socket_, RouterEndpoint::Bind(host, port, curve, "the update socket"));
-  r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  ZIPG_ASSIGN_OR_RETURN(r->server_,
+                        rpc::FrameServer::Start(
+                            host, port, security,
+                            [p = r.get()](std::string_view request) { return p->Handle(request); },
+                            "the update socket"));
   return r;
 }
 
-UpdateReceiver::~UpdateReceiver() {
-  stopping_ = true;
-  if (thread_.joinable()) thread_.join();
-}
+UpdateReceiver::~UpdateReceiver() { server_.reset(); }
 
-void UpdateReceiver::Run() {
-  // Last reply per (sender, shard): a lane sends one batch at a time, so a repeat is always of
-  // the latest.
-  std::map<std::pair<uint64_t, uint32_t>, std::pair<uint64_t, std::string>> replies;
-  while (!stopping_) {
-    zmq::message_t identity, request;
-    if (!socket_->Receive(&identity, &request, std::chrono::milliseconds(100))) continue;
-    if (request.size() < kRequestHeader) continue;
-    const auto* p = static_cast<const char*>(request.data());
-    const uint64_t sender = DecodeFixed64(p);
-    const uint64_t batch = DecodeFixed64(p + 8);
-    const uint32_t shard = DecodeFixed32(p + 16);
-    const uint64_t prev = DecodeFixed64(p + 20);
-    const uint64_t epoch = DecodeFixed64(p + 28);
-    const uint64_t committed = DecodeFixed64(p + 36);
-    if (batch == 0) {  // a commit notice: no reply
-      if (commit_ && (fence_ == nullptr || fence_->Admit(shard, epoch).ok())) {
-        commit_(shard, prev, committed);
-      }
-      continue;
+std::optional<std::string> UpdateReceiver::Handle(std::string_view request) {
+  if (request.size() < kRequestHeader) return std::nullopt;
+  std::lock_guard lock(mu_);
+  const char* p = request.data();
+  const uint64_t sender = DecodeFixed64(p);
+  const uint64_t batch = DecodeFixed64(p + 8);
+  const uint32_t shard = DecodeFixed32(p + 16);
+  const uint64_t prev = DecodeFixed64(p + 20);
+  const uint64_t epoch = DecodeFixed64(p + 28);
+  const uint64_t committed = DecodeFixed64(p + 36);
+  if (batch == 0) {  // a commit notice: no reply
+    if (commit_ && (fence_ == nullptr || fence_->Admit(shard, epoch).ok())) {
+      commit_(shard, prev, committed);
     }
-    std::string reply;
-    PutFixed64(&reply, sender);
-    PutFixed64(&reply, batch);
-    auto& cached = replies[{sender, shard}];
-    if (cached.first == batch && !cached.second.empty()) {
-      socket_->Reply(identity, cached.second);
-      continue;
-    }
-    if (fence_ != nullptr) {
-      if (Status admitted = fence_->Admit(shard, epoch); !admitted.ok()) {
-        const bool fenced = admitted.message().rfind("fenced:", 0) == 0;
-        reply.push_back(fenced ? 3 : 0);
-        reply += fenced ? admitted.message() : admitted.ToString();
-        ++fenced_batches_;
-        socket_->Reply(identity, reply);
-        continue;
-      }
-    }
-    // The committed id first: it covers only updates of earlier batches.
-    if (commit_ && committed > 0) commit_(shard, 0, committed);
-    std::vector<engine::Update> updates;
-    Status s = engine::DecodeUpdates(
-        std::string_view(p + kRequestHeader, request.size() - kRequestHeader), &updates, nullptr);
-    StatusOr<PushAnswer> answer = s.ok() ? apply_(shard, prev, updates) : s;
-    if (!answer.ok()) {
-      reply.push_back(0);
-      reply += answer.status().ToString();
-    } else if (answer->behind) {
-      reply.push_back(2);
-    } else {
-      reply.push_back(1);
-      for (bool f : answer->found) reply.push_back(f ? 1 : 0);
-      cached = {batch, reply};
-    }
-    ++batches_;
-    socket_->Reply(identity, reply);
+    return std::nullopt;
   }
+  std::string reply;
+  PutFixed64(&reply, sender);
+  PutFixed64(&reply, batch);
+  auto& cached = replies_[{sender, shard}];
+  if (cached.first == batch && !cached.second.empty()) return cached.second;
+  if (fence_ != nullptr) {
+    if (Status admitted = fence_->Admit(shard, epoch); !admitted.ok()) {
+      const bool fenced = admitted.message().rfind("fenced:", 0) == 0;
+      reply.push_back(fenced ? 3 : 0);
+      reply += fenced ? admitted.message() : admitted.ToString();
+      ++fenced_batches_;
+      return reply;
+    }
+  }
+  // The committed id first: it covers only updates of earlier batches.
+  if (commit_ && committed > 0) commit_(shard, 0, committed);
+  std::vector<engine::Update> updates;
+  Status s = engine::DecodeUpdates(request.substr(kRequestHeader), &updates, nullptr);
+  StatusOr<PushAnswer> answer = s.ok() ? apply_(shard, prev, updates) : s;
+  if (!answer.ok()) {
+    reply.push_back(0);
+    reply += answer.status().ToString();
+  } else if (answer->behind) {
+    reply.push_back(2);
+  } else {
+    reply.push_back(1);
+    for (bool f : answer->found) reply.push_back(f ? 1 : 0);
+    cached = {batch, reply};
+  }
+  ++batches_;
+  return reply;
 }
 
 }  // namespace zipg::shard

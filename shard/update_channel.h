@@ -1,8 +1,9 @@
-// The update-pointer channel from the LogStore to the shard servers over ZeroMQ (docs/writes.md,
-// "The update channel"; docs/replication.md, "Pushing"). The LogStore's UpdateSender runs one
-// lane per base shard: a queue of updates that concurrent writers share, sent as one batch per
-// round trip to every registered replica of the shard (a DEALER socket each). Each shard server's
-// UpdateReceiver binds a ROUTER socket, applies each batch (persisted) and replies.
+// The update-pointer channel from the LogStore to the shard servers over the frame link
+// (rpc/frame_link.h; docs/writes.md, "The update channel"; docs/replication.md, "Pushing"). The
+// LogStore's UpdateSender runs one lane per base shard: a queue of updates that concurrent writers
+// share, sent as one batch per round trip to every registered replica of the shard (a connection
+// each, written and read by the lane's thread). Each shard server's UpdateReceiver listens,
+// applies each batch (persisted) and replies, one request at a time.
 //
 // Request frame: u64 sender | u64 batch | u32 shard | u64 prev | u64 epoch | u64 committed |
 //                updates (EncodeUpdates with ids, no flags); prev: the id of the feed's last
@@ -17,9 +18,10 @@
 //                the replica has seen a larger epoch, applied nothing): a message; 0: an error
 //                message.
 // A replica that does not answer within the lane's retry interval gets the batch again on a new
-// socket; receivers answer a repeated (sender, shard, batch) from a reply cache, and skip updates
-// they applied before (by id), so every update is applied once. A lane waits for every replica
-// in the current map (re-read every retry interval: a replica that left it is not waited for).
+// connection; receivers answer a repeated (sender, shard, batch) from a reply cache, and skip
+// updates they applied before (by id), so every update is applied once. A lane waits for every
+// replica in the current map (re-read every retry interval: a replica that left it is not waited
+// for).
 //
 // Thread-safety: Send may be called concurrently; each side runs its own threads.
 #pragma once
@@ -34,19 +36,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/updates.h"
+#include "rpc/frame_link.h"
 #include "shard/fence.h"
-#include "shard/zmq_link.h"
 #include "util/status.h"
-
-namespace zmq {
-class context_t;
-class socket_t;
-}  // namespace zmq
 
 namespace zipg::shard {
 
@@ -67,7 +65,8 @@ class UpdateSender {
   // Every registered replica of `shard` now (serving or catching up).
   using Locate = std::function<std::vector<UpdateTarget>(uint32_t shard)>;
 
-  UpdateSender(uint32_t num_shards, Locate locate, int retry_ms = 1000, CurveKeys curve = {});
+  UpdateSender(uint32_t num_shards, Locate locate, int retry_ms = 1000,
+               rpc::FrameSecurity security = {});
   ~UpdateSender();
 
   uint32_t num_shards() const { return static_cast<uint32_t>(lanes_.size()); }
@@ -135,7 +134,7 @@ class UpdateSender {
     bool poke = false;  // (mu) NotifyIdle asked for a notice
     // Its connection to each replica, by endpoint (the lane's thread only): kept across batches,
     // replaced after a timeout.
-    std::map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
+    std::map<std::string, std::unique_ptr<rpc::FrameConnection>> connections;
     std::thread thread;
   };
   void Run(uint32_t shard);
@@ -150,9 +149,8 @@ class UpdateSender {
 
   const Locate locate_;
   const int retry_ms_;
-  const CurveKeys curve_;
+  const rpc::FrameSecurity security_;
   const uint64_t sender_id_;
-  std::unique_ptr<zmq::context_t> context_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
@@ -171,34 +169,38 @@ class UpdateReceiver {
   // Takes a committed id (from a batch's header, before the batch is applied, or a notice) whose
   // sender's feed ended at `prev`.
   using Commit = std::function<void(uint32_t shard, uint64_t prev, uint64_t committed)>;
-  // Binds tcp://host:port (port 0: any free port) and starts applying batches. With `curve`, only
-  // clients holding the cluster's key pair get through (a ZAP handler checks their key). With
-  // `fence` (which must outlive the receiver), a batch is applied only if its epoch is admitted.
+  // Listens on host:port (port 0: any free port) and starts applying batches. With TLS in
+  // `security`, only holders of a certificate from the cluster's CA get through. With `fence`
+  // (which must outlive the receiver), a batch is applied only if its epoch is admitted.
   static StatusOr<std::unique_ptr<UpdateReceiver>> Start(const std::string& host, int port,
-                                                         Apply apply, CurveKeys curve = {},
+                                                         Apply apply,
+                                                         rpc::FrameSecurity security = {},
                                                          Fence* fence = nullptr,
                                                          Commit commit = nullptr);
   ~UpdateReceiver();
 
-  const std::string& endpoint() const { return socket_->endpoint(); }
+  const std::string& endpoint() const { return server_->endpoint(); }
   uint64_t batches() const { return batches_.load(); }
-  // Connections refused by the ZAP handler (a client without the cluster's key).
-  uint64_t refused_clients() const { return socket_->refused_clients(); }
+  // Connections that failed the TLS handshake (a peer without the cluster's certificate).
+  uint64_t refused_clients() const { return server_->refused_clients(); }
   // Batches refused by the fence (an old leader's).
   uint64_t fenced_batches() const { return fenced_batches_.load(); }
 
  private:
   UpdateReceiver() = default;
-  void Run();
+  // Answers one request (nothing for a commit notice). One at a time: under mu_.
+  std::optional<std::string> Handle(std::string_view request);
 
   Apply apply_;
   Commit commit_;
-  std::unique_ptr<RouterEndpoint> socket_;
   Fence* fence_ = nullptr;
+  std::mutex mu_;
+  // Last reply per (sender, shard): a lane sends one batch at a time, so a repeat is always of
+  // the latest. Guarded by mu_.
+  std::map<std::pair<uint64_t, uint32_t>, std::pair<uint64_t, std::string>> replies_;
   std::atomic<uint64_t> fenced_batches_{0};
-  std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
-  std::thread thread_;
+  std::unique_ptr<rpc::FrameServer> server_;  // last: stopped first
 };
 
 }  // namespace zipg::shard

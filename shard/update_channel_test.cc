@@ -6,6 +6,7 @@
 #include "shard/update_channel.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +14,8 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+
+#include "rpc/tls_test_files.h"
 
 namespace zipg::shard {
 namespace {
@@ -44,7 +47,7 @@ class Replica {
           }
           return StatusOr<PushAnswer>(answer);
         },
-        CurveKeys{}, fence,
+        rpc::FrameSecurity{}, fence,
         [this](uint32_t, uint64_t, uint64_t committed) {
           std::lock_guard lock(mu_);
           committed_ = std::max(committed_, committed);
@@ -236,8 +239,6 @@ TEST(UpdateChannelTest, AReplicaThatLeavesTheMapIsNotWaitedFor) {
   EXPECT_EQ(a.applied().size(), 2u);
 }
 
-// With the cluster's CURVE keys, updates flow; a sender with another key pair, or none, gets no
-// answer at all, and the receiver counts the refused handshakes.
 std::string TempDir() {
   char dir[] = "/tmp/zipg_fence_test.XXXXXX";
   EXPECT_NE(mkdtemp(dir), nullptr);
@@ -311,18 +312,16 @@ TEST(FenceTest, ABrokenFileIsRefusedWithItsName) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(UpdateChannelTest, CurveLetsOnlyHoldersOfTheClusterKeyIn) {
-  auto Keys = [] {
-    auto text = NewCurveKeyFile();
-    EXPECT_TRUE(text.ok());
-    CurveKeys k;
-    const std::string& t = *text;
-    k.public_key = t.substr(7, 40);
-    k.secret_key = t.substr(t.find("secret ") + 7, 40);
-    return k;
-  };
-  const CurveKeys cluster = Keys(), other = Keys();
-  ASSERT_NE(cluster.public_key, other.public_key);
+// With the cluster's TLS certificates, updates flow; a sender with a certificate of another CA,
+// or none, gets no answer at all, and the receiver counts the refused handshakes.
+TEST(UpdateChannelTest, TlsLetsOnlyHoldersOfTheClusterCertificateIn) {
+  signal(SIGPIPE, SIG_IGN);  // as zipg's main does (rpc/tls.h)
+  rpc::TlsFiles files;
+  ASSERT_TRUE(files.ok()) << "could not make certificates with the openssl command";
+  auto server = rpc::FrameSecurity::Make(files.Of("ca", "server"));
+  auto member = rpc::FrameSecurity::Make(files.Of("ca", "client"));
+  auto stranger = rpc::FrameSecurity::Make(files.Of("other", "stranger"));
+  ASSERT_TRUE(server.ok() && member.ok() && stranger.ok());
   std::atomic<int> applied{0};
   auto receiver = UpdateReceiver::Start(
       "127.0.0.1", 0,
@@ -330,27 +329,24 @@ TEST(UpdateChannelTest, CurveLetsOnlyHoldersOfTheClusterKeyIn) {
         applied += static_cast<int>(batch.size());
         return StatusOr<PushAnswer>(PushAnswer{false, std::vector<bool>(batch.size(), true)});
       },
-      cluster);
+      *server);
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
   const UpdateTarget target{"r", (*receiver)->endpoint()};
   auto locate = [target](uint32_t) { return std::vector<UpdateTarget>{target}; };
   {
-    UpdateSender member(1, locate, 200, cluster);
-    auto found = member.Send(0, Updates(1, 2), 5000);
+    UpdateSender sender(1, locate, 200, *member);
+    auto found = sender.Send(0, Updates(1, 2), 5000);
     ASSERT_TRUE(found.ok()) << found.status().ToString();
     EXPECT_EQ(*found, std::vector<bool>(2, true));
   }
   EXPECT_EQ(applied.load(), 2);
-  // Another key pair that knows the receivers' public key: the handshake works, ZAP refuses it.
-  CurveKeys impostor = other;
-  impostor.server_key = cluster.public_key;
-  for (const CurveKeys& keys : {impostor, other, CurveKeys{}}) {
-    UpdateSender outsider(1, locate, 200, keys);
+  for (const rpc::FrameSecurity& security : {*stranger, rpc::FrameSecurity{}}) {
+    UpdateSender outsider(1, locate, 200, security);
     auto found = outsider.Send(0, Updates(3, 1), 1000);
     EXPECT_EQ(found.status().code(), StatusCode::kUnavailable);
   }
   EXPECT_EQ(applied.load(), 2) << "an outsider's update was applied";
-  EXPECT_GE((*receiver)->refused_clients(), 1u);
+  EXPECT_GE((*receiver)->refused_clients(), 2u);
 }
 
 }  // namespace

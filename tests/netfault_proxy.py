@@ -4,7 +4,7 @@ Servers advertise the proxy's port instead of their own (`zipg serve --advertise
 the calls other processes make to them go through it.
 
 The fault can be changed at any time with set_fault(); it applies to the chunks read from then on
-(a chunk: what one recv returns, usually one whole Thrift frame or ZeroMQ message), on old and new
+(a chunk: what one recv returns, usually one whole Thrift frame or update frame), on old and new
 connections alike. Each chunk is struck with `probability`, and a strike does:
 
     none       nothing: everything is forwarded (the default)

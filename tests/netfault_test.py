@@ -4,7 +4,7 @@ injection"): etcd, 2 shard servers for 4 shards, the LogStore and an aggregator,
 test with `--advertise` (and `--advertise-update`) naming TCP proxies (tests/netfault_proxy.py) in
 front of every Thrift port and every update channel. So every call between processes goes
 through a proxy: the client's to the aggregator, the aggregator's to the shard servers and the
-LogStore, the LogStore's to the shard servers (Thrift reads and the ZeroMQ updates), the shard
+LogStore, the LogStore's to the shard servers (Thrift reads and the update channel), the shard
 servers' to each other and to the LogStore (catch-up). Only etcd is reached directly.
 
 Fault modes, in turn, each for PHASE_S seconds while WORKERS clients send a mix of writes and
