@@ -3,7 +3,7 @@
 made of Linux network namespaces on a bridge, each with its own address; `zipg deploy certs`,
 `zipg deploy plan --replicas 2` (4 shards, each on two hosts), a copy of only the store files
 each host needs, and `zipg deploy start` with the netns transport (`ip netns exec NS`). TLS is
-on: mutual TLS on every Thrift connection, CURVE on the update channel, etcd over https with
+on: mutual TLS on every Thrift connection and update channel link, etcd over https with
 client certificates. etcd has 3 members (on h1..h3), the LogStore runs on h1, aggregators on h3
 and h4. Every answer is compared with the plain-Python model of the contract with writes
 (write_model.WriteModel); the clients (`zipg query --batch`) run in the client namespace.
