@@ -364,8 +364,9 @@ void LogStore::AwaitGroup(GroupFanout* fanout) {
   for (uint32_t s = 0; s < fanout->replies.size(); ++s) {
     auto& reply = fanout->replies[s];
     if (!reply) continue;
-    StatusOr<std::vector<bool>> found = reply->ok() ? sink_->Await(&**reply, s, deadline)
-                                                    : StatusOr<std::vector<bool>>(reply->status());
+    StatusOr<std::vector<bool>> found = reply->ok()
+                                            ? shard::UpdateSender::Await(&**reply, s, deadline)
+                                            : StatusOr<std::vector<bool>>(reply->status());
     const auto& members = fanout->members[s];
     for (size_t k = 0; k < members.size(); ++k) {
       if (found.ok()) {

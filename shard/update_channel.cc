@@ -36,7 +36,6 @@ UpdateSender::~UpdateSender() {
   }
   for (auto& lane : lanes_) lane->thread.join();
   for (auto& lane : lanes_) {
-    if (lane->handed) lane->queue.push_front(std::move(lane->handed));
     for (auto& p : lane->queue) {
       p->done.set_value({Status::Unavailable("LogStore is shutting down"), {}});
     }
@@ -60,97 +59,21 @@ StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard,
   }
   auto pending = std::make_shared<Pending>();
   pending->updates = std::move(updates);
-  Reply reply{pending, pending->done.get_future()};
+  Reply reply = pending->done.get_future();
   Lane& lane = *lanes_[shard];
-  std::unique_lock lock(lane.mu);
-  if (!lane.busy && lane.queue.empty() && !lane.handed) {
-    lane.busy = true;  // the connections are this thread's until Await completes the batch
-    lock.unlock();
-    if (SendInline(shard, lane, pending.get())) return reply;
-    lock.lock();
-    lane.busy = false;
-    lane.queue.push_front(std::move(pending));  // before any post that came meanwhile
-  } else {
-    lane.queue.push_back(std::move(pending));
-  }
+  std::lock_guard lock(lane.mu);
+  lane.queue.push_back(std::move(pending));
   lane.cv.notify_one();
   return reply;
 }
 
-bool UpdateSender::SendInline(uint32_t shard, Lane& lane, Pending* p) {
-  std::vector<UpdateTarget> targets = locate_(shard);
-  if (targets.empty()) return false;
-  for (const UpdateTarget& t : targets) {
-    if (!lane.connections.count(t.endpoint)) return false;  // the lane connects, not a writer
-  }
-  p->sent_inline = true;
-  p->batch_id = ++lane.last_batch;
-  p->committed = applied_.load() > 0 ? Committed(shard) : 0;
-  p->request = Header(shard, p->batch_id, p->committed);
-  p->request += engine::EncodeUpdates(p->updates, nullptr, /*with_ids=*/true);
-  p->sent_at = std::chrono::steady_clock::now();
-  for (UpdateTarget& t : targets) {
-    ReplicaState& r = p->replicas[t.name];
-    r.endpoint = std::move(t.endpoint);
-    r.attempts = 1;
-    auto it = lane.connections.find(r.endpoint);
-    if (!it->second->Send(p->request, retry_ms_).ok()) lane.connections.erase(it);
-  }
-  return true;
-}
-
-bool UpdateSender::ReadInline(uint32_t shard, Lane& lane, Pending* p,
-                              std::chrono::steady_clock::time_point until) {
-  bool all = true;
-  for (auto& [name, r] : p->replicas) {
-    auto it = lane.connections.find(r.endpoint);
-    std::string reply;
-    while (!r.answered && it != lane.connections.end()) {
-      if (!it->second->Receive(&reply, until).ok()) {
-        lane.connections.erase(it);  // dead or slow: the lane's thread resends on a fresh one
-        break;
-      }
-      const char* d = reply.data();
-      if (reply.size() < kReplyHeader || DecodeFixed64(d) != sender_id_ ||
-          DecodeFixed64(d + 8) != p->batch_id) {
-        continue;
-      }
-      r.answered = true;
-      r.code = static_cast<uint8_t>(d[16]);
-      r.body.assign(d + kReplyHeader, reply.size() - kReplyHeader);
-    }
-    all &= r.answered;
-  }
-  if (!all) return false;
-  // A replica that joined the map meanwhile gets the batch too: from the lane's thread.
-  for (const UpdateTarget& t : locate_(shard)) {
-    if (!p->replicas.count(t.name)) return false;
-  }
-  return true;
-}
-
 StatusOr<std::vector<bool>> UpdateSender::Await(Reply* reply, uint32_t shard,
                                                 std::chrono::steady_clock::time_point deadline) {
-  Pending* p = reply->pending.get();
-  if (p != nullptr && p->sent_inline && shard < lanes_.size()) {
-    Lane& lane = *lanes_[shard];
-    p->sent_inline = false;  // awaited once
-    const auto until = std::min(deadline, p->sent_at + std::chrono::milliseconds(retry_ms_));
-    if (ReadInline(shard, lane, p, until)) {
-      ++inline_batches_;
-      Complete(shard, lane, p->committed, {reply->pending}, p->updates,
-               Combine(shard, p->replicas, p->updates.size()));
-    } else {
-      std::lock_guard lock(lane.mu);  // the lane's thread goes on with it; still busy
-      lane.handed = reply->pending;
-      lane.cv.notify_one();
-    }
-  }
-  if (reply->done.wait_until(deadline) != std::future_status::ready) {
+  if (reply->wait_until(deadline) != std::future_status::ready) {
     return Status::Unavailable("shard " + std::to_string(shard) +
                                " did not confirm the update in time");
   }
-  auto [status, found] = reply->done.get();
+  auto [status, found] = reply->get();
   if (!status.ok()) return status;
   return found;
 }
@@ -224,116 +147,79 @@ bool UpdateSender::IsTarget(uint32_t shard, const std::string& member) const {
 
 void UpdateSender::Run(uint32_t shard) {
   Lane& lane = *lanes_[shard];
+  uint64_t batch_id = 0;
+  auto heartbeat = std::chrono::steady_clock::now();
   while (true) {
     std::vector<std::shared_ptr<Pending>> batch;
-    std::shared_ptr<Pending> handed;
-    bool notice = false;
-    uint64_t committed = 0;
     {
       std::unique_lock lock(lane.mu);
-      auto ready = [&] {
-        return stopping_ || lane.handed != nullptr ||
-               (!lane.busy && (!lane.queue.empty() || lane.poke || Committed(shard) > lane.told));
-      };
-      if (lane.busy) {
-        lane.cv.wait(lock, ready);  // a fast-path batch: its Await completes or hands it over
-      } else {
-        lane.cv.wait_until(lock, lane.heartbeat + std::chrono::milliseconds(kNoticeIntervalMs),
-                           ready);
-      }
+      lane.cv.wait_until(lock, heartbeat + std::chrono::milliseconds(kNoticeIntervalMs), [&] {
+        return stopping_ || !lane.queue.empty() || lane.poke || Committed(shard) > lane.told;
+      });
       if (stopping_) return;
-      if (lane.handed != nullptr) {
-        handed = std::move(lane.handed);  // busy stays set: the connections are now this thread's
-      } else if (lane.busy) {
-        continue;
-      } else if (lane.queue.empty()) {
-        // Idle: every update posted to it is delivered (the batches went one at a time and each
-        // was completed), and every update up to the applied id was posted before it was
-        // applied (NotifyIdle).
+      if (lane.queue.empty()) {
+        // Idle: every update posted to it is delivered (this thread sent them all), and every
+        // update up to the applied id was posted before it was applied (NotifyIdle).
         const uint64_t applied = applied_.load();
         if (!fenced_ && applied > lane.delivered.load()) lane.delivered = applied;
         lane.poke = false;
         // Nothing to carry the committed id: a notice, now if it grew, else as the heartbeat.
-        committed = Committed(shard);
-        const auto now = std::chrono::steady_clock::now();
-        if (committed > lane.told ||
-            now >= lane.heartbeat + std::chrono::milliseconds(kNoticeIntervalMs)) {
-          notice = true;
-          lane.busy = true;  // Notify writes on the connections
+        lock.unlock();
+        const uint64_t committed = Committed(shard);
+        if (committed > lane.told || std::chrono::steady_clock::now() >=
+                                         heartbeat + std::chrono::milliseconds(kNoticeIntervalMs)) {
+          if (applied_.load() > 0) Notify(shard, committed);
           lane.told = committed;
-          lane.heartbeat = now;
+          heartbeat = std::chrono::steady_clock::now();
         }
-      } else {
-        size_t n = 0;
-        while (!lane.queue.empty() && (batch.empty() || n < kMaxBatch)) {
-          n += lane.queue.front()->updates.size();
-          batch.push_back(std::move(lane.queue.front()));
-          lane.queue.pop_front();
-        }
-        lane.busy = true;
+        continue;
+      }
+      size_t n = 0;
+      while (!lane.queue.empty() && (batch.empty() || n < kMaxBatch)) {
+        n += lane.queue.front()->updates.size();
+        batch.push_back(std::move(lane.queue.front()));
+        lane.queue.pop_front();
       }
     }
-    if (notice) {
-      if (applied_.load() > 0) Notify(shard, committed);
-      {
-        std::lock_guard lock(lane.mu);
-        lane.busy = false;
-      }
-      continue;  // a post that queued meanwhile is taken next
-    }
-    if (handed != nullptr) {
-      auto outcome = Deliver(shard, handed->batch_id, handed->request, handed->updates.size(),
-                             &handed->replicas);
-      Complete(shard, lane, handed->committed, {handed}, handed->updates, std::move(outcome));
-      continue;
-    }
-    if (batch.empty()) continue;  // idle, and no notice due
     std::vector<engine::Update> updates;
     for (const auto& p : batch) updates.insert(updates.end(), p->updates.begin(), p->updates.end());
-    committed = applied_.load() > 0 ? Committed(shard) : 0;
-    const uint64_t batch_id = ++lane.last_batch;
-    std::string request = Header(shard, batch_id, committed);
+    const uint64_t committed = applied_.load() > 0 ? Committed(shard) : 0;
+    std::string request = Header(shard, ++batch_id, committed);
     request += engine::EncodeUpdates(updates, nullptr, /*with_ids=*/true);
-    std::map<std::string, ReplicaState> replicas;
-    auto outcome = Deliver(shard, batch_id, request, updates.size(), &replicas);
-    Complete(shard, lane, committed, batch, updates, std::move(outcome));
-  }
-}
-
-void UpdateSender::Complete(uint32_t shard, Lane& lane, uint64_t committed,
-                            const std::vector<std::shared_ptr<Pending>>& batch,
-                            const std::vector<engine::Update>& updates,
-                            std::pair<Status, std::vector<bool>> outcome) {
-  (void)shard;
-  uint64_t last = lane.prev.load();
-  for (const auto& u : updates) last = std::max(last, u.id);
-  lane.prev = last;
-  // Delivered unless no replica could be reached at all (a timeout keeps Deliver retrying, so
-  // it does not return before every replica in the map answered or left it).
-  if (!stopping_ && !fenced_) lane.delivered = last;
-  ++batches_;
-  {
-    std::lock_guard lock(lane.mu);
+    auto [failure, found] = Deliver(shard, batch_id, request, updates.size());
     if (committed > lane.told) lane.told = committed;
-    lane.heartbeat = std::chrono::steady_clock::now();
-    lane.busy = false;
-  }
-  lane.cv.notify_one();
-  const auto& [failure, found] = outcome;
-  size_t at = 0;
-  for (const auto& p : batch) {
-    std::vector<bool> mine;
-    if (failure.ok()) mine.assign(found.begin() + at, found.begin() + at + p->updates.size());
-    at += p->updates.size();
-    p->done.set_value({failure, std::move(mine)});
+    heartbeat = std::chrono::steady_clock::now();
+    uint64_t last = lane.prev.load();
+    for (const auto& u : updates) last = std::max(last, u.id);
+    lane.prev = last;
+    // Delivered unless no replica could be reached at all (a timeout keeps Deliver retrying, so
+    // it does not return before every replica in the map answered or left it).
+    if (!stopping_ && !fenced_) lane.delivered = last;
+    ++batches_;
+    size_t at = 0;
+    for (auto& p : batch) {
+      std::vector<bool> mine;
+      if (failure.ok()) {
+        mine.assign(found.begin() + at, found.begin() + at + p->updates.size());
+      }
+      at += p->updates.size();
+      p->done.set_value({failure, std::move(mine)});
+    }
   }
 }
 
-std::pair<Status, std::vector<bool>> UpdateSender::Deliver(
-    uint32_t shard, uint64_t batch_id, const std::string& request, size_t n,
-    std::map<std::string, ReplicaState>* state) {
+std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint64_t batch_id,
+                                                           const std::string& request, size_t n) {
+  struct Replica {
+    std::string endpoint;
+    int attempts = 0;
+    bool answered = false;
+    uint8_t code = 0;
+    std::string body;
+  };
   Lane& lane = *lanes_[shard];
-  auto& replicas = *state;  // by member name
+  std::map<std::string, Replica> replicas;  // by member name
+  const std::string who = "shard " + std::to_string(shard);
   const auto give_up_empty =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
   while (!stopping_) {
@@ -344,11 +230,8 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(
       it = (!it->second.answered && !now.count(it->first)) ? replicas.erase(it) : std::next(it);
     }
     for (auto& [name, endpoint] : now) {
-      ReplicaState& r = replicas[name];
-      if (r.endpoint != endpoint) {
-        r = ReplicaState();
-        r.endpoint = endpoint;
-      }
+      Replica& r = replicas[name];
+      if (r.endpoint != endpoint) r = Replica{endpoint};
     }
     for (auto it = lane.connections.begin(); it != lane.connections.end();) {  // gone for good
       bool used = false;
@@ -366,7 +249,7 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(
     // Send to everyone who has not answered: on the lane's connection to it the first time, on a
     // fresh one after a timeout (the replica may have restarted, or the connection be stuck).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(retry_ms_);
-    std::vector<ReplicaState*> sent;
+    std::vector<Replica*> sent;
     for (auto& [name, r] : replicas) {
       if (r.answered) continue;
       auto& connection = lane.connections[r.endpoint];
@@ -388,7 +271,7 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(
     }
     // Read the replies: the replicas apply in parallel, so reading one after another waits for
     // the slowest, as waiting on all at once would.
-    for (ReplicaState* r : sent) {
+    for (Replica* r : sent) {
       auto it = lane.connections.find(r->endpoint);
       std::string reply;
       while (it != lane.connections.end() && !stopping_) {
@@ -412,13 +295,7 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  return Combine(shard, replicas, n);
-}
-
-std::pair<Status, std::vector<bool>> UpdateSender::Combine(
-    uint32_t shard, const std::map<std::string, ReplicaState>& replicas, size_t n) {
-  // Any ok answer decides (replicas applied the same updates in the same order).
-  const std::string who = "shard " + std::to_string(shard);
+  // Combine: any ok answer decides (replicas applied the same updates in the same order).
   std::string errors;
   size_t behind = 0;
   for (const auto& [name, r] : replicas) behind += r.answered && r.code == 2;

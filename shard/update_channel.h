@@ -80,23 +80,13 @@ class UpdateSender {
                                    int timeout_ms);
 
   // Send in two steps, so that one caller can have batches for several shards in flight: Post
-  // hands the updates to the shard's lane, Await waits for that lane's answer until `deadline`
+  // queues the updates on the shard's lane, Await waits for that lane's answer until `deadline`
   // (UNAVAILABLE after it; the lane keeps retrying). Updates posted to one shard are applied
-  // there in the order of the Post calls. Every Reply must be awaited.
-  //
-  // When the lane is idle and holds a connection to every replica, Post writes the batch to them
-  // itself and Await reads the replies itself: no thread is woken for it (the fast path,
-  // docs/write-pipeline.md). A reply that does not come within the retry interval, or a replica
-  // that could not be written to, hands the batch to the lane's thread, which delivers it as any
-  // other (a fresh connection, the same frame).
-  struct Pending;
-  struct Reply {
-    std::shared_ptr<Pending> pending;
-    std::future<std::pair<Status, std::vector<bool>>> done;
-  };
+  // there in the order of the Post calls.
+  using Reply = std::future<std::pair<Status, std::vector<bool>>>;
   StatusOr<Reply> Post(uint32_t shard, std::vector<engine::Update> updates);
-  StatusOr<std::vector<bool>> Await(Reply* reply, uint32_t shard,
-                                    std::chrono::steady_clock::time_point deadline);
+  static StatusOr<std::vector<bool>> Await(Reply* reply, uint32_t shard,
+                                           std::chrono::steady_clock::time_point deadline);
 
   // The id of the last update sent before (the feed's last id); the next batch's `prev`. Call
   // before the first Post of the shard.
@@ -124,43 +114,17 @@ class UpdateSender {
   bool fenced() const { return fenced_.load(); }
 
   uint64_t batches() const { return batches_.load(); }
-  // Of those, the batches the fast path delivered (written by Post, read by Await).
-  uint64_t inline_batches() const { return inline_batches_.load(); }
   uint64_t behind_answers() const { return behind_.load(); }
 
-  // What one replica did with the batch being delivered.
-  struct ReplicaState {
-    std::string endpoint;
-    int attempts = 0;
-    bool answered = false;
-    uint8_t code = 0;
-    std::string body;
-  };
+ private:
   struct Pending {
     std::vector<engine::Update> updates;
     std::promise<std::pair<Status, std::vector<bool>>> done;
-    // Sent by Post itself (the fast path): its frame, and each replica's state by member name.
-    bool sent_inline = false;
-    uint64_t batch_id = 0;
-    uint64_t committed = 0;
-    std::string request;
-    std::map<std::string, ReplicaState> replicas;
-    std::chrono::steady_clock::time_point sent_at;
   };
-
- private:
   struct Lane {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<std::shared_ptr<Pending>> queue;
-    // (mu) Someone delivers a batch now and owns `connections`: the lane's thread, or a Post and
-    // its Await on the fast path. One batch of a shard is in flight at a time.
-    bool busy = false;
-    // (mu) A fast-path batch that Await could not finish: the lane's thread delivers it next.
-    std::shared_ptr<Pending> handed;
-    uint64_t last_batch = 0;  // the last batch id used (by the owner of `connections`)
-    // (mu) When the replicas last heard the committed id (a batch or a notice).
-    std::chrono::steady_clock::time_point heartbeat = std::chrono::steady_clock::now();
     std::atomic<uint64_t> prev{0};
     // The last id every replica in the map confirmed (or the lane moved past: no replica, all
     // behind; they catch up before they serve).
@@ -168,8 +132,8 @@ class UpdateSender {
     // The committed id last sent (written by the lane's thread; SetApplied reads it).
     std::atomic<uint64_t> told{0};
     bool poke = false;  // (mu) NotifyIdle asked for a notice
-    // Its connection to each replica, by endpoint (its owner only, see `busy`): kept across
-    // batches, replaced after a timeout.
+    // Its connection to each replica, by endpoint (the lane's thread only): kept across batches,
+    // replaced after a timeout.
     std::map<std::string, std::unique_ptr<rpc::FrameConnection>> connections;
     std::thread thread;
   };
@@ -178,29 +142,10 @@ class UpdateSender {
   std::string Header(uint32_t shard, uint64_t batch, uint64_t committed) const;
   // Sends a commit notice to every replica of the shard (no reply awaited).
   void Notify(uint32_t shard, uint64_t committed);
-  // Sends one request to every replica of the shard until each answered or left the map,
-  // starting from `replicas` (what answered already); returns the combined outcome for the
-  // batch's n updates. The caller owns the lane's connections.
+  // Sends one request to every replica of the shard until each answered or left the map;
+  // returns the combined outcome for the batch's n updates.
   std::pair<Status, std::vector<bool>> Deliver(uint32_t shard, uint64_t batch_id,
-                                               const std::string& request, size_t n,
-                                               std::map<std::string, ReplicaState>* replicas);
-  // The outcome of a batch from its replicas' answers.
-  std::pair<Status, std::vector<bool>> Combine(uint32_t shard,
-                                               const std::map<std::string, ReplicaState>& replicas,
-                                               size_t n);
-  // The fast path's send (the caller owns the connections): false, with nothing written, when a
-  // replica has no connection yet or there is none; the lane's thread then takes the batch.
-  bool SendInline(uint32_t shard, Lane& lane, Pending* p);
-  // Reads the fast path's replies until `until`: true once every replica answered and no other
-  // joined the map.
-  bool ReadInline(uint32_t shard, Lane& lane, Pending* p,
-                  std::chrono::steady_clock::time_point until);
-  // After a batch's delivery: the lane's position, the batches' promises, and the connections
-  // released to the next owner.
-  void Complete(uint32_t shard, Lane& lane, uint64_t committed,
-                const std::vector<std::shared_ptr<Pending>>& batch,
-                const std::vector<engine::Update>& updates,
-                std::pair<Status, std::vector<bool>> outcome);
+                                               const std::string& request, size_t n);
 
   const Locate locate_;
   const int retry_ms_;
@@ -214,7 +159,6 @@ class UpdateSender {
   std::atomic<bool> fenced_{false};
   std::atomic<uint64_t> applied_{0};
   std::atomic<uint64_t> notices_{0};
-  std::atomic<uint64_t> inline_batches_{0};
 };
 
 class UpdateReceiver {
