@@ -180,11 +180,11 @@ TEST(ShipTest, ADeadStandbyIsUnavailableAndReachedAgainWhenItReturns) {
 TEST(ShipTest, TlsLetsOnlyHoldersOfTheClusterCertificateIn) {
   signal(SIGPIPE, SIG_IGN);  // as zipg's main does (rpc/tls.h)
   rpc::TlsFiles files;
-  ASSERT_TRUE(files.ok()) << "could not make certificates with the openssl command";
-  auto server = rpc::FrameSecurity::Make(files.Of("ca", "server"));
-  auto member_tls = rpc::FrameSecurity::Make(files.Of("ca", "client"));
-  auto stranger_tls = rpc::FrameSecurity::Make(files.Of("other", "stranger"));
-  ASSERT_TRUE(server.ok() && member_tls.ok() && stranger_tls.ok());
+  const rpc::FrameParties parties(files);
+  ASSERT_TRUE(parties.ok) << "could not make certificates with the openssl command";
+  const rpc::FrameSecurity* server = &parties.server;
+  const rpc::FrameSecurity* member_tls = &parties.member;
+  const rpc::FrameSecurity* stranger_tls = &parties.stranger;
   Standby standby(*server);
   ShipSender member(standby.endpoint(), *member_tls);
   auto ok = member.Send(ShipKind::kAppend, 1, 1, 0, Views({"secret"}), 5000);

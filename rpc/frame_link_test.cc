@@ -171,11 +171,11 @@ TEST(FrameLinkTest, AClosedOrMissingPeerIsUnavailableAtOnce) {
 TEST(FrameLinkTest, TlsLetsOnlyHoldersOfACertificateFromTheClusterCaIn) {
   signal(SIGPIPE, SIG_IGN);  // as zipg's main does (rpc/tls.h)
   TlsFiles files;
-  ASSERT_TRUE(files.ok()) << "could not make certificates with the openssl command";
-  auto server_side = FrameSecurity::Make(files.Of("ca", "server"));
-  auto member = FrameSecurity::Make(files.Of("ca", "client"));
-  auto stranger = FrameSecurity::Make(files.Of("other", "stranger"));
-  ASSERT_TRUE(server_side.ok() && member.ok() && stranger.ok()) << server_side.status().ToString();
+  const FrameParties parties(files);
+  ASSERT_TRUE(parties.ok) << "could not make certificates with the openssl command";
+  const FrameSecurity* server_side = &parties.server;
+  const FrameSecurity* member = &parties.member;
+  const FrameSecurity* stranger = &parties.stranger;
   EXPECT_TRUE(server_side->tls());
   EXPECT_FALSE(FrameSecurity().tls());
   EXPECT_TRUE(FrameSecurity::Make(TlsOptions{"/no/ca.pem", "", ""}).status().code() ==

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "rpc/frame_link.h"
 #include "rpc/tls.h"
 
 namespace zipg::rpc {
@@ -49,6 +50,24 @@ class TlsFiles {
 
   std::string dir_;
   bool ok_ = false;
+};
+
+// The frame link's parties, from TlsFiles: the server and a member of the cluster, and a
+// stranger whose certificate is from another CA. `ok` is false if any set-up failed.
+struct FrameParties {
+  explicit FrameParties(const TlsFiles& files) {
+    auto s = FrameSecurity::Make(files.Of("ca", "server"));
+    auto m = FrameSecurity::Make(files.Of("ca", "client"));
+    auto x = FrameSecurity::Make(files.Of("other", "stranger"));
+    ok = files.ok() && s.ok() && m.ok() && x.ok();
+    if (ok) {
+      server = *s;
+      member = *m;
+      stranger = *x;
+    }
+  }
+  FrameSecurity server, member, stranger;
+  bool ok = false;
 };
 
 }  // namespace zipg::rpc

@@ -317,11 +317,11 @@ TEST(FenceTest, ABrokenFileIsRefusedWithItsName) {
 TEST(UpdateChannelTest, TlsLetsOnlyHoldersOfTheClusterCertificateIn) {
   signal(SIGPIPE, SIG_IGN);  // as zipg's main does (rpc/tls.h)
   rpc::TlsFiles files;
-  ASSERT_TRUE(files.ok()) << "could not make certificates with the openssl command";
-  auto server = rpc::FrameSecurity::Make(files.Of("ca", "server"));
-  auto member = rpc::FrameSecurity::Make(files.Of("ca", "client"));
-  auto stranger = rpc::FrameSecurity::Make(files.Of("other", "stranger"));
-  ASSERT_TRUE(server.ok() && member.ok() && stranger.ok());
+  const rpc::FrameParties parties(files);
+  ASSERT_TRUE(parties.ok) << "could not make certificates with the openssl command";
+  const rpc::FrameSecurity* server = &parties.server;
+  const rpc::FrameSecurity* member = &parties.member;
+  const rpc::FrameSecurity* stranger = &parties.stranger;
   std::atomic<int> applied{0};
   auto receiver = UpdateReceiver::Start(
       "127.0.0.1", 0,
