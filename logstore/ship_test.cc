@@ -182,18 +182,15 @@ TEST(ShipTest, TlsLetsOnlyHoldersOfTheClusterCertificateIn) {
   rpc::TlsFiles files;
   const rpc::FrameParties parties(files);
   ASSERT_TRUE(parties.ok) << "could not make certificates with the openssl command";
-  const rpc::FrameSecurity* server = &parties.server;
-  const rpc::FrameSecurity* member_tls = &parties.member;
-  const rpc::FrameSecurity* stranger_tls = &parties.stranger;
-  Standby standby(*server);
-  ShipSender member(standby.endpoint(), *member_tls);
+  Standby standby(parties.server);
+  ShipSender member(standby.endpoint(), parties.member);
   auto ok = member.Send(ShipKind::kAppend, 1, 1, 0, Views({"secret"}), 5000);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->code, ShipCode::kOk);
   ShipSender plaintext(standby.endpoint());
   EXPECT_EQ(plaintext.Send(ShipKind::kAppend, 1, 1, 1, Views({"x"}), 300).status().code(),
             StatusCode::kUnavailable);
-  ShipSender stranger(standby.endpoint(), *stranger_tls);
+  ShipSender stranger(standby.endpoint(), parties.stranger);
   EXPECT_EQ(stranger.Send(ShipKind::kAppend, 1, 1, 1, Views({"y"}), 300).status().code(),
             StatusCode::kUnavailable);
   EXPECT_GE(standby.receiver().refused_clients(), 1u);

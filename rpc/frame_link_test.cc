@@ -173,19 +173,16 @@ TEST(FrameLinkTest, TlsLetsOnlyHoldersOfACertificateFromTheClusterCaIn) {
   TlsFiles files;
   const FrameParties parties(files);
   ASSERT_TRUE(parties.ok) << "could not make certificates with the openssl command";
-  const FrameSecurity* server_side = &parties.server;
-  const FrameSecurity* member = &parties.member;
-  const FrameSecurity* stranger = &parties.stranger;
-  EXPECT_TRUE(server_side->tls());
+  EXPECT_TRUE(parties.server.tls());
   EXPECT_FALSE(FrameSecurity().tls());
   EXPECT_TRUE(FrameSecurity::Make(TlsOptions{"/no/ca.pem", "", ""}).status().code() ==
               StatusCode::kInvalidArgument);
   Echo echo;
-  auto server = StartEcho(&echo, *server_side);
+  auto server = StartEcho(&echo, parties.server);
   ASSERT_NE(server, nullptr);
   std::string reply;
   {
-    auto c = FrameConnection::Connect(server->endpoint(), *member, 1000);
+    auto c = FrameConnection::Connect(server->endpoint(), parties.member, 1000);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     ASSERT_TRUE((*c)->Send("secret", 1000).ok());
     ASSERT_TRUE((*c)->Receive(&reply, In(3000)).ok());
@@ -194,7 +191,7 @@ TEST(FrameLinkTest, TlsLetsOnlyHoldersOfACertificateFromTheClusterCaIn) {
   EXPECT_EQ(server->refused_clients(), 0u);
   // A certificate from another CA, and no TLS at all: no frame reaches the handler, no reply.
   const FrameSecurity plain;
-  for (const FrameSecurity* who : std::vector<const FrameSecurity*>{&*stranger, &plain}) {
+  for (const FrameSecurity* who : std::vector<const FrameSecurity*>{&parties.stranger, &plain}) {
     auto c = FrameConnection::Connect(server->endpoint(), *who, 1000);
     if (!c.ok()) continue;  // refused at connect: as good
     (void)(*c)->Send("intruder", 1000);
@@ -209,7 +206,7 @@ TEST(FrameLinkTest, TlsLetsOnlyHoldersOfACertificateFromTheClusterCaIn) {
   Echo plain_echo;
   auto plain_server = StartEcho(&plain_echo);
   ASSERT_NE(plain_server, nullptr);
-  auto c = FrameConnection::Connect(plain_server->endpoint(), *member, 1000);
+  auto c = FrameConnection::Connect(plain_server->endpoint(), parties.member, 1000);
   if (c.ok()) {
     (void)(*c)->Send("mismatch", 1000);
     EXPECT_FALSE((*c)->Receive(&reply, In(1000)).ok());

@@ -319,9 +319,6 @@ TEST(UpdateChannelTest, TlsLetsOnlyHoldersOfTheClusterCertificateIn) {
   rpc::TlsFiles files;
   const rpc::FrameParties parties(files);
   ASSERT_TRUE(parties.ok) << "could not make certificates with the openssl command";
-  const rpc::FrameSecurity* server = &parties.server;
-  const rpc::FrameSecurity* member = &parties.member;
-  const rpc::FrameSecurity* stranger = &parties.stranger;
   std::atomic<int> applied{0};
   auto receiver = UpdateReceiver::Start(
       "127.0.0.1", 0,
@@ -329,18 +326,18 @@ TEST(UpdateChannelTest, TlsLetsOnlyHoldersOfTheClusterCertificateIn) {
         applied += static_cast<int>(batch.size());
         return StatusOr<PushAnswer>(PushAnswer{false, std::vector<bool>(batch.size(), true)});
       },
-      *server);
+      parties.server);
   ASSERT_TRUE(receiver.ok()) << receiver.status().ToString();
   const UpdateTarget target{"r", (*receiver)->endpoint()};
   auto locate = [target](uint32_t) { return std::vector<UpdateTarget>{target}; };
   {
-    UpdateSender sender(1, locate, 200, *member);
+    UpdateSender sender(1, locate, 200, parties.member);
     auto found = sender.Send(0, Updates(1, 2), 5000);
     ASSERT_TRUE(found.ok()) << found.status().ToString();
     EXPECT_EQ(*found, std::vector<bool>(2, true));
   }
   EXPECT_EQ(applied.load(), 2);
-  for (const rpc::FrameSecurity& security : {*stranger, rpc::FrameSecurity{}}) {
+  for (const rpc::FrameSecurity& security : {parties.stranger, rpc::FrameSecurity{}}) {
     UpdateSender outsider(1, locate, 200, security);
     auto found = outsider.Send(0, Updates(3, 1), 1000);
     EXPECT_EQ(found.status().code(), StatusCode::kUnavailable);
