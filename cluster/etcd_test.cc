@@ -9,7 +9,6 @@
 //
 // Random values come from std::mt19937_64 (whose output the standard fixes) with fixed seeds.
 
-#include "cluster/election.h"
 #include "cluster/etcd.h"
 
 #include <arpa/inet.h>
@@ -29,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -37,6 +37,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "cluster/election.h"
+#include "cluster/membership.h"
 
 namespace zipg::cluster {
 namespace {
@@ -394,7 +397,8 @@ TEST_F(EtcdTest, ElectionHasOneHolderAndGrowingEpochs) {
   ASSERT_TRUE(holder.ok() && holder->has_value());
   ASSERT_TRUE(etcd->LeaseRevoke((*holder)->lease).ok());
   const auto start = Clock::now();
-  while (b_lost.load() == 0 && MillisSince(start) < 5000) std::this_thread::sleep_for(milliseconds(10));
+  while (b_lost.load() == 0 && MillisSince(start) < 5000)
+    std::this_thread::sleep_for(milliseconds(10));
   EXPECT_EQ(b_lost.load(), 1);
   EXPECT_FALSE(b.held());
   ea = a.Campaign("a", [&] { ++a_lost; });
@@ -690,11 +694,14 @@ TEST(EtcdOfflineTest, SilentPeerIsDeadlineExceeded) {
   EXPECT_TRUE(watch.ok()) << watch.ToString();
 }
 
-// Answers every connection with the same canned HTTP response, until destroyed.
+// Answers every connection with an HTTP response, the same canned one or what `answer` makes of
+// the request, until destroyed.
 class FakeServer {
  public:
   explicit FakeServer(std::string response)
-      : socket_(/*listen_backlog=*/8), response_(std::move(response)), thread_([this] { Run(); }) {}
+      : FakeServer([response](const std::string&) { return response; }) {}
+  explicit FakeServer(std::function<std::string(const std::string& request)> answer)
+      : socket_(/*listen_backlog=*/8), answer_(std::move(answer)), thread_([this] { Run(); }) {}
   ~FakeServer() {
     stop_ = true;
     thread_.join();
@@ -722,14 +729,15 @@ class FakeServer {
           want = head_end + 4 + std::stoul(request.substr(length_at + 16));
         }
       }
-      ssize_t ignored = write(conn, response_.data(), response_.size());
+      const std::string response = answer_(request);
+      ssize_t ignored = write(conn, response.data(), response.size());
       (void)ignored;
       close(conn);
     }
   }
 
   BoundSocket socket_;
-  std::string response_;
+  std::function<std::string(const std::string&)> answer_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -832,6 +840,85 @@ TEST(EtcdOfflineTest, ReplyMapping) {
 
 // Three members on loopback; a client given all three keeps working, and a watch keeps
 // delivering, when the member it was using is killed (the cluster keeps its quorum).
+// A registration whose lease expired gets a new one; when the put of its entry under the new lease
+// fails (a partition let the grant through, not the put), the entry is put at a later refresh. A
+// lease kept alive with no entry left the member out of the map for good (jepsen_netns_test: a
+// replica never served again).
+TEST(EtcdOfflineTest, ARegistrationPutsItsEntryAgainAfterAFailedPutUnderANewLease) {
+  std::mutex mu;
+  int64_t next_lease = 1;
+  int64_t expired = 0;              // the lease keep-alives report as expired
+  int failing_puts = 0;             // puts still to refuse
+  std::vector<int64_t> put_leases;  // the lease of every put that went through
+  int kept_2 = 0;                   // keep-alives of lease 2
+  FakeServer etcd([&](const std::string& request) {
+    std::lock_guard lock(mu);
+    const std::string ok = "200 OK";
+    const size_t body_at = request.find("\r\n\r\n");
+    const auto body = nlohmann::json::parse(
+        body_at == std::string::npos ? "{}" : request.substr(body_at + 4), nullptr, false);
+    if (request.rfind("POST /v3/lease/grant ", 0) == 0) {
+      return HttpResponse(ok, R"({"ID":")" + std::to_string(next_lease++) + R"(","TTL":"1"})");
+    }
+    if (request.rfind("POST /v3/lease/keepalive ", 0) == 0) {
+      const std::string id = body.is_object() ? body.value("ID", "") : "";
+      if (id == "2") ++kept_2;
+      const bool gone = id == std::to_string(expired);
+      return HttpResponse(ok, gone ? R"({"result":{"ID":"1"}})" : R"({"result":{"TTL":"1"}})");
+    }
+    if (request.rfind("POST /v3/kv/put ", 0) == 0) {
+      if (failing_puts > 0) {
+        --failing_puts;
+        // A deadline, as when the put is lost in a partition (the client does not retry it).
+        return HttpResponse(
+            "504 Gateway Timeout",
+            R"({"error":"context deadline exceeded","message":"context deadline exceeded","code":4})");
+      }
+      put_leases.push_back(std::stoll(body.is_object() ? body.value("lease", "0") : "0"));
+      return HttpResponse(ok, R"({"header":{}})");
+    }
+    return HttpResponse(ok, "{}");  // revoke
+  });
+  MemberInfo info;
+  info.name = "shard-0";
+  info.role = "shard";
+  auto registration =
+      Registration::Start(std::make_shared<EtcdClient>(etcd.endpoint()), "/zipg/t/", info, 1);
+  ASSERT_TRUE(registration.ok()) << registration.status().ToString();
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(put_leases, std::vector<int64_t>{1});
+    expired = 1;               // lease 1 lapses...
+    failing_puts = 1'000'000;  // ...and puts fail for a while
+  }
+  // Lease 2 granted, its put given up (the client retries for up to 5 s), and lease 2 kept alive
+  // while no put gets through.
+  const auto granted = Clock::now() + std::chrono::seconds(15);
+  while (Clock::now() < granted) {
+    {
+      std::lock_guard lock(mu);
+      if (kept_2 >= 2) break;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  {
+    std::lock_guard lock(mu);
+    ASSERT_GE(kept_2, 2) << "lease 2 was not kept alive";
+    ASSERT_EQ(next_lease, 3) << "more leases than two were granted";
+    failing_puts = 0;  // the partition heals
+  }
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < until) {
+    {
+      std::lock_guard lock(mu);
+      if (put_leases.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(put_leases, (std::vector<int64_t>{1, 2})) << "the entry was not put under lease 2";
+}
+
 TEST(EtcdClusterTest, ClientsSurviveTheLossOfAMember) {
   char dir_template[] = "/tmp/zipg_etcd_cluster_test.XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
@@ -848,14 +935,13 @@ TEST(EtcdClusterTest, ClientsSurviveTheLossOfAMember) {
   std::vector<pid_t> pids;
   for (int i = 0; i < 3; ++i) {
     const std::string name = "m" + std::to_string(i);
-    pids.push_back(SpawnEtcd({kEtcdBinary, "--name=" + name, "--data-dir=" + dir + "/" + name,
-                              "--listen-client-urls=" + client_urls[i],
-                              "--advertise-client-urls=" + client_urls[i],
-                              "--listen-peer-urls=" + peer_urls[i],
-                              "--initial-advertise-peer-urls=" + peer_urls[i],
-                              "--initial-cluster=" + initial, "--initial-cluster-state=new",
-                              "--heartbeat-interval=100", "--election-timeout=500"},
-                             dir + "/" + name + ".log"));
+    pids.push_back(SpawnEtcd(
+        {kEtcdBinary, "--name=" + name, "--data-dir=" + dir + "/" + name,
+         "--listen-client-urls=" + client_urls[i], "--advertise-client-urls=" + client_urls[i],
+         "--listen-peer-urls=" + peer_urls[i], "--initial-advertise-peer-urls=" + peer_urls[i],
+         "--initial-cluster=" + initial, "--initial-cluster-state=new", "--heartbeat-interval=100",
+         "--election-timeout=500"},
+        dir + "/" + name + ".log"));
     ASSERT_GT(pids.back(), 0);
   }
   struct Cleanup {

@@ -186,20 +186,25 @@ void Registration::KeepAlive() {
     lock.unlock();
     const auto sent_at = std::chrono::steady_clock::now();
     Status s = etcd_->LeaseKeepAlive(lease_id);
-    if (s.ok()) Refreshed(sent_at);
+    if (s.ok()) {
+      Refreshed(sent_at);
+      s = PutIfMissing(lease_id);
+    }
     if (s.code() == StatusCode::kNotFound) {
       // The lease expired (e.g. we were stalled): register again under a new one.
       if (on_lost) on_lost();
       const auto granted_at = std::chrono::steady_clock::now();
       auto lease = etcd_->LeaseGrant(ttl_, nullptr);
       if (lease.ok()) {
-        std::string current;
         {
           std::lock_guard<std::mutex> relock(mu_);
           lease_ = *lease;
-          current = value_;  // as the callback left it
+          entry_put_ = false;  // the entry went with the old lease
         }
-        s = etcd_->Put(key_, current, *lease);
+        // Failing here (a partition can let the grant through and not the put), the entry is
+        // put at the next refresh: a lease kept alive with no entry would leave this member out
+        // of the map for good.
+        s = PutIfMissing(*lease);
         if (s.ok()) Refreshed(granted_at);
       } else {
         s = lease.status();
@@ -237,7 +242,25 @@ Status Registration::Update(const MemberInfo& info) {
     value_ = value;
     lease = lease_;
   }
-  return etcd_->Put(key_, value, lease);
+  Status s = etcd_->Put(key_, value, lease);
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lease_ == lease) entry_put_ = true;
+  }
+  return s;
+}
+
+Status Registration::PutIfMissing(int64_t lease) {
+  std::string value;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entry_put_ || lease_ != lease) return Status::OK();
+    value = value_;  // as the last Update left it
+  }
+  ZIPG_RETURN_IF_ERROR(etcd_->Put(key_, value, lease));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lease_ == lease) entry_put_ = true;
+  return Status::OK();
 }
 
 Registration::~Registration() {

@@ -145,6 +145,8 @@ class Registration {
  private:
   Registration() = default;
   void KeepAlive();
+  // Puts the entry under `lease` unless it is there already (or lease_ has moved on).
+  Status PutIfMissing(int64_t lease);
   // A refresh (or the grant) sent at `sent_at` succeeded.
   void Refreshed(std::chrono::steady_clock::time_point sent_at);
 
@@ -155,6 +157,9 @@ class Registration {
   int64_t lease_ = 0;
   std::atomic<int64_t> valid_until_ns_{0};  // steady clock
   std::function<void()> on_lost_;           // guarded by mu_
+  // Whether the entry is in etcd under lease_ (false from a new lease until a put succeeds under
+  // it). Guarded by mu_.
+  bool entry_put_ = true;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
