@@ -90,20 +90,7 @@ ShipSender::Pending ShipSender::Begin(ShipKind kind, uint64_t epoch, uint64_t ge
     PutFixed32(&request, static_cast<uint32_t>(r.size()));
     request.append(r.data(), r.size());
   }
-  // A kept connection may have died with its peer (a restart): then one fresh try at once.
-  for (int fresh = connection_ == nullptr; fresh < 2; ++fresh) {
-    if (fresh == 1) {
-      auto made = rpc::FrameConnection::Connect(endpoint_, security_, p.timeout_ms);
-      if (!made.ok()) {
-        p.sent = made.status();
-        return p;
-      }
-      connection_ = std::move(*made);
-    }
-    p.sent = connection_->Send(request, p.timeout_ms);
-    if (p.sent.ok()) return p;
-    connection_.reset();
-  }
+  p.sent = rpc::SendReconnecting(&connection_, endpoint_, security_, request, p.timeout_ms);
   return p;
 }
 

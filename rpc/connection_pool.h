@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "rpc/endpoint.h"
 #include "util/status.h"
 
 namespace apache::thrift::transport {
@@ -44,14 +45,6 @@ inline constexpr int16_t kDeadlineFieldId = 32767;
 // A second field of the call context: the snapshot the call reads at (util/snapshot.h ReadAt; the
 // contract's `at`), sent when the calling thread reads at one. docs/consistency.md.
 inline constexpr int16_t kSnapshotFieldId = 32766;
-
-struct Endpoint {
-  std::string host;
-  int port = 0;
-  std::string ToString() const { return host + ":" + std::to_string(port); }
-  // "host:port"; INVALID_ARGUMENT otherwise.
-  static StatusOr<Endpoint> Parse(const std::string& text);
-};
 
 struct ConnectionOptions {
   // Set: every connection is TLS with this factory (rpc/tls.h); null: plaintext.

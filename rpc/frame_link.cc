@@ -30,23 +30,42 @@ namespace {
 // How long a server's connection thread blocks in a read before it looks at stopping_.
 constexpr int kServerPollMs = 200;
 
-// "tcp://host:port" or "host:port" -> (host, port).
-bool SplitEndpoint(const std::string& endpoint, std::string* host, int* port) {
-  std::string rest = endpoint;
-  if (rest.rfind("tcp://", 0) == 0) rest = rest.substr(6);
-  const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0) return false;
-  *host = rest.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
+// Reads one length-prefixed frame over reads that may stop short or time out: what was read so
+// far is kept for the next Step.
+class FrameReader {
+ public:
+  enum class Step { kMore, kFrame, kClosed, kTooLarge };
+  explicit FrameReader(std::string* frame) : frame_(frame) {}
+  // One read from `socket` (its timeouts and errors are thrown, as TSocket throws them). kFrame:
+  // *frame holds a whole frame, and the next Step starts the next one.
+  Step Read(TSocket& socket) {
+    const size_t want = body_ ? frame_->size() : sizeof(prefix_);
+    uint8_t* into = body_ ? reinterpret_cast<uint8_t*>(frame_->data()) + got_ : prefix_ + got_;
+    const uint32_t n = socket.read(into, static_cast<uint32_t>(want - got_));
+    if (n == 0) return Step::kClosed;
+    got_ += n;
+    if (got_ < want) return Step::kMore;
+    got_ = 0;
+    if (body_) {
+      body_ = false;
+      return Step::kFrame;
+    }
+    const uint32_t length = DecodeFixed32(reinterpret_cast<const char*>(prefix_));
+    if (length > kMaxFrameBytes) return Step::kTooLarge;
+    frame_->resize(length);
+    body_ = length > 0;
+    return body_ ? Step::kMore : Step::kFrame;
   }
-  try {
-    size_t used = 0;
-    *port = std::stoi(rest.substr(colon + 1), &used);
-    return used == rest.size() - colon - 1 && *port > 0 && *port < 65536;
-  } catch (const std::exception&) {
-    return false;
-  }
+
+ private:
+  std::string* frame_;
+  uint8_t prefix_[4];
+  size_t got_ = 0;
+  bool body_ = false;
+};
+
+bool TimedOut(const TTransportException& e) {
+  return e.getType() == TTransportException::TIMED_OUT;
 }
 
 int RemainingMs(std::chrono::steady_clock::time_point deadline) {
@@ -86,18 +105,19 @@ StatusOr<FrameSecurity> FrameSecurity::Make(const TlsOptions& tls) {
 StatusOr<std::unique_ptr<FrameConnection>> FrameConnection::Connect(const std::string& endpoint,
                                                                     const FrameSecurity& security,
                                                                     int timeout_ms) {
-  std::string host;
-  int port = 0;
-  if (!SplitEndpoint(endpoint, &host, &port)) {
-    return Status::InvalidArgument("not a host:port endpoint: " + endpoint);
-  }
+  ZIPG_ASSIGN_OR_RETURN(
+      const Endpoint parsed,
+      Endpoint::Parse(endpoint.rfind("tcp://", 0) == 0 ? endpoint.substr(6) : endpoint));
+  const std::string& host = parsed.host;
+  const int port = parsed.port;
   std::unique_ptr<FrameConnection> c(new FrameConnection());
   c->endpoint_ = endpoint;
   try {
     c->socket_ = security.tls() ? security.client_->createSocket(host, port)
                                 : std::make_shared<TSocket>(host, port);
     c->socket_->setConnTimeout(std::max(timeout_ms, 1));
-    c->socket_->setSendTimeout(std::max(timeout_ms, 1));
+    c->send_timeout_ms_ = std::max(timeout_ms, 1);
+    c->socket_->setSendTimeout(c->send_timeout_ms_);
     // Bounds the TLS handshake, which reads before the first frame is written.
     c->socket_->setRecvTimeout(std::max(timeout_ms, 1));
     c->socket_->open();
@@ -121,7 +141,10 @@ Status FrameConnection::Send(std::string_view frame, int timeout_ms) {
                                    " bytes is over the limit");
   }
   try {
-    socket_->setSendTimeout(std::max(timeout_ms, 1));
+    if (std::max(timeout_ms, 1) != send_timeout_ms_) {  // a system call: only when it changes
+      send_timeout_ms_ = std::max(timeout_ms, 1);
+      socket_->setSendTimeout(send_timeout_ms_);
+    }
     const std::string framed = Framed(frame);
     socket_->write(reinterpret_cast<const uint8_t*>(framed.data()),
                    static_cast<uint32_t>(framed.size()));
@@ -133,41 +156,45 @@ Status FrameConnection::Send(std::string_view frame, int timeout_ms) {
 
 Status FrameConnection::Receive(std::string* frame,
                                 std::chrono::steady_clock::time_point deadline) {
-  uint8_t prefix[4];
-  size_t got = 0;
-  size_t want = sizeof(prefix);
-  bool body = false;
+  FrameReader reader(frame);
   try {
-    while (true) {
-      const int left = RemainingMs(deadline);
-      if (left == 0) break;
+    for (int left = RemainingMs(deadline); left > 0; left = RemainingMs(deadline)) {
       socket_->setRecvTimeout(left);
-      uint8_t* into = body ? reinterpret_cast<uint8_t*>(frame->data()) + got : prefix + got;
-      uint32_t n = 0;
+      FrameReader::Step step;
       try {
-        n = socket_->read(into, static_cast<uint32_t>(want - got));
+        step = reader.Read(*socket_);
       } catch (const TTransportException& e) {
-        if (e.getType() == TTransportException::TIMED_OUT) continue;  // the deadline decides
+        if (TimedOut(e)) continue;  // the deadline decides
         throw;
       }
-      if (n == 0) return Status::Unavailable(endpoint_ + " closed the connection");
-      got += n;
-      if (got < want) continue;
-      if (body) return Status::OK();
-      const uint32_t length = DecodeFixed32(reinterpret_cast<const char*>(prefix));
-      if (length > kMaxFrameBytes) {
+      if (step == FrameReader::Step::kFrame) return Status::OK();
+      if (step == FrameReader::Step::kClosed) {
+        return Status::Unavailable(endpoint_ + " closed the connection");
+      }
+      if (step == FrameReader::Step::kTooLarge) {
         return Status::Unavailable(endpoint_ + " sent a frame over the limit");
       }
-      frame->resize(length);
-      if (length == 0) return Status::OK();
-      body = true;
-      got = 0;
-      want = length;
     }
   } catch (const TException& e) {
     return Status::Unavailable("reading from " + endpoint_ + ": " + e.what());
   }
   return Status::Unavailable("no answer from " + endpoint_ + " in time");
+}
+
+Status SendReconnecting(std::unique_ptr<FrameConnection>* connection, const std::string& endpoint,
+                        const FrameSecurity& security, std::string_view frame, int timeout_ms) {
+  Status sent;
+  for (int fresh = *connection == nullptr; fresh < 2; ++fresh) {
+    if (fresh == 1) {
+      auto made = FrameConnection::Connect(endpoint, security, timeout_ms);
+      if (!made.ok()) return made.status();
+      *connection = std::move(*made);
+    }
+    sent = (*connection)->Send(frame, timeout_ms);
+    if (sent.ok()) return sent;
+    connection->reset();
+  }
+  return sent;
 }
 
 // ---- FrameServer ----
@@ -263,45 +290,25 @@ void FrameServer::Accept() {
 
 void FrameServer::Serve(Connection* c) {
   std::string frame;
-  uint8_t prefix[4];
-  size_t got = 0;
-  size_t want = sizeof(prefix);
-  bool body = false;
+  FrameReader reader(&frame);
   bool any = false;  // a frame arrived: the peer got past the TLS handshake
   try {
     while (!stopping_) {
-      uint8_t* into = body ? reinterpret_cast<uint8_t*>(frame.data()) + got : prefix + got;
-      uint32_t n = 0;
-      if (want > got) {
-        try {
-          n = c->socket->read(into, static_cast<uint32_t>(want - got));
-        } catch (const TTransportException& e) {
-          if (e.getType() == TTransportException::TIMED_OUT) continue;
-          throw;
-        }
-        if (n == 0) break;  // the peer closed
+      FrameReader::Step step;
+      try {
+        step = reader.Read(*c->socket);
+      } catch (const TTransportException& e) {
+        if (TimedOut(e)) continue;  // look at stopping_
+        throw;
       }
-      got += n;
-      if (got < want) continue;
-      if (!body) {
-        const uint32_t length = DecodeFixed32(reinterpret_cast<const char*>(prefix));
-        if (length > kMaxFrameBytes) break;  // not our protocol
-        frame.resize(length);
-        body = true;
-        got = 0;
-        want = length;
-        if (length > 0) continue;
-      }
+      if (step == FrameReader::Step::kMore) continue;
+      if (step != FrameReader::Step::kFrame) break;  // closed, or not our protocol
       any = true;
-      std::optional<std::string> reply = handler_(frame);
-      if (reply.has_value()) {
+      if (std::optional<std::string> reply = handler_(frame)) {
         const std::string framed = Framed(*reply);
         c->socket->write(reinterpret_cast<const uint8_t*>(framed.data()),
                          static_cast<uint32_t>(framed.size()));
       }
-      body = false;
-      got = 0;
-      want = sizeof(prefix);
     }
   } catch (const TSSLException&) {
     if (!any) ++refused_clients_;

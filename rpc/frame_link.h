@@ -27,6 +27,7 @@
 #include <string_view>
 #include <thread>
 
+#include "rpc/endpoint.h"
 #include "rpc/tls.h"
 #include "util/status.h"
 
@@ -80,7 +81,13 @@ class FrameConnection {
 
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   std::string endpoint_;
+  int send_timeout_ms_ = 0;  // what the socket has now
 };
+
+// Sends `frame` on *connection, connecting it first when it is null. A kept connection whose
+// peer went away (a restart) is replaced at once, once. On failure *connection is null.
+Status SendReconnecting(std::unique_ptr<FrameConnection>* connection, const std::string& endpoint,
+                        const FrameSecurity& security, std::string_view frame, int timeout_ms);
 
 class FrameServer {
  public:

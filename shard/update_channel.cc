@@ -125,15 +125,9 @@ void UpdateSender::Notify(uint32_t shard, uint64_t committed) {
   const std::string notice = Header(shard, /*batch=*/0, committed);
   for (const UpdateTarget& t : locate_(shard)) {
     auto& connection = lane.connections[t.endpoint];
-    if (connection == nullptr) {
-      auto fresh = rpc::FrameConnection::Connect(t.endpoint, security_, kNoticeTimeoutMs);
-      if (!fresh.ok()) {
-        lane.connections.erase(t.endpoint);
-        continue;
-      }
-      connection = std::move(*fresh);
+    if (!rpc::SendReconnecting(&connection, t.endpoint, security_, notice, kNoticeTimeoutMs).ok()) {
+      lane.connections.erase(t.endpoint);
     }
-    if (!connection->Send(notice, kNoticeTimeoutMs).ok()) lane.connections.erase(t.endpoint);
   }
   ++notices_;
 }
@@ -254,20 +248,11 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
       if (r.answered) continue;
       auto& connection = lane.connections[r.endpoint];
       if (r.attempts++ > 0) connection.reset();
-      // A kept connection may have died with its peer (a restart): then one fresh try at once.
-      for (int fresh = connection == nullptr; fresh < 2; ++fresh) {
-        if (fresh == 1) {
-          auto made = rpc::FrameConnection::Connect(r.endpoint, security_, retry_ms_);
-          if (!made.ok()) break;
-          connection = std::move(*made);
-        }
-        if (connection->Send(request, retry_ms_).ok()) {
-          sent.push_back(&r);
-          break;
-        }
-        connection.reset();
+      if (rpc::SendReconnecting(&connection, r.endpoint, security_, request, retry_ms_).ok()) {
+        sent.push_back(&r);
+      } else {
+        lane.connections.erase(r.endpoint);
       }
-      if (connection == nullptr) lane.connections.erase(r.endpoint);
     }
     // Read the replies: the replicas apply in parallel, so reading one after another waits for
     // the slowest, as waiting on all at once would.
