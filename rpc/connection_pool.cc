@@ -143,7 +143,7 @@ StatusOr<std::unique_ptr<ConnectionPool::Connection>> ConnectionPool::Connect(in
   auto conn = std::make_unique<Connection>();
   conn->socket = socket;
   conn->timeout_ms = timeout_ms;
-  conn->transport = std::make_shared<FramedTransport>(socket, config);
+  conn->transport = FramedOver(socket, config);
   try {
     conn->transport->open();
   } catch (const TException& e) {

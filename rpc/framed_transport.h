@@ -9,9 +9,14 @@
 // write batches lost a batch every 64 MiB). The generated code calls readEnd() after each
 // message, which is where the budget is restored here; a single message is still bounded by it.
 //
+// FramedOver puts a read buffer beneath it: TFramedTransport reads a frame's length and then its
+// body, and a server peeks for the next request before that, each a read of the socket (with a
+// poll before it on a server's socket); from a buffer, a small frame is one read.
+//
 // Thread-safety: as TFramedTransport (one connection, one thread at a time).
 #pragma once
 
+#include <thrift/TConfiguration.h>
 #include <thrift/transport/TBufferTransports.h>
 
 #include <atomic>
@@ -49,5 +54,17 @@ class FramedTransport final : public apache::thrift::transport::TFramedTransport
  private:
   std::shared_ptr<Traffic> traffic_;
 };
+
+// A FramedTransport over `socket` through a read buffer of 16 KiB (most requests and replies fit
+// in it). Writes are unchanged: a frame is still one write to the socket.
+inline std::shared_ptr<FramedTransport> FramedOver(
+    std::shared_ptr<apache::thrift::transport::TTransport> socket,
+    std::shared_ptr<apache::thrift::TConfiguration> config) {
+  constexpr uint32_t kReadBuffer = 16 << 10;
+  constexpr uint32_t kWriteBuffer = 512;  // a frame larger than this is written directly
+  auto buffered = std::make_shared<apache::thrift::transport::TBufferedTransport>(
+      std::move(socket), kReadBuffer, kWriteBuffer, config);
+  return std::make_shared<FramedTransport>(std::move(buffered), std::move(config));
+}
 
 }  // namespace zipg::rpc

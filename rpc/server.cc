@@ -48,7 +48,7 @@ class FramedFactory : public TTransportFactory {
       : config_(std::make_shared<TConfiguration>(max_bytes, max_bytes)),
         traffic_(std::move(traffic)) {}
   std::shared_ptr<TTransport> getTransport(std::shared_ptr<TTransport> trans) override {
-    auto t = std::make_shared<FramedTransport>(trans, config_);
+    auto t = FramedOver(trans, config_);
     if (traffic_) t->CountInto(traffic_);
     return t;
   }
