@@ -30,40 +30,6 @@ namespace {
 // How long a server's connection thread blocks in a read before it looks at stopping_.
 constexpr int kServerPollMs = 200;
 
-// Reads one length-prefixed frame over reads that may stop short or time out: what was read so
-// far is kept for the next Step.
-class FrameReader {
- public:
-  enum class Step { kMore, kFrame, kClosed, kTooLarge };
-  explicit FrameReader(std::string* frame) : frame_(frame) {}
-  // One read from `socket` (its timeouts and errors are thrown, as TSocket throws them). kFrame:
-  // *frame holds a whole frame, and the next Step starts the next one.
-  Step Read(TSocket& socket) {
-    const size_t want = body_ ? frame_->size() : sizeof(prefix_);
-    uint8_t* into = body_ ? reinterpret_cast<uint8_t*>(frame_->data()) + got_ : prefix_ + got_;
-    const uint32_t n = socket.read(into, static_cast<uint32_t>(want - got_));
-    if (n == 0) return Step::kClosed;
-    got_ += n;
-    if (got_ < want) return Step::kMore;
-    got_ = 0;
-    if (body_) {
-      body_ = false;
-      return Step::kFrame;
-    }
-    const uint32_t length = DecodeFixed32(reinterpret_cast<const char*>(prefix_));
-    if (length > kMaxFrameBytes) return Step::kTooLarge;
-    frame_->resize(length);
-    body_ = length > 0;
-    return body_ ? Step::kMore : Step::kFrame;
-  }
-
- private:
-  std::string* frame_;
-  uint8_t prefix_[4];
-  size_t got_ = 0;
-  bool body_ = false;
-};
-
 bool TimedOut(const TTransportException& e) {
   return e.getType() == TTransportException::TIMED_OUT;
 }
@@ -85,6 +51,50 @@ std::string Framed(std::string_view frame) {
 }
 
 }  // namespace
+
+// ---- FrameReader ----
+
+FrameReader::Step FrameReader::Take(std::string* frame) {
+  const size_t have = buffer_.size() - pos_;
+  if (have < sizeof(uint32_t)) return Step::kMore;
+  const uint32_t length = DecodeFixed32(buffer_.data() + pos_);
+  if (length > kMaxFrameBytes) return Step::kTooLarge;
+  if (have - sizeof(uint32_t) < length) return Step::kMore;
+  frame->assign(buffer_, pos_ + sizeof(uint32_t), length);
+  pos_ += sizeof(uint32_t) + length;
+  if (pos_ == buffer_.size()) {
+    buffer_.clear();
+    pos_ = 0;
+  }
+  return Step::kFrame;
+}
+
+FrameReader::Step FrameReader::Read(TSocket& socket, std::string* frame) {
+  if (Step step = Take(frame); step != Step::kMore) return step;
+  if (pos_ > 0) {  // keep only the part of a frame not taken yet
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
+  // A small frame and what follows it in one read; a large one's whole rest at once.
+  constexpr size_t kReadAhead = 16 << 10;
+  size_t want = kReadAhead;
+  if (buffer_.size() >= sizeof(uint32_t)) {
+    const size_t whole = sizeof(uint32_t) + DecodeFixed32(buffer_.data());
+    want = std::max(want, whole - buffer_.size());
+  }
+  const size_t had = buffer_.size();
+  buffer_.resize(had + want);
+  uint32_t n = 0;
+  try {
+    n = socket.read(reinterpret_cast<uint8_t*>(buffer_.data()) + had, static_cast<uint32_t>(want));
+  } catch (...) {
+    buffer_.resize(had);
+    throw;
+  }
+  buffer_.resize(had + n);
+  if (n == 0) return Step::kClosed;
+  return Take(frame);
+}
 
 uint64_t RandomSenderId() {
   std::random_device rd;
@@ -119,7 +129,8 @@ StatusOr<std::unique_ptr<FrameConnection>> FrameConnection::Connect(const std::s
     c->send_timeout_ms_ = std::max(timeout_ms, 1);
     c->socket_->setSendTimeout(c->send_timeout_ms_);
     // Bounds the TLS handshake, which reads before the first frame is written.
-    c->socket_->setRecvTimeout(std::max(timeout_ms, 1));
+    c->recv_timeout_ms_ = std::max(timeout_ms, 1);
+    c->socket_->setRecvTimeout(c->recv_timeout_ms_);
     c->socket_->open();
   } catch (const TException& e) {
     return Status::Unavailable("cannot connect to " + endpoint + ": " + e.what());
@@ -156,13 +167,17 @@ Status FrameConnection::Send(std::string_view frame, int timeout_ms) {
 
 Status FrameConnection::Receive(std::string* frame,
                                 std::chrono::steady_clock::time_point deadline) {
-  FrameReader reader(frame);
   try {
     for (int left = RemainingMs(deadline); left > 0; left = RemainingMs(deadline)) {
-      socket_->setRecvTimeout(left);
+      // A system call: only when the socket's timeout would pass the deadline, or wake the
+      // read far too early (it then times out early and reads again: the deadline decides).
+      if (recv_timeout_ms_ > left || recv_timeout_ms_ < left / 2) {
+        recv_timeout_ms_ = left;
+        socket_->setRecvTimeout(left);
+      }
       FrameReader::Step step;
       try {
-        step = reader.Read(*socket_);
+        step = reader_.Read(*socket_, frame);
       } catch (const TTransportException& e) {
         if (TimedOut(e)) continue;  // the deadline decides
         throw;
@@ -290,13 +305,13 @@ void FrameServer::Accept() {
 
 void FrameServer::Serve(Connection* c) {
   std::string frame;
-  FrameReader reader(&frame);
+  FrameReader reader;
   bool any = false;  // a frame arrived: the peer got past the TLS handshake
   try {
     while (!stopping_) {
       FrameReader::Step step;
       try {
-        step = reader.Read(*c->socket);
+        step = reader.Read(*c->socket, &frame);
       } catch (const TTransportException& e) {
         if (TimedOut(e)) continue;  // look at stopping_
         throw;

@@ -61,6 +61,24 @@ class FrameSecurity {
   std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> server_;
 };
 
+// Reads length-prefixed frames from a socket through a read-ahead buffer: a small frame's length
+// and body come from one read, and bytes past a frame are kept for the next one. Reads may stop
+// short or time out: what was read so far is kept for the next Read. One per connection.
+class FrameReader {
+ public:
+  enum class Step { kMore, kFrame, kClosed, kTooLarge };
+  // A whole frame into *frame from what is buffered, else one read from `socket` (its timeouts and
+  // errors are thrown, as TSocket throws them) and then a whole frame if that completed one.
+  Step Read(apache::thrift::transport::TSocket& socket, std::string* frame);
+
+ private:
+  // A whole frame from the buffer (kFrame), a length over the limit (kTooLarge), or kMore.
+  Step Take(std::string* frame);
+
+  std::string buffer_;  // bytes read and not yet taken start at pos_
+  size_t pos_ = 0;
+};
+
 class FrameConnection {
  public:
   // Connects to `endpoint` ("tcp://host:port" or "host:port") within timeout_ms.
@@ -81,7 +99,9 @@ class FrameConnection {
 
   std::shared_ptr<apache::thrift::transport::TSocket> socket_;
   std::string endpoint_;
+  FrameReader reader_;
   int send_timeout_ms_ = 0;  // what the socket has now
+  int recv_timeout_ms_ = 0;  // what the socket has now
 };
 
 // Sends `frame` on *connection, connecting it first when it is null. A kept connection whose

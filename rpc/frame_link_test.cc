@@ -1,4 +1,5 @@
-// The frame link (rpc/frame_link.h): frames arrive whole and in order on every connection, one-way
+// The frame link (rpc/frame_link.h): its reader gives whole frames however the stream is cut,
+// frames arrive whole and in order on every connection, one-way
 // frames get no reply, a reply after the deadline is not waited for, frames over the limit are
 // refused by both ends, a closed or missing peer is UNAVAILABLE at once, and with TLS only
 // holders of a certificate from the cluster's CA get a frame through.
@@ -10,8 +11,10 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <thrift/transport/TSocket.h>
 #include <unistd.h>
 
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -45,6 +48,61 @@ std::unique_ptr<FrameServer> StartEcho(Echo* echo, const FrameSecurity& security
   auto server = FrameServer::Start("127.0.0.1", 0, security, echo->Handler(), "the test socket");
   EXPECT_TRUE(server.ok()) << server.status().ToString();
   return server.ok() ? std::move(*server) : nullptr;
+}
+
+// FrameReader reads ahead: however the stream is cut into reads (a frame split anywhere, several
+// frames and part of the next in one read), it gives the frames whole and in order, the empty
+// frame included, then says the stream closed; a length over the limit is kTooLarge.
+TEST(FrameLinkTest, TheReaderGivesWholeFramesHoweverTheStreamIsCut) {
+  std::vector<std::string> frames = {"a", "", std::string(70'000, 'x'), "bc",
+                                     std::string(300, 'y')};
+  for (int i = 0; i < 40; ++i)
+    frames.push_back(std::string(static_cast<size_t>(i * 37 % 900), 'a' + i % 26));
+  std::string stream;
+  for (const auto& f : frames) {
+    PutFixed32(&stream, static_cast<uint32_t>(f.size()));
+    stream += f;
+  }
+  std::mt19937 rng(7);
+  for (const size_t max_cut : {size_t{1}, size_t{5}, size_t{4096}, stream.size()}) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    // The writer cuts the stream into random pieces of at most max_cut bytes, then closes.
+    std::thread writer([&, fd = fds[1]] {
+      for (size_t at = 0; at < stream.size();) {
+        const size_t n = std::min(stream.size() - at, 1 + rng() % max_cut);
+        ASSERT_EQ(write(fd, stream.data() + at, n), static_cast<ssize_t>(n));
+        at += n;
+      }
+      close(fd);
+    });
+    apache::thrift::transport::TSocket socket(fds[0]);
+    socket.setRecvTimeout(5000);
+    FrameReader reader;
+    std::vector<std::string> got;
+    std::string frame;
+    FrameReader::Step step;
+    while ((step = reader.Read(socket, &frame)) != FrameReader::Step::kClosed) {
+      ASSERT_NE(step, FrameReader::Step::kTooLarge);
+      if (step == FrameReader::Step::kFrame) got.push_back(frame);
+    }
+    writer.join();
+    EXPECT_EQ(got, frames) << "pieces of at most " << max_cut << " bytes";
+    socket.close();
+  }
+
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  std::string over;
+  PutFixed32(&over, kMaxFrameBytes + 1);
+  ASSERT_EQ(write(fds[1], over.data(), over.size()), 4);
+  apache::thrift::transport::TSocket socket(fds[0]);
+  socket.setRecvTimeout(5000);
+  FrameReader reader;
+  std::string frame;
+  EXPECT_EQ(reader.Read(socket, &frame), FrameReader::Step::kTooLarge);
+  socket.close();
+  close(fds[1]);
 }
 
 TEST(FrameLinkTest, FramesComeBackWholeAndInOrderOnEveryConnection) {
