@@ -322,18 +322,20 @@ class LogStore final : public GraphWriteApi {
   Stripe& StripeOf(int64_t node) { return stripes_[static_cast<uint64_t>(node) % kStripes]; }
 
   // The thread waiting for some writes of the commit queue: one write (Write) or a batch
-  // (WriteBatch).
+  // (WriteBatch). Shared, so that a thread that wakes it can do so after releasing commit_mu_
+  // (a waiter woken under it would only block on it again): the waker's reference keeps the
+  // condition variable alive after the waiter, finding its writes done, has returned.
   struct Waiter {
     size_t pending = 0;  // its writes not yet done; guarded by commit_mu_
     std::condition_variable cv;
   };
   // One write in the commit queue (see Commit).
   struct Commit {
-    Commit(const LogRecord* r, std::string p, Waiter* w)
-        : record(r), payload(std::move(p)), waiter(w) {}
+    Commit(const LogRecord* r, std::string p, std::shared_ptr<Waiter> w)
+        : record(r), payload(std::move(p)), waiter(std::move(w)) {}
     const LogRecord* record;
     std::string payload;  // the encoded record, as logged
-    Waiter* waiter;
+    std::shared_ptr<Waiter> waiter;
     Status status;       // set when done
     bool found = false;  // a live version was found anywhere
   };
@@ -349,7 +351,8 @@ class LogStore final : public GraphWriteApi {
   void CommitRecords(const std::vector<LogRecord>& records, std::vector<std::string>* payloads,
                      const std::vector<size_t>& index, bool report_found,
                      std::vector<StatusOr<bool>>* out);
-  // Leads one group: every write queued now (commit_mu_ held by `lock` on entry and on return).
+  // Leads one group: every write queued now, this thread's all among them (commit_mu_ held by
+  // `lock` on entry, released on return, when this thread's writes are done).
   void LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self);
   // Encodes `record`, or says why it cannot be logged (too large; a put whose new property names
   // do not fit under the bound, which admits them otherwise).

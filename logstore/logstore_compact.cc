@@ -72,9 +72,13 @@ LogStore::CommitPause::CommitPause(LogStore* store) : store_(store) {
 }
 
 LogStore::CommitPause::~CommitPause() {
-  std::lock_guard lock(store_->commit_mu_);
-  store_->freezing_ = false;
-  if (!store_->commits_.empty()) store_->commits_.front()->waiter->cv.notify_one();
+  std::shared_ptr<Waiter> next_leader;
+  {
+    std::lock_guard lock(store_->commit_mu_);
+    store_->freezing_ = false;
+    if (!store_->commits_.empty()) next_leader = store_->commits_.front()->waiter;
+  }
+  if (next_leader) next_leader->cv.notify_one();
 }
 
 StatusOr<bool> LogStore::Freeze(bool force) {

@@ -174,9 +174,8 @@ std::string LogStore::Refusal() const {
 StatusOr<bool> LogStore::Write(const LogRecord& record) {
   if (std::string why = Refusal(); !why.empty()) return Status::Unavailable(why);
   ZIPG_ASSIGN_OR_RETURN(std::string payload, Encode(record));
-  Waiter waiter;
   std::vector<Commit> commits;
-  commits.emplace_back(&record, std::move(payload), &waiter);
+  commits.emplace_back(&record, std::move(payload), std::make_shared<Waiter>());
   CommitAll(&commits);
   if (!commits[0].status.ok()) return commits[0].status;
   return commits[0].found;
@@ -184,21 +183,21 @@ StatusOr<bool> LogStore::Write(const LogRecord& record) {
 
 void LogStore::CommitAll(std::vector<Commit>* commits) {
   if (commits->empty()) return;
-  Waiter* const self = commits->front().waiter;
+  Waiter* const self = commits->front().waiter.get();
   std::unique_lock lock(commit_mu_);
   self->pending = commits->size();
   for (Commit& c : *commits) commits_.push_back(&c);
   // A group starts when the previous one has been logged and at most one is still waiting for
   // its shards; writers arriving meanwhile queue up and make the next group larger. This
   // thread's writes are contiguous in the queue and a group takes the whole queue, so they all
-  // end up in one group.
+  // end up in one group: led by this thread, or done when it wakes.
   while (self->pending > 0) {
-    if (!commits_.empty() && commits_.front()->waiter == self && !logging_ && !freezing_ &&
+    if (!commits_.empty() && commits_.front()->waiter.get() == self && !logging_ && !freezing_ &&
         next_ticket_ - applied_ticket_ < kGroupsInFlight) {
       LeadGroup(lock, self);
-    } else {
-      self->cv.wait(lock);
+      return;
     }
+    self->cv.wait(lock);
   }
 }
 
@@ -221,9 +220,11 @@ void LogStore::LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self) {
 
   lock.lock();
   logging_ = false;
-  if (!commits_.empty()) commits_.front()->waiter->cv.notify_one();  // the next group's leader
-  order_cv_.notify_all();
+  std::shared_ptr<Waiter> next_leader;
+  if (!commits_.empty()) next_leader = commits_.front()->waiter;
   lock.unlock();
+  if (next_leader) next_leader->cv.notify_one();
+  order_cv_.notify_all();
 
   if (logged.ok()) {
     LookupStored(group, &fanout);
@@ -244,15 +245,15 @@ void LogStore::LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self) {
   }
   const auto t3 = std::chrono::steady_clock::now();
 
+  // The waiters to wake, woken once commit_mu_ is released. Counted under it: a waiter whose
+  // writes are done destroys its Commits.
+  std::vector<std::shared_ptr<Waiter>> wake;
   lock.lock();
   ++applied_ticket_;
   for (Commit* c : group) {
-    // Under commit_mu_: a woken waiter destroys its Commits.
-    if (--c->waiter->pending == 0 && c->waiter != self) c->waiter->cv.notify_one();
+    if (--c->waiter->pending == 0 && c->waiter.get() != self) wake.push_back(c->waiter);
   }
-  if (!commits_.empty()) commits_.front()->waiter->cv.notify_one();  // may now start a group
-  order_cv_.notify_all();
-
+  if (!commits_.empty()) wake.push_back(commits_.front()->waiter);  // may now start a group
   auto us = [](auto d) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
   };
@@ -260,6 +261,9 @@ void LogStore::LeadGroup(std::unique_lock<std::mutex>& lock, Waiter* self) {
   commit_log_us_ += us(t1 - t0);
   commit_fanout_us_ += us(t2 - t1);
   commit_apply_us_ += us(t3 - t2);
+  lock.unlock();
+  for (const auto& w : wake) w->cv.notify_one();
+  order_cv_.notify_all();
 }
 
 Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
@@ -568,11 +572,11 @@ void LogStore::CommitRecords(const std::vector<LogRecord>& records,
                              std::vector<std::string>* payloads, const std::vector<size_t>& index,
                              bool report_found, std::vector<StatusOr<bool>>* out) {
   if (records.empty()) return;
-  Waiter waiter;
+  auto waiter = std::make_shared<Waiter>();
   std::vector<Commit> commits;
   commits.reserve(records.size());
   for (size_t k = 0; k < records.size(); ++k) {
-    commits.emplace_back(&records[k], std::move((*payloads)[k]), &waiter);
+    commits.emplace_back(&records[k], std::move((*payloads)[k]), waiter);
   }
   CommitAll(&commits);
   for (size_t k = 0; k < commits.size(); ++k) {

@@ -61,8 +61,11 @@ StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard,
   pending->updates = std::move(updates);
   Reply reply = pending->done.get_future();
   Lane& lane = *lanes_[shard];
-  std::lock_guard lock(lane.mu);
-  lane.queue.push_back(std::move(pending));
+  {
+    std::lock_guard lock(lane.mu);
+    lane.queue.push_back(std::move(pending));
+  }
+  // Outside lane.mu, which the lane's thread takes as it wakes (here and below).
   lane.cv.notify_one();
   return reply;
 }
@@ -91,15 +94,18 @@ void UpdateSender::SetApplied(uint64_t id) {
   // Wake only the lanes with something new to tell: the shards the last groups touched.
   for (auto& lane : lanes_) {
     if (std::min(id, lane->delivered.load()) <= lane->told.load()) continue;
-    std::lock_guard lock(lane->mu);
+    // Taken and released so that a lane between its check and its wait sees the new id.
+    { std::lock_guard lock(lane->mu); }
     lane->cv.notify_one();
   }
 }
 
 void UpdateSender::NotifyIdle() {
   for (auto& lane : lanes_) {
-    std::lock_guard lock(lane->mu);
-    lane->poke = true;
+    {
+      std::lock_guard lock(lane->mu);
+      lane->poke = true;
+    }
     lane->cv.notify_one();
   }
 }
