@@ -27,9 +27,11 @@
 #include "logstore/logstore.h"
 #include "logstore/server.h"
 #include "rpc/framed_transport.h"
+#include "rpc/remote_graph.h"
 #include "rpc/server.h"
 #include "rpc/tls.h"
 #include "shard/catch_up.h"
+#include "shard/fetch.h"
 #include "shard/server.h"
 #include "shard/update_channel.h"
 #include "util/call_deadline.h"
@@ -66,6 +68,11 @@ const char kUsage[] =
     "  --http-read-timeout-ms MS  HTTP: a client sending its request slower is cut off (10000)\n"
     "  --http-max-connections N   HTTP: connections served at once; more wait (default 64)\n"
     "  --no-verify     shard: skip checksum verification of the store files\n"
+    "  --fetch-rate SIZE  shard: a shard whose files the store lacks (and the MANIFEST, in an\n"
+    "                  empty or new store directory) is fetched from a serving replica first,\n"
+    "                  at most SIZE bytes a second (default 0: unlimited; "
+    "docs/cluster-changes.md)\n"
+    "  --no-fetch      shard: a shard whose files are missing is an error instead\n"
     "  --update-port P shard: port of the update channel (default 0: any free port)\n"
     "  --advertise-update HOST:PORT  shard: the update endpoint registered in etcd, where the\n"
     "                  LogStore sends updates (default: the bound host and --update-port)\n"
@@ -129,10 +136,48 @@ int WaitForStop(const sigset_t& set) {
   return sig;
 }
 
+// When `store` lacks shard `shard`'s files, fetches them from a member serving it (not `self`;
+// docs/cluster-changes.md, step 1) and returns the fetch's report; null when nothing was missing.
+StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t shard, uint64_t rate,
+                                           const std::string& self,
+                                           const cluster::ClusterView* view, rpc::PoolSet* pools) {
+  ZIPG_ASSIGN_OR_RETURN(const bool missing, shard::ShardMissing(store, shard));
+  if (!missing) return nlohmann::json();
+  std::cerr << "zipg serve: shard " << shard << " has no files in " << store
+            << ": fetching them from a replica that serves it" << std::endl;
+  shard::FetchOptions options;
+  options.rate_bytes_per_s = rate;
+  options.sources = [=]() {
+    std::vector<shard::FetchSource> sources;
+    const auto map = view->Current();
+    if (!map || shard >= map->owners.size()) return sources;
+    for (size_t i : map->owners[shard]) {
+      const cluster::MemberInfo& m = map->members[i];
+      if (m.name == self) continue;
+      sources.push_back({m.name, [pool = pools->Get(m.endpoint)](const std::string& path,
+                                                                 uint64_t offset, uint32_t length) {
+                           return rpc::RemoteGraph(pool).StoreChunk(
+                               path, static_cast<int64_t>(offset), static_cast<int32_t>(length));
+                         }});
+    }
+    return sources;
+  };
+  options.waiting = [shard](const std::string& why) {
+    std::cerr << "zipg serve: fetching shard " << shard << ": waiting for a replica (" << why << ")"
+              << std::endl;
+  };
+  ZIPG_ASSIGN_OR_RETURN(const shard::FetchReport r, shard::FetchShardFiles(store, shard, options));
+  nlohmann::json j = {{"bytes", r.bytes},         {"resumed_bytes", r.resumed_bytes},
+                      {"seconds", r.seconds},     {"sources", r.sources},
+                      {"refetched", r.refetched}, {"manifest", r.manifest}};
+  std::cerr << "zipg serve: shard " << shard << " fetched: " << j.dump() << std::endl;
+  return j;
+}
+
 }  // namespace
 
 int RunServe(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync", "standby", "elect"});
+  auto args = Args::Parse(argc, argv, 2, {"no-verify", "no-sync", "standby", "elect", "no-fetch"});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   if (args->positional().size() != 1) return UsageError("serve needs shard or aggregator", kUsage);
   const std::string role = args->positional()[0];
@@ -151,6 +196,8 @@ int RunServe(int argc, char** argv) {
                                                      "lease-ttl",
                                                      "call-timeout-ms",
                                                      "no-verify",
+                                                     "no-fetch",
+                                                     "fetch-rate",
                                                      "update-port",
                                                      "memtable-mb",
                                                      "edge-cache",
@@ -310,13 +357,28 @@ int RunServe(int argc, char** argv) {
   std::unique_ptr<logstore::HaCoordinator> ha;            // --elect; goes before log_store
   std::atomic<logstore::LogStore*> store_ptr{nullptr};    // for the receiver and ha callbacks
   std::shared_ptr<apache::thrift::TProcessor> processor;
-  std::function<StatusOr<std::string>()> status_document;  // this server's status()
+  std::function<StatusOr<std::string>()> status_document;   // this server's status()
+  nlohmann::json fetch_reports = nlohmann::json::object();  // by shard: the files fetched
   if (role == "shard") {
     const auto store = args->Get("store");
     const auto shard_list = args->Get("shards");
     if (!store || !shard_list) return UsageError("serve shard needs --store and --shards", kUsage);
     auto shards = ParseShardList(*shard_list);
     if (!shards.ok()) return UsageError(shards.status().message(), kUsage);
+    if (!args->Has("no-fetch")) {
+      uint64_t rate = 0;
+      if (auto text = args->Get("fetch-rate")) {
+        auto bytes = ParseByteSize(*text);
+        if (!bytes.ok()) return UsageError("--fetch-rate: " + bytes.status().message(), kUsage);
+        rate = *bytes;
+      }
+      const std::string self_name = args->Get("name").value_or("");
+      for (uint32_t s : *shards) {
+        auto fetched = FetchMissingShard(*store, s, rate, self_name, view->get(), &pools);
+        if (!fetched.ok()) return Fail(fetched.status());
+        if (!fetched->is_null()) fetch_reports[std::to_string(s)] = *fetched;
+      }
+    }
     GraphOpenOptions open_options;
     open_options.verify_checksums = !args->Has("no-verify");
     shard::RebuildOptions rebuild;
@@ -396,6 +458,7 @@ int RunServe(int argc, char** argv) {
       j["refused_pushes"] = shard_graph->refused();
       j["commits"] = shard_graph->CommitStats();
       j["rebuilds"] = shard_graph->RebuildStats();
+      if (!fetch_reports.empty()) j["fetched"] = fetch_reports;
       if (catch_up) {
         j["catch_up"] = {{"reads", catch_up->reads()}, {"applied", catch_up->applied()}};
       }

@@ -195,6 +195,8 @@ std::vector<std::string> Seeds() {
   c.send_admin_rebuild({0}, ""), take();
   c.send_rebuilt_version(0), take();
   c.send_rebuilt_chunk(0, 1, "manifest.json", 0, 100), take();
+  c.send_store_chunk("MANIFEST", 0, 100), take();
+  c.send_store_chunk("../shard-0000/nodes.idx", 0, 100), take();
   c.send_fragment(1, true, 0, {1}, 0), take();
   c.send_fragment_edges(1, 1, {1}, {2}, 0), take();
   zipg::rpc::FragmentAsk ask;

@@ -93,4 +93,8 @@ void LogStoreHandler::rebuilt_chunk(std::string&, int32_t, int64_t, const std::s
   rpc::ThrowIfError(Status::InvalidArgument("rebuilt_chunk is a shard server call"));
 }
 
+void LogStoreHandler::store_chunk(std::string&, const std::string&, int64_t, int32_t) {
+  rpc::ThrowIfError(Status::InvalidArgument("store_chunk is a shard server call"));
+}
+
 }  // namespace zipg::logstore

@@ -50,6 +50,8 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
   void rebuilt_version(std::string& _return, int32_t shard) override;
   void rebuilt_chunk(std::string& _return, int32_t shard, int64_t version, const std::string& path,
                      int64_t offset, int32_t length) override;
+  void store_chunk(std::string& _return, const std::string& path, int64_t offset,
+                   int32_t length) override;
 
  private:
   LogStore* store_;

@@ -293,6 +293,14 @@ StatusOr<std::string> RemoteGraph::RebuiltVersion(int32_t shard) {
   return r;
 }
 
+StatusOr<std::string> RemoteGraph::StoreChunk(const std::string& path, int64_t offset,
+                                              int32_t length) {
+  std::string r;
+  ZIPG_RETURN_IF_ERROR(
+      pool_->Call([&](LogStoreServiceClient& c) { c.store_chunk(r, path, offset, length); }));
+  return r;
+}
+
 StatusOr<std::string> RemoteGraph::RebuiltChunk(int32_t shard, int64_t version,
                                                 const std::string& path, int64_t offset,
                                                 int32_t length) {

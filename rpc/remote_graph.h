@@ -119,6 +119,7 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards, const std::string& from = "");
   // A shard server's current rebuilt version of `shard` (JSON), and a piece of one of its files.
   StatusOr<std::string> RebuiltVersion(int32_t shard);
+  StatusOr<std::string> StoreChunk(const std::string& path, int64_t offset, int32_t length);
   StatusOr<std::string> RebuiltChunk(int32_t shard, int64_t version, const std::string& path,
                                      int64_t offset, int32_t length);
 

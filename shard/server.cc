@@ -16,6 +16,7 @@
 #include "rpc/convert.h"
 #include "rpc/fanout.h"
 #include "rpc/remote_graph.h"
+#include "shard/fetch.h"
 #include "util/call_deadline.h"
 #include "util/file.h"
 #include "util/snapshot.h"
@@ -35,6 +36,7 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   g->hosted_.erase(std::unique(g->hosted_.begin(), g->hosted_.end()), g->hosted_.end());
   g->view_ = view;
   g->pools_ = pools;
+  g->store_dir_ = dir;
   g->log_ = std::make_unique<LogStoreSource>(view, pools, [p = g.get()](int64_t node) {
     const uint32_t s = ShardOf(node, p->num_shards());
     return s < p->commits_.size() && p->commits_[s] ? p->commits_[s]->committed() : uint64_t{0};
@@ -264,6 +266,24 @@ StatusOr<std::string> ServerGraph::RebuiltChunk(uint32_t shard, int64_t version,
   ZIPG_ASSIGN_OR_RETURN(const engine::LiveShard* live, Hosted(shard));
   if (length > kFetchChunk * 4) return Status::InvalidArgument("rebuilt_chunk: at most 16 MiB");
   return live->ReadVersionFile(version, path, offset, length);
+}
+
+StatusOr<std::string> ServerGraph::StoreChunk(const std::string& path, uint64_t offset,
+                                              uint64_t length) const {
+  if (length > kFetchChunk * 4) return Status::InvalidArgument("store_chunk: at most 16 MiB");
+  std::vector<std::string> files;
+  for (const auto& f : store_.manifest.files) files.push_back(f.path);
+  if (!Fetchable(files, hosted_, path)) {
+    return Status::NotFound(path + " is not a file of a shard served here");
+  }
+  const std::string file = store_dir_ + "/" + path;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::NotFound("cannot open " + file);
+  std::string out(length, '\0');
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(out.data(), static_cast<std::streamsize>(length));
+  out.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+  return out;
 }
 
 nlohmann::json ServerGraph::RebuildStats() const {
@@ -718,6 +738,14 @@ void ShardHandler::rebuilt_chunk(std::string& _return, int32_t shard, int64_t ve
   _return = rpc::ValueOrThrow(graph_->RebuiltChunk(static_cast<uint32_t>(shard), version, path,
                                                    static_cast<uint64_t>(offset),
                                                    static_cast<uint64_t>(length)));
+}
+
+void ShardHandler::store_chunk(std::string& _return, const std::string& path, int64_t offset,
+                               int32_t length) {
+  if (offset < 0 || length < 0)
+    rpc::ThrowIfError(Status::InvalidArgument("negative offset or length"));
+  _return = rpc::ValueOrThrow(
+      graph_->StoreChunk(path, static_cast<uint64_t>(offset), static_cast<uint64_t>(length)));
 }
 
 void ShardHandler::admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,

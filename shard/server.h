@@ -114,6 +114,9 @@ class ServerGraph final : public ShardRouter {
   StatusOr<std::string> RebuiltChunk(uint32_t shard, int64_t version, const std::string& path,
                                      uint64_t offset, uint64_t length) const;
   static constexpr int32_t kFetchChunk = 4 << 20;
+  // For a server that fetches a shard (shard/fetch.h): a piece of a base store file, if
+  // shard::Fetchable says it may be handed out.
+  StatusOr<std::string> StoreChunk(const std::string& path, uint64_t offset, uint64_t length) const;
   // Per hosted shard, its version and rebuilds (LiveShard::Stats).
   nlohmann::json RebuildStats() const;
   // Bytes the hosted shards' delta indexes hold in memory.
@@ -175,6 +178,7 @@ class ServerGraph final : public ShardRouter {
   };
 
   OpenedStore store_;
+  std::string store_dir_;
   std::unique_ptr<LogStoreSource> log_;
   std::vector<std::unique_ptr<engine::LiveShard>> live_;  // null for shards not hosted
   std::vector<uint32_t> hosted_;
@@ -243,6 +247,8 @@ class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler 
   void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
                      const std::string& from_member) override;
   void rebuilt_version(std::string& _return, int32_t shard) override;
+  void store_chunk(std::string& _return, const std::string& path, int64_t offset,
+                   int32_t length) override;
   void rebuilt_chunk(std::string& _return, int32_t shard, int64_t version, const std::string& path,
                      int64_t offset, int32_t length) override;
 

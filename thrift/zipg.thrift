@@ -228,6 +228,10 @@ service ShardService extends GraphService {
   // Up to `length` bytes (at most 16 MiB) of one of its files from `offset`.
   binary rebuilt_chunk(1: i32 shard, 2: i64 version, 3: string path, 4: i64 offset,
                        5: i32 length) throws (1: GraphError error),
+  // Up to `length` bytes (at most 16 MiB) from `offset` of a base store file, for a shard server
+  // that fetches a shard it has no files for (docs/cluster-changes.md): "MANIFEST", or a file the
+  // MANIFEST lists under the directory of a shard hosted here; any other path is NOT_FOUND.
+  binary store_chunk(1: string path, 2: i64 offset, 3: i32 length) throws (1: GraphError error),
 }
 
 // A node's live data in the LogStore's fragments (memtables and log shards, docs/writes.md).
