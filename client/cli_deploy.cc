@@ -32,6 +32,7 @@
 #include "client/prometheus.h"
 #include "cluster/spec.h"
 #include "graph/manifest.h"
+#include "shard/fetch.h"
 #include "shard/update_channel.h"
 #include "util/file.h"
 
@@ -217,7 +218,16 @@ class Node {
       rpc::TlsOptions tls{t.ca, t.cert, t.key};
       if (Status v = tls.Validate(); !v.ok()) return Fail(v);
     }
-    if (host_.shards || host_.logstore_port) {
+    // A host with shard servers only and an empty (or no) store directory is started as it is:
+    // its shard servers fetch their shards' files, and the MANIFEST, from serving replicas
+    // (docs/cluster-changes.md).
+    bool fetches = false;
+    if (!host_.logstore_port && host_.shards && !host_.shards->empty() &&
+        !std::filesystem::exists(store_ + "/" + graph::kManifestName, ec)) {
+      auto missing = shard::ShardMissing(store_, host_.shards->front());
+      fetches = missing.ok() && *missing;
+    }
+    if ((host_.shards || host_.logstore_port) && !fetches) {
       auto manifest = graph::ReadManifest(store_);
       if (!manifest.ok()) {
         return Fail(Status::InvalidArgument("host " + host_.name + " has no store at " + store_ +
