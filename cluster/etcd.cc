@@ -173,6 +173,45 @@ bool GetInt64(const Json& object, const char* name, int64_t* out) {
   return ec == std::errc() && end == s.data() + s.size();
 }
 
+// A uint64 field (the gateway writes 64-bit integers as strings); 0 when absent.
+bool GetUint64(const Json& object, const char* name, uint64_t* out) {
+  *out = 0;
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return true;
+  if (it->is_number_unsigned()) {
+    *out = it->get<uint64_t>();
+    return true;
+  }
+  if (!it->is_string()) return false;
+  const auto& s = it->get_ref<const std::string&>();
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+// A list of strings (absent: empty).
+bool GetStrings(const Json& object, const char* name, std::vector<std::string>* out) {
+  out->clear();
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return true;
+  if (!it->is_array()) return false;
+  for (const auto& v : *it) {
+    if (!v.is_string()) return false;
+    out->push_back(v.get<std::string>());
+  }
+  return true;
+}
+
+bool ParseMember(const Json& m, EtcdMember* out) {
+  if (!m.is_object() || !GetUint64(m, "ID", &out->id) || out->id == 0 ||
+      !GetStrings(m, "peerURLs", &out->peer_urls) ||
+      !GetStrings(m, "clientURLs", &out->client_urls)) {
+    return false;
+  }
+  auto name = m.find("name");
+  out->name = name != m.end() && name->is_string() ? name->get<std::string>() : "";
+  return true;
+}
+
 // bool fields are omitted when false.
 bool GetBool(const Json& object, const char* name) {
   auto it = object.find(name);
@@ -394,8 +433,8 @@ StatusOr<std::string> EtcdClient::Post(const char* op, const char* path, const s
       }
       // A member that timed out may be waiting for a new leader; with one endpoint it is more
       // likely gone, and waiting again would only double the caller's wait.
-      reached = reached || answered ||
-                (n > 1 && reply.status().code() == StatusCode::kDeadlineExceeded);
+      reached =
+          reached || answered || (n > 1 && reply.status().code() == StatusCode::kDeadlineExceeded);
     }
     if (!reached || std::chrono::steady_clock::now() - start >= kElectionWindow) return reply;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -573,6 +612,39 @@ Status EtcdClient::Delete(const std::string& key) {
 
 Status EtcdClient::DeletePrefix(const std::string& prefix) {
   return Post("DeletePrefix", "/v3/kv/deleterange", Dump(PrefixRange(prefix))).status();
+}
+
+// --- Members ---
+
+StatusOr<std::vector<EtcdMember>> EtcdClient::MemberList() {
+  const std::string where = Where(endpoint(), "MemberList");
+  ZIPG_ASSIGN_OR_RETURN(std::string body, Post("MemberList", "/v3/cluster/member/list", "{}"));
+  ZIPG_ASSIGN_OR_RETURN(Json reply, ParseObject(where, body));
+  std::vector<EtcdMember> members;
+  auto it = reply.find("members");
+  if (it == reply.end() || !it->is_array()) return UnexpectedReply(where, body);
+  for (const Json& m : *it) {
+    if (!ParseMember(m, &members.emplace_back())) return UnexpectedReply(where, body);
+  }
+  return members;
+}
+
+StatusOr<EtcdMember> EtcdClient::MemberAdd(const std::vector<std::string>& peer_urls) {
+  const std::string where = Where(endpoint(), "MemberAdd");
+  if (peer_urls.empty()) return Status::InvalidArgument(where + ": no peer URL");
+  ZIPG_ASSIGN_OR_RETURN(std::string body, Post("MemberAdd", "/v3/cluster/member/add",
+                                               Dump({{"peerURLs", peer_urls}})));
+  ZIPG_ASSIGN_OR_RETURN(Json reply, ParseObject(where, body));
+  EtcdMember member;
+  auto it = reply.find("member");
+  if (it == reply.end() || !ParseMember(*it, &member)) return UnexpectedReply(where, body);
+  return member;
+}
+
+Status EtcdClient::MemberRemove(uint64_t id) {
+  // An unknown member is etcd's NotFound ("member not found").
+  return Post("MemberRemove", "/v3/cluster/member/remove", Dump({{"ID", std::to_string(id)}}))
+      .status();
 }
 
 // --- Watch ---

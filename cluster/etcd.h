@@ -45,6 +45,14 @@ struct WatchEvent {
   KeyValue kv;
 };
 
+// A member of the etcd cluster (its member API, /v3/cluster/member/*).
+struct EtcdMember {
+  uint64_t id = 0;
+  std::string name;  // empty for a member added but not started yet
+  std::vector<std::string> peer_urls;
+  std::vector<std::string> client_urls;  // empty until it has started
+};
+
 // Files for https endpoints: the CA that signed etcd's certificate, and this client's certificate
 // and key (etcd --client-cert-auth). Empty: the system's CA store, no client certificate.
 struct EtcdTls {
@@ -59,9 +67,9 @@ class EtcdClient {
   // "https://a:2379,https://b:2379". A unary call goes to the current endpoint and, if that one
   // cannot answer (UNAVAILABLE, DEADLINE_EXCEEDED), to the next ones in turn; the one that
   // answered becomes current; while members answer but cannot serve (a leader election), the
-  // round is repeated for up to 5 s. A watch that breaks moves to the next endpoint for the caller's
-  // retry. timeout bounds each unary request per endpoint (connect included) and the connect
-  // phase of a Watch.
+  // round is repeated for up to 5 s. A watch that breaks moves to the next endpoint for the
+  // caller's retry. timeout bounds each unary request per endpoint (connect included) and the
+  // connect phase of a Watch.
   explicit EtcdClient(std::string endpoints,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
   ~EtcdClient();
@@ -99,6 +107,15 @@ class EtcdClient {
   // OK also if the key does not exist.
   Status Delete(const std::string& key);
   Status DeletePrefix(const std::string& prefix);
+
+  // The cluster's members, in etcd's order.
+  StatusOr<std::vector<EtcdMember>> MemberList();
+  // Adds a member that will listen for peers on `peer_urls`; it is then started with
+  // --initial-cluster-state existing and an --initial-cluster of every member. Until it has
+  // started, the quorum counts it: add one member at a time. Returns the new member (no name yet).
+  StatusOr<EtcdMember> MemberAdd(const std::vector<std::string>& peer_urls);
+  // Removes member `id`; a running member that is removed stops. NOT_FOUND if there is none.
+  Status MemberRemove(uint64_t id);
 
   // Streams changes under prefix from start_revision (0 = from now on) and calls on_events with
   // each batch, in revision order, on the calling thread. Returns OK when `cancel` becomes true

@@ -769,6 +769,27 @@ TEST(EtcdOfflineTest, ReplyMapping) {
     EtcdClient etcd(server.endpoint());
     EXPECT_EQ(etcd.Get("k").status().code(), StatusCode::kInternal);
   }
+  {  // Member ids are uint64 (written as strings); a member not started has no name.
+    FakeServer server(HttpResponse(
+        "200 OK", R"({"header":{},"members":[{"ID":"18446744073709551615","name":"m0",)"
+                  R"("peerURLs":["http://a:2380"],"clientURLs":["http://a:2379"]},)"
+                  R"({"ID":"7","peerURLs":["http://b:2380"]}]})"));
+    EtcdClient etcd(server.endpoint());
+    auto members = etcd.MemberList();
+    ASSERT_TRUE(members.ok()) << members.status().ToString();
+    ASSERT_EQ(members->size(), 2u);
+    EXPECT_EQ((*members)[0].id, 18446744073709551615ull);
+    EXPECT_EQ((*members)[0].name, "m0");
+    EXPECT_EQ((*members)[0].client_urls, std::vector<std::string>{"http://a:2379"});
+    EXPECT_EQ((*members)[1].id, 7u);
+    EXPECT_EQ((*members)[1].name, "");
+    EXPECT_TRUE((*members)[1].client_urls.empty());
+  }
+  {  // A member list of the wrong shape: INTERNAL.
+    FakeServer server(HttpResponse("200 OK", R"({"members":[{"ID":"-3"}]})"));
+    EtcdClient etcd(server.endpoint());
+    EXPECT_EQ(etcd.MemberList().status().code(), StatusCode::kInternal);
+  }
   {  // etcd's own errors keep their gRPC meaning.
     FakeServer server(HttpResponse(
         "503 Service Unavailable",
@@ -1024,6 +1045,104 @@ TEST(EtcdClusterTest, ClientsSurviveTheLossOfAMember) {
   watcher.join();
   std::lock_guard lock(mu);
   EXPECT_EQ(seen, want) << "the watch missed events across the member's loss";
+}
+
+// The member API as `zipg deploy add-host` and `remove-host` use it: a member added to a
+// one-member cluster and started with --initial-cluster-state existing joins (and is listed with
+// its name and client URL once it runs), the cluster serves on both, and removing it leaves the
+// first member serving alone; removing an unknown member is NOT_FOUND.
+TEST(EtcdClusterTest, MembersAreAddedAndRemovedThroughTheMemberApi) {
+  ASSERT_EQ(access(kEtcdBinary, X_OK), 0) << kEtcdBinary << " is not installed";
+  char dir_template[] = "/tmp/zipg_etcd_member_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  std::vector<std::string> client_urls, peer_urls;
+  for (int i = 0; i < 2; ++i) {
+    client_urls.push_back("http://127.0.0.1:" + std::to_string(FreePort()));
+    peer_urls.push_back("http://127.0.0.1:" + std::to_string(FreePort()));
+  }
+  auto member_args = [&](int i, const std::string& initial, const std::string& state) {
+    const std::string name = "m" + std::to_string(i);
+    return std::vector<std::string>{kEtcdBinary,
+                                    "--name=" + name,
+                                    "--data-dir=" + dir + "/" + name,
+                                    "--listen-client-urls=" + client_urls[i],
+                                    "--advertise-client-urls=" + client_urls[i],
+                                    "--listen-peer-urls=" + peer_urls[i],
+                                    "--initial-advertise-peer-urls=" + peer_urls[i],
+                                    "--initial-cluster=" + initial,
+                                    "--initial-cluster-state=" + state,
+                                    "--heartbeat-interval=100",
+                                    "--election-timeout=500"};
+  };
+  std::vector<pid_t> pids;
+  struct Cleanup {
+    std::vector<pid_t>* pids;
+    std::string dir;
+    ~Cleanup() {
+      for (pid_t p : *pids) {
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{&pids, dir};
+  pids.push_back(SpawnEtcd(member_args(0, "m0=" + peer_urls[0], "new"), dir + "/m0.log"));
+  EtcdClient etcd(client_urls[0], milliseconds(1000));
+  const auto start = Clock::now();
+  while (!etcd.Put("/m/ready", "1").ok()) {
+    ASSERT_LT(MillisSince(start), 20000) << ReadLog(dir + "/m0.log");
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  auto listed = etcd.MemberList();
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "m0");
+  EXPECT_EQ((*listed)[0].peer_urls, std::vector<std::string>{peer_urls[0]});
+  EXPECT_EQ((*listed)[0].client_urls, std::vector<std::string>{client_urls[0]});
+  const uint64_t first = (*listed)[0].id;
+
+  auto added = etcd.MemberAdd({peer_urls[1]});
+  ASSERT_TRUE(added.ok()) << added.status().ToString();
+  EXPECT_NE(added->id, first);
+  EXPECT_EQ(added->name, "");  // not started yet
+  EXPECT_EQ(added->peer_urls, std::vector<std::string>{peer_urls[1]});
+  pids.push_back(SpawnEtcd(member_args(1, "m0=" + peer_urls[0] + ",m1=" + peer_urls[1], "existing"),
+                           dir + "/m1.log"));
+  // Joined: both named, and a write through the new member reads back through the first.
+  EtcdClient second(client_urls[1], milliseconds(1000));
+  while (!second.Put("/m/joined", "yes").ok()) {
+    ASSERT_LT(MillisSince(start), 40000) << ReadLog(dir + "/m1.log");
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  auto got = etcd.Get("/m/joined");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->value, "yes");
+  listed = etcd.MemberList();
+  ASSERT_TRUE(listed.ok());
+  std::map<uint64_t, std::string> names;
+  for (const auto& m : *listed) names[m.id] = m.name;
+  EXPECT_EQ(names, (std::map<uint64_t, std::string>{{first, "m0"}, {added->id, "m1"}}));
+
+  ASSERT_TRUE(etcd.MemberRemove(added->id).ok());
+  listed = etcd.MemberList();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].id, first);
+  EXPECT_TRUE(etcd.Put("/m/after", "1").ok());  // a quorum of one again
+  // The removed member stops by itself.
+  bool exited = false;
+  while (!exited && MillisSince(start) < 60000) {
+    int status = 0;
+    exited = waitpid(pids[1], &status, WNOHANG) == pids[1];
+    if (!exited) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(exited) << "the removed member still runs";
+  if (exited) pids.pop_back();
+
+  Status unknown = etcd.MemberRemove(added->id);
+  EXPECT_EQ(unknown.code(), StatusCode::kNotFound) << unknown.ToString();
 }
 
 }  // namespace
