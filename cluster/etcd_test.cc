@@ -940,6 +940,20 @@ TEST(EtcdOfflineTest, ARegistrationPutsItsEntryAgainAfterAFailedPutUnderANewLeas
   EXPECT_EQ(put_leases, (std::vector<int64_t>{1, 2})) << "the entry was not put under lease 2";
 }
 
+// At the end of a test with several etcd processes: kills those still listed and removes `dir`.
+struct EtcdCleanup {
+  std::vector<pid_t>* pids;
+  std::string dir;
+  ~EtcdCleanup() {
+    for (pid_t p : *pids) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
 TEST(EtcdClusterTest, ClientsSurviveTheLossOfAMember) {
   char dir_template[] = "/tmp/zipg_etcd_cluster_test.XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);
@@ -965,18 +979,7 @@ TEST(EtcdClusterTest, ClientsSurviveTheLossOfAMember) {
         dir + "/" + name + ".log"));
     ASSERT_GT(pids.back(), 0);
   }
-  struct Cleanup {
-    std::vector<pid_t>* pids;
-    std::string dir;
-    ~Cleanup() {
-      for (pid_t p : *pids) {
-        kill(p, SIGKILL);
-        waitpid(p, nullptr, 0);
-      }
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{&pids, dir};
+  EtcdCleanup cleanup{&pids, dir};
 
   EtcdClient etcd(client_urls[0] + "," + client_urls[1] + "," + client_urls[2], milliseconds(500));
   EXPECT_EQ(etcd.endpoint(), client_urls[0]);
@@ -1076,18 +1079,7 @@ TEST(EtcdClusterTest, MembersAreAddedAndRemovedThroughTheMemberApi) {
                                     "--election-timeout=500"};
   };
   std::vector<pid_t> pids;
-  struct Cleanup {
-    std::vector<pid_t>* pids;
-    std::string dir;
-    ~Cleanup() {
-      for (pid_t p : *pids) {
-        kill(p, SIGKILL);
-        waitpid(p, nullptr, 0);
-      }
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{&pids, dir};
+  EtcdCleanup cleanup{&pids, dir};
   pids.push_back(SpawnEtcd(member_args(0, "m0=" + peer_urls[0], "new"), dir + "/m0.log"));
   EtcdClient etcd(client_urls[0], milliseconds(1000));
   const auto start = Clock::now();
