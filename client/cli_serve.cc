@@ -162,6 +162,13 @@ StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t sh
     }
     return sources;
   };
+  // SIGTERM and SIGINT are blocked (BlockStopSignals) until the server waits for them: one that
+  // arrives during the fetch stops it.
+  options.cancelled = [] {
+    sigset_t pending;
+    sigpending(&pending);
+    return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
+  };
   options.waiting = [shard](const std::string& why) {
     std::cerr << "zipg serve: fetching shard " << shard << ": waiting for a replica (" << why << ")"
               << std::endl;

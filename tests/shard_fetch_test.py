@@ -6,7 +6,8 @@ plain-Python model of the contract with writes (write_model.WriteModel).
 
 A. 150 writes through the aggregator, every one acknowledged.
 B. A third shard server for shard 0 on an empty store directory, with --fetch-rate set so that the
-   fetch takes about 4 s, while writes go on: killed with SIGKILL part-way through, one of its
+   fetch takes about 4 s, while writes go on: stopped by SIGTERM part-way (it exits at once),
+   started again, killed with SIGKILL part-way through, one of its
    fetched files corrupted on disk, then started again with the same command line. It resumes
    (its status document's `fetched.0`: resumed bytes > 0, the corrupted file fetched again, the
    bytes fetched add up exactly), registers as serving, and its shard directory and MANIFEST are
@@ -132,6 +133,19 @@ def main():
             got += sum(os.path.getsize(os.path.join(root, n)) for n in names)
         return got
 
+    # SIGTERM part-way stops the fetch at once (the server is not serving yet).
+    t0 = time.monotonic()
+    while fetched_bytes() < total * 0.15 and time.monotonic() - t0 < 30:
+        time.sleep(0.02)
+    # Within 1.5 s: the rest of the fetch alone would take about 3 s.
+    os.kill(pid, signal.SIGTERM)
+    left = procs.kill_and_wait([pid], signal.SIGTERM, 1.5)
+    check(not left, f"B: SIGTERM stops a server while it fetches: {left}")
+    procs.kill_and_wait(left, signal.SIGKILL)
+    check(not os.path.exists(os.path.join(NEW, "shard-0000")),
+          "B: no shard directory after SIGTERM")
+    note(f"B: stopped by SIGTERM after {fetched_bytes()} bytes in {time.monotonic() - t0:.1f} s")
+    pid = procs.start_server(argv, log)
     t0 = time.monotonic()
     while fetched_bytes() < total * 0.4 and time.monotonic() - t0 < 30:
         write_some(2)  # writes while it fetches
