@@ -21,6 +21,7 @@ json MemberInfo::ToJson() const {
     j["store_info"] = store_info;
     j["update_endpoint"] = update_endpoint;
     j["serving"] = serving;
+    if (!catching_up.empty()) j["catching_up"] = catching_up;
     json v = json::object();
     for (const auto& [shard, version] : versions) v[std::to_string(shard)] = version;
     j["versions"] = v;
@@ -55,6 +56,7 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
       m.store_info = j.value("store_info", json::object());
       m.update_endpoint = j.value("update_endpoint", std::string());
       m.serving = j.value("serving", true);
+      m.catching_up = j.value("catching_up", std::vector<uint32_t>());
       const json versions = j.value("versions", json::object());
       for (const auto& [shard, version] : versions.items()) {
         uint32_t s = 0;
@@ -118,7 +120,9 @@ std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
     for (uint32_t s : m.shards) {
       if (s >= map->num_shards) continue;
       map->replicas[s].push_back(i);
-      if (m.serving) map->owners[s].push_back(i);
+      const bool catching_up =
+          std::find(m.catching_up.begin(), m.catching_up.end(), s) != m.catching_up.end();
+      if (m.serving && !catching_up) map->owners[s].push_back(i);
     }
   }
   return map;

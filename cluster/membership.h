@@ -44,6 +44,9 @@ struct MemberInfo {
   std::string http_url;                  // aggregators with --http-port: http(s)://HOST:PORT/
   bool serving = true;                   // shard servers: caught up and answering reads
                                          // (docs/replication.md)
+  std::vector<uint32_t> catching_up;     // shard servers: shards of `shards` added while it
+                                         // serves the others, not caught up yet: they get
+                                         // updates but no reads (docs/cluster-changes.md)
   std::map<uint32_t, int64_t> versions;  // shard servers: each hosted shard's rebuilt version
                                          // (docs/writes.md, "Rebuilding a base shard")
   std::vector<int64_t> generations;      // LogStore: the published log shards
@@ -63,7 +66,8 @@ struct MemberInfo {
 struct ShardMap {
   std::vector<MemberInfo> members;  // every registered server, by name
   uint32_t num_shards = 0;          // 0 if no shard server is registered
-  // owners[s]: indexes into members of the shard servers serving shard s (several = replicas);
+  // owners[s]: indexes into members of the shard servers serving shard s (several = replicas):
+  // serving, and s not in their catching_up;
   // replicas[s]: every registered server of shard s, serving or catching up (updates go to all).
   std::vector<std::vector<size_t>> owners;
   std::vector<std::vector<size_t>> replicas;

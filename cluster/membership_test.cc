@@ -104,6 +104,31 @@ TEST(ShardMapTest, DisagreeingShardCountsMakeEveryRouteUnavailable) {
   EXPECT_EQ(empty->Pick(0).status().code(), StatusCode::kUnavailable);
 }
 
+// A shard being added to a serving server (docs/cluster-changes.md, step 2) gets updates but no
+// reads until it has caught up; its other shards serve meanwhile.
+TEST(ShardMapTest, AShardCatchingUpOnAServingServerTakesUpdatesButNoReads) {
+  auto adding = Shard("c", {0, 1});
+  adding.catching_up = {0};
+  auto map = ShardMap::Build({Shard("a", {0}), adding}, 1);
+  EXPECT_EQ(map->replicas[0].size(), 2u);  // updates go to both
+  ASSERT_EQ(map->owners[0].size(), 1u);    // reads only to a
+  EXPECT_EQ(map->members[map->owners[0][0]].name, "a");
+  ASSERT_EQ(map->owners[1].size(), 1u);  // c serves its other shard
+  EXPECT_EQ(map->members[map->owners[1][0]].name, "c");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ((*map->Pick(0))->name, "a");
+  EXPECT_EQ(map->Pick(0, "a").status().code(), StatusCode::kUnavailable);
+  // The field survives the entry's JSON, and is absent (none catching up) when empty.
+  auto back = MemberInfo::FromJson(adding.ToJson().dump());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->catching_up, std::vector<uint32_t>{0});
+  EXPECT_FALSE(Shard("d", {0}).ToJson().contains("catching_up"));
+  EXPECT_TRUE(MemberInfo::FromJson(Shard("d", {0}).ToJson().dump())->catching_up.empty());
+  // Once caught up it takes reads too.
+  adding.catching_up.clear();
+  map = ShardMap::Build({Shard("a", {0}), adding}, 2);
+  EXPECT_EQ(map->owners[0].size(), 2u);
+}
+
 TEST(MemberInfoTest, JsonRoundTripAndBadEntries) {
   auto m = Shard("s", {2, 0});
   m.store = "/x";
