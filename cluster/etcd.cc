@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 namespace zipg::cluster {
@@ -158,13 +159,16 @@ StatusOr<Json> ParseObject(const std::string& where, std::string_view body) {
 }
 
 // int64 fields arrive as JSON strings ("42") and are omitted when zero.
-bool GetInt64(const Json& object, const char* name, int64_t* out) {
+// One template for both: a 64-bit field arrives as a JSON string ("42", as the gateway writes
+// them) or a number, and is 0 when absent.
+template <typename T>
+bool GetInteger(const Json& object, const char* name, T* out) {
   *out = 0;
   if (!object.is_object()) return false;
   auto it = object.find(name);
   if (it == object.end() || it->is_null()) return true;
-  if (it->is_number_integer()) {
-    *out = it->get<int64_t>();
+  if (std::is_signed_v<T> ? it->is_number_integer() : it->is_number_unsigned()) {
+    *out = it->get<T>();
     return true;
   }
   if (!it->is_string()) return false;
@@ -172,21 +176,8 @@ bool GetInt64(const Json& object, const char* name, int64_t* out) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size();
 }
-
-// A uint64 field (the gateway writes 64-bit integers as strings); 0 when absent.
-bool GetUint64(const Json& object, const char* name, uint64_t* out) {
-  *out = 0;
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return true;
-  if (it->is_number_unsigned()) {
-    *out = it->get<uint64_t>();
-    return true;
-  }
-  if (!it->is_string()) return false;
-  const auto& s = it->get_ref<const std::string&>();
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
+constexpr auto& GetInt64 = GetInteger<int64_t>;
+constexpr auto& GetUint64 = GetInteger<uint64_t>;
 
 // A list of strings (absent: empty).
 bool GetStrings(const Json& object, const char* name, std::vector<std::string>* out) {

@@ -574,14 +574,7 @@ StatusOr<std::string> LiveShard::ReadVersionFile(int64_t number, const std::stri
                          return part == ".." || part == ".";
                        });
   if (outside) return Status::InvalidArgument("not a file of the version: " + path);
-  const std::string file = VersionDir(number) + "/" + path;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open " + file);
-  std::string out(length, '\0');
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(out.data(), static_cast<std::streamsize>(length));
-  out.resize(static_cast<size_t>(in.gcount()));
-  return out;
+  return ReadFileRange(VersionDir(number) + "/" + path, offset, length);
 }
 
 json LiveShard::LastRebuild() const {

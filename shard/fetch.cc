@@ -250,10 +250,11 @@ StatusOr<FetchReport> FetchShardFiles(const std::string& store_dir, uint32_t sha
   return report;
 }
 
-bool Fetchable(const std::vector<std::string>& manifest_files, const std::vector<uint32_t>& hosted,
-               const std::string& path) {
+bool Fetchable(const std::vector<graph::ManifestFile>& manifest_files,
+               const std::vector<uint32_t>& hosted, const std::string& path) {
   if (path == graph::kManifestName) return true;
-  if (std::find(manifest_files.begin(), manifest_files.end(), path) == manifest_files.end()) {
+  if (std::none_of(manifest_files.begin(), manifest_files.end(),
+                   [&](const graph::ManifestFile& f) { return f.path == path; })) {
     return false;
   }
   return std::any_of(hosted.begin(), hosted.end(),

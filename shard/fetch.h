@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/manifest.h"
 #include "util/status.h"
 
 namespace zipg::shard {
@@ -60,7 +61,7 @@ StatusOr<FetchReport> FetchShardFiles(const std::string& store_dir, uint32_t sha
 
 // For the serving side: whether `path` is a file a replica may hand out for a fetch: "MANIFEST",
 // or a file the manifest lists under the directory of one of `hosted`.
-bool Fetchable(const std::vector<std::string>& manifest_files, const std::vector<uint32_t>& hosted,
-               const std::string& path);
+bool Fetchable(const std::vector<graph::ManifestFile>& manifest_files,
+               const std::vector<uint32_t>& hosted, const std::string& path);
 
 }  // namespace zipg::shard

@@ -271,19 +271,10 @@ StatusOr<std::string> ServerGraph::RebuiltChunk(uint32_t shard, int64_t version,
 StatusOr<std::string> ServerGraph::StoreChunk(const std::string& path, uint64_t offset,
                                               uint64_t length) const {
   if (length > kFetchChunk * 4) return Status::InvalidArgument("store_chunk: at most 16 MiB");
-  std::vector<std::string> files;
-  for (const auto& f : store_.manifest.files) files.push_back(f.path);
-  if (!Fetchable(files, hosted_, path)) {
+  if (!Fetchable(store_.manifest.files, hosted_, path)) {
     return Status::NotFound(path + " is not a file of a shard served here");
   }
-  const std::string file = store_dir_ + "/" + path;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::NotFound("cannot open " + file);
-  std::string out(length, '\0');
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(out.data(), static_cast<std::streamsize>(length));
-  out.resize(static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
-  return out;
+  return ReadFileRange(store_dir_ + "/" + path, offset, length);
 }
 
 nlohmann::json ServerGraph::RebuildStats() const {

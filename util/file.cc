@@ -90,6 +90,27 @@ Status WriteFileAtomically(const std::string& path,
   return SyncDirectoryOf(path);
 }
 
+StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, uint64_t length) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("cannot open " + path + ": " + std::strerror(errno));
+  std::string out(length, '\0');
+  size_t used = 0;
+  while (used < length) {
+    ssize_t n = ::pread(fd, out.data() + used, length - used, static_cast<off_t>(offset + used));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = ErrnoStatus("cannot read", path);
+      ::close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(used);
+  return out;
+}
+
 StatusOr<std::string> ReadFileToString(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open", path);

@@ -53,6 +53,9 @@ Status WriteFileAtomically(const std::string& path,
 
 // Reads a whole file into memory.
 StatusOr<std::string> ReadFileToString(const std::string& path);
+// Up to `length` bytes of the file at `path` from `offset` (fewer at its end). NOT_FOUND if it
+// cannot be opened.
+StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset, uint64_t length);
 
 // fsync of the file at `path`, and of the directory holding `path` (which makes a create or
 // rename there durable).
