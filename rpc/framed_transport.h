@@ -22,6 +22,8 @@
 #include <atomic>
 #include <memory>
 
+#include "util/sanitizer.h"
+
 namespace zipg::rpc {
 
 // Bytes of frames (with their 4-byte length) a server read and wrote, for status documents and
@@ -34,6 +36,15 @@ struct Traffic {
 class FramedTransport final : public apache::thrift::transport::TFramedTransport {
  public:
   using TFramedTransport::TFramedTransport;
+  // A server's connection thread closes its transports and drops its references inside
+  // libthrift; the accept thread, which holds references too, may drop the last one and destroy
+  // the transport. libthrift's reference counts order the two, out of TSan's sight
+  // (util/sanitizer.h).
+  ~FramedTransport() override { HappensAfter(this); }
+  void close() override {
+    TFramedTransport::close();
+    HappensBefore(this);
+  }
   // Counts into *traffic (which must outlive this) from now on.
   void CountInto(std::shared_ptr<Traffic> traffic) { traffic_ = std::move(traffic); }
 
