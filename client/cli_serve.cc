@@ -138,9 +138,11 @@ int WaitForStop(const sigset_t& set) {
 
 // When `store` lacks shard `shard`'s files, fetches them from a member serving it (not `self`;
 // docs/cluster-changes.md, step 1) and returns the fetch's report; null when nothing was missing.
+// `stopping`: the server is shutting down (a fetch for admin_serve stops then).
 StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t shard, uint64_t rate,
                                            const std::string& self,
-                                           const cluster::ClusterView* view, rpc::PoolSet* pools) {
+                                           const cluster::ClusterView* view, rpc::PoolSet* pools,
+                                           const std::atomic<bool>* stopping) {
   ZIPG_ASSIGN_OR_RETURN(const bool missing, shard::ShardMissing(store, shard));
   if (!missing) return nlohmann::json();
   std::cerr << "zipg serve: shard " << shard << " has no files in " << store
@@ -164,7 +166,8 @@ StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t sh
   };
   // SIGTERM and SIGINT are blocked (BlockStopSignals) until the server waits for them: one that
   // arrives during the fetch stops it.
-  options.cancelled = [] {
+  options.cancelled = [stopping] {
+    if (stopping->load()) return true;
     sigset_t pending;
     sigpending(&pending);
     return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
@@ -365,25 +368,39 @@ int RunServe(int argc, char** argv) {
   std::atomic<logstore::LogStore*> store_ptr{nullptr};    // for the receiver and ha callbacks
   std::shared_ptr<apache::thrift::TProcessor> processor;
   std::function<StatusOr<std::string>()> status_document;   // this server's status()
+  std::mutex fetch_mu;                                      // guards fetch_reports
   nlohmann::json fetch_reports = nlohmann::json::object();  // by shard: the files fetched
+  std::atomic<bool> stopping{false};                        // set once a stop signal came
   if (role == "shard") {
     const auto store = args->Get("store");
     const auto shard_list = args->Get("shards");
     if (!store || !shard_list) return UsageError("serve shard needs --store and --shards", kUsage);
     auto shards = ParseShardList(*shard_list);
     if (!shards.ok()) return UsageError(shards.status().message(), kUsage);
+    uint64_t fetch_rate = 0;
+    if (auto text = args->Get("fetch-rate")) {
+      auto bytes = ParseByteSize(*text);
+      if (!bytes.ok()) return UsageError("--fetch-rate: " + bytes.status().message(), kUsage);
+      fetch_rate = *bytes;
+    }
+    // Fetches a shard's files if the store lacks them (at start, and for admin_serve).
+    std::function<StatusOr<nlohmann::json>(uint32_t)> fetch_missing;
     if (!args->Has("no-fetch")) {
-      uint64_t rate = 0;
-      if (auto text = args->Get("fetch-rate")) {
-        auto bytes = ParseByteSize(*text);
-        if (!bytes.ok()) return UsageError("--fetch-rate: " + bytes.status().message(), kUsage);
-        rate = *bytes;
-      }
-      const std::string self_name = args->Get("name").value_or("");
+      // Called by admin_serve after this block: what it reads from here is copied.
+      fetch_missing = [&, fetch_rate, store = *store, self_name = args->Get("name").value_or("")](
+                          uint32_t s) -> StatusOr<nlohmann::json> {
+        ZIPG_ASSIGN_OR_RETURN(
+            nlohmann::json fetched,
+            FetchMissingShard(store, s, fetch_rate, self_name, view->get(), &pools, &stopping));
+        if (!fetched.is_null()) {
+          std::lock_guard lock(fetch_mu);
+          fetch_reports[std::to_string(s)] = fetched;
+        }
+        return fetched;
+      };
       for (uint32_t s : *shards) {
-        auto fetched = FetchMissingShard(*store, s, rate, self_name, view->get(), &pools);
+        auto fetched = fetch_missing(s);
         if (!fetched.ok()) return Fail(fetched.status());
-        if (!fetched->is_null()) fetch_reports[std::to_string(s)] = *fetched;
       }
     }
     GraphOpenOptions open_options;
@@ -417,6 +434,7 @@ int RunServe(int argc, char** argv) {
     shard_graph->OnBehind([&catch_up] {
       if (catch_up) catch_up->Wake();
     });
+    if (fetch_missing) shard_graph->SetFetcher(fetch_missing);
     info.num_shards = shard_graph->num_shards();
     info.shards = shard_graph->hosted();
     info.store = *store;
@@ -465,7 +483,10 @@ int RunServe(int argc, char** argv) {
       j["refused_pushes"] = shard_graph->refused();
       j["commits"] = shard_graph->CommitStats();
       j["rebuilds"] = shard_graph->RebuildStats();
-      if (!fetch_reports.empty()) j["fetched"] = fetch_reports;
+      {
+        std::lock_guard lock(fetch_mu);
+        if (!fetch_reports.empty()) j["fetched"] = fetch_reports;
+      }
       if (catch_up) {
         j["catch_up"] = {{"reads", catch_up->reads()}, {"applied", catch_up->applied()}};
       }
@@ -806,8 +827,20 @@ int RunServe(int argc, char** argv) {
     http_server = std::move(*started);
     info.http_url = url(http_server->port(), "/");
   }
+  // The shards served here, those still catching up (docs/cluster-changes.md, step 2) and
+  // their versions, into the etcd entry.
+  std::function<Status()> publish_shards = [&]() -> Status {
+    std::lock_guard lock(info_mu);
+    info.shards = shard_graph->hosted();
+    info.catching_up = shard_graph->CatchingUp();
+    info.serving = info.catching_up.size() < info.shards.size();
+    info.versions = shard_graph->Versions();
+    if (!registration_slot || !*registration_slot) return Status::OK();
+    return (*registration_slot)->Update(info);
+  };
   if (shard_graph) {
     info.serving = false;  // until caught up with the LogStore's feed
+    info.catching_up = info.shards;
     info.versions = shard_graph->Versions();
     shard_graph->SetSelf(info.name);
     // A rebuilt or adopted version is published, so that the other replicas adopt it.
@@ -815,6 +848,13 @@ int RunServe(int argc, char** argv) {
       std::lock_guard lock(info_mu);
       info.versions = shard_graph->Versions();
       if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
+    });
+    // A shard added (admin_serve) or withdrawn (admin_unserve).
+    shard_graph->OnHosted([&] {
+      if (Status s = publish_shards(); !s.ok()) {
+        std::cerr << "zipg shard: cannot publish the shards served here: " << s.ToString()
+                  << std::endl;
+      }
     });
   }
   StatusOr<std::unique_ptr<cluster::Registration>> registration = [&] {
@@ -848,23 +888,14 @@ int RunServe(int argc, char** argv) {
           ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &chunk.updates, nullptr));
           return chunk;
         },
-        [&](bool serving) -> Status {
-          std::lock_guard lock(info_mu);
-          info.serving = serving;
-          if (!registration_slot || !*registration_slot) return Status::OK();
-          return (*registration_slot)->Update(info);
-        });
+        [&](const std::vector<uint32_t>&) { return publish_shards(); });
   }
   if (shard_graph) {
     // A lease that expired while this server stalled: the writes since may have been committed
     // without it. Stop serving and catch up before the entry says serving again.
     (*registration)->OnLost([&] {
       shard_graph->StopServing();
-      {
-        std::lock_guard lock(info_mu);
-        info.serving = false;
-        if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
-      }
+      (void)publish_shards();
       catch_up->Wake();
     });
   }
@@ -875,6 +906,7 @@ int RunServe(int argc, char** argv) {
   if (http_server) std::cout << "http " << info.http_url << std::endl;
 
   const int sig = WaitForStop(stop_signals);
+  stopping = true;
   std::cout << "zipg " << role << " " << info.name << ": signal " << sig << ", stopping"
             << std::endl;
   ha.reset();  // a leader resigns: its standby takes over at once

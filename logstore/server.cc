@@ -97,4 +97,12 @@ void LogStoreHandler::store_chunk(std::string&, const std::string&, int64_t, int
   rpc::ThrowIfError(Status::InvalidArgument("store_chunk is a shard server call"));
 }
 
+void LogStoreHandler::admin_serve(int32_t) {
+  rpc::ThrowIfError(Status::InvalidArgument("admin_serve is a shard server call"));
+}
+
+void LogStoreHandler::admin_unserve(int32_t) {
+  rpc::ThrowIfError(Status::InvalidArgument("admin_unserve is a shard server call"));
+}
+
 }  // namespace zipg::logstore

@@ -52,6 +52,8 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
                      int64_t offset, int32_t length) override;
   void store_chunk(std::string& _return, const std::string& path, int64_t offset,
                    int32_t length) override;
+  void admin_serve(int32_t shard) override;
+  void admin_unserve(int32_t shard) override;
 
  private:
   LogStore* store_;

@@ -287,6 +287,14 @@ StatusOr<std::string> RemoteGraph::Rebuild(const std::vector<int32_t>& shards,
   return r;
 }
 
+Status RemoteGraph::Serve(int32_t shard) {
+  return pool_->Call([&](LogStoreServiceClient& c) { c.admin_serve(shard); }, true);
+}
+
+Status RemoteGraph::Unserve(int32_t shard) {
+  return pool_->Call([&](LogStoreServiceClient& c) { c.admin_unserve(shard); }, true);
+}
+
 StatusOr<std::string> RemoteGraph::RebuiltVersion(int32_t shard) {
   std::string r;
   ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) { c.rebuilt_version(r, shard); }));

@@ -117,6 +117,9 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   // admin_rebuild: the listed shards of a shard server (all if empty), built there or adopted
   // from replica `from` (if not empty); JSON summaries.
   StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards, const std::string& from = "");
+  // admin_serve / admin_unserve: a shard server starts or stops serving `shard`.
+  Status Serve(int32_t shard);
+  Status Unserve(int32_t shard);
   // A shard server's current rebuilt version of `shard` (JSON), and a piece of one of its files.
   StatusOr<std::string> RebuiltVersion(int32_t shard);
   StatusOr<std::string> StoreChunk(const std::string& path, int64_t offset, int32_t length);

@@ -1,6 +1,7 @@
 #include "shard/catch_up.h"
 
 #include <iostream>
+#include <optional>
 
 namespace zipg::shard {
 
@@ -25,8 +26,23 @@ void CatchUp::Wake() {
   cv_.notify_all();
 }
 
+bool CatchUp::AnnounceUntilDone(const std::vector<uint32_t>& catching_up) {
+  // Until etcd says so, routers send nothing to a shard that started serving; a failed announce
+  // is retried.
+  while (true) {
+    Status s = announce_(catching_up);
+    if (s.ok()) return true;
+    std::cerr << "zipg shard: cannot announce the shards catching up: " << s.ToString()
+              << std::endl;
+    std::unique_lock lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::milliseconds(retry_ms_), [&] { return stopping_; })) {
+      return false;
+    }
+  }
+}
+
 void CatchUp::Run() {
-  bool announced_serving = false;
+  std::optional<std::vector<uint32_t>> announced;  // what etcd was last told
   while (true) {
     {
       std::unique_lock lock(mu_);
@@ -34,44 +50,32 @@ void CatchUp::Run() {
       if (stopping_) return;
       needed_ = false;
     }
-    graph_->StopServing();
-    if (announced_serving) {
-      if (Status s = announce_(false); !s.ok()) {
-        std::cerr << "zipg shard: cannot announce catching up: " << s.ToString() << std::endl;
-      }
-      announced_serving = false;
+    // The shards not serving now (found behind, just added, or all after a lost lease), each
+    // brought up to the feed and then serving on its own while the others serve.
+    std::vector<uint32_t> behind = graph_->CatchingUp();
+    if (behind != announced) {
+      if (!AnnounceUntilDone(behind)) return;
+      announced = behind;
     }
-    // Every hosted shard, then serve if no push was refused meanwhile (else another pass).
-    bool done = false;
-    while (!done) {
-      const uint64_t refused_before = graph_->refused();
-      bool complete = true;
-      for (uint32_t shard : graph_->hosted()) {
-        if (!CatchUpShard(shard)) {
-          complete = false;
-          break;
-        }
+    bool again = false;
+    for (uint32_t shard : behind) {
+      const uint64_t refused_before = graph_->refused(shard);
+      if (!CatchUpShard(shard)) {  // stopping, or woken again
+        again = true;
+        break;
       }
-      if (!complete) break;  // stopping, or woken again
-      done = graph_->StartServing(refused_before);
+      if (!graph_->StartServing(shard, refused_before)) again = true;  // a push refused meanwhile
+      const std::vector<uint32_t> now = graph_->CatchingUp();
+      if (now != announced) {
+        if (!AnnounceUntilDone(now)) return;
+        announced = now;
+      }
     }
-    if (!done) {
+    if (again || !graph_->CatchingUp().empty()) {
       std::lock_guard lock(mu_);
       if (stopping_) return;
-      needed_ = true;  // start over
-      continue;
+      needed_ = true;  // start over with what is still behind
     }
-    // Until etcd says so, routers send nothing here; a failed announce is retried.
-    while (true) {
-      Status s = announce_(true);
-      if (s.ok()) break;
-      std::cerr << "zipg shard: cannot announce serving: " << s.ToString() << std::endl;
-      std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, std::chrono::milliseconds(retry_ms_), [&] { return stopping_; })) {
-        return;
-      }
-    }
-    announced_serving = true;
   }
 }
 
@@ -86,6 +90,7 @@ bool CatchUp::CatchUpShard(uint32_t shard) {
       std::lock_guard lock(mu_);
       if (stopping_ || needed_) return false;
     }
+    if (!graph_->Hosts(shard)) return true;  // unserved meanwhile: nothing to catch up
     if (std::chrono::steady_clock::now() >= report_at) {
       std::cerr << "zipg shard: still catching up shard " << shard << " after "
                 << kReportAfter.count() << " s more: last id " << graph_->LastId(shard)
@@ -96,7 +101,7 @@ bool CatchUp::CatchUpShard(uint32_t shard) {
       report_at = std::chrono::steady_clock::now() + kReportAfter;
       empty_not_included = refused_meanwhile = 0;
     }
-    const uint64_t refused_before = graph_->refused();
+    const uint64_t refused_before = graph_->refused(shard);
     ++reads_;
     StatusOr<FeedChunk> chunk = fetch_(shard, graph_->LastId(shard));
     Status applied = chunk.ok() ? graph_->ApplyFeed(shard, chunk->updates) : chunk.status();
@@ -108,7 +113,7 @@ bool CatchUp::CatchUpShard(uint32_t shard) {
       continue;
     }
     applied_ += chunk->updates.size();
-    const bool refused = graph_->refused() != refused_before;
+    const bool refused = graph_->refused(shard) != refused_before;
     if (chunk->included && chunk->updates.empty() && !refused) return true;
     if (refused) ++refused_meanwhile;
     if (!chunk->included && chunk->updates.empty()) {

@@ -1,8 +1,9 @@
-// CatchUp: brings a shard server's hosted shards up to the LogStore's update feed before it
-// answers reads, and again whenever a push finds it behind (docs/replication.md, "Catching up").
-// A background thread: per hosted shard, read the feed after the last applied id and apply it,
-// until a read that the LogStore says was made while pushes already went to this server brings
-// nothing new and no push was refused meanwhile; then the server serves and says so in etcd.
+// CatchUp: brings a shard server's hosted shards up to the LogStore's update feed before they
+// answer reads, and again whenever a push finds one behind or a shard is added
+// (docs/replication.md, "Catching up"). A background thread: per shard not serving, read the
+// feed after the last applied id and apply it, until a read that the LogStore says was made while
+// pushes already went to this server brings nothing new and no push to that shard was refused
+// meanwhile; then that shard serves, and the server's etcd entry says which shards still catch up.
 //
 // Thread-safety: Wake may be called from any thread.
 #pragma once
@@ -30,14 +31,15 @@ class CatchUp {
  public:
   // Reads the feed of `shard` after id `after` (from the LogStore).
   using Fetch = std::function<StatusOr<FeedChunk>(uint32_t shard, uint64_t after)>;
-  // Publishes whether the server serves (its etcd entry).
-  using Announce = std::function<Status(bool serving)>;
+  // Publishes the hosted shards that do not answer reads yet (its etcd entry's catching_up; none
+  // of them: it serves every hosted shard).
+  using Announce = std::function<Status(const std::vector<uint32_t>& catching_up)>;
 
   // Starts catching up at once; `graph` must outlive the CatchUp.
   CatchUp(ServerGraph* graph, Fetch fetch, Announce announce, int retry_ms = 200);
   ~CatchUp();
 
-  // A push found the server behind (it has stopped serving): catch up again.
+  // A push found a shard behind (it has stopped serving), or a shard was added: catch up again.
   void Wake();
 
   // Rounds of feed reads so far, and updates applied from the feed (status, tests).
@@ -46,6 +48,8 @@ class CatchUp {
 
  private:
   void Run();
+  // Announces until it succeeds; false if stopping first.
+  bool AnnounceUntilDone(const std::vector<uint32_t>& catching_up);
   // One hosted shard up to the feed; false if stopping (or woken again) before it was.
   bool CatchUpShard(uint32_t shard);
 

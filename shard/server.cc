@@ -31,56 +31,63 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   std::unique_ptr<ServerGraph> g(new ServerGraph());
   ZIPG_ASSIGN_OR_RETURN(g->store_, OpenStore(dir, options, &shards));
   g->set_num_shards(g->store_.manifest.shards);
-  g->hosted_ = shards;
-  std::sort(g->hosted_.begin(), g->hosted_.end());
-  g->hosted_.erase(std::unique(g->hosted_.begin(), g->hosted_.end()), g->hosted_.end());
+  std::vector<uint32_t> hosted = shards;
+  std::sort(hosted.begin(), hosted.end());
+  hosted.erase(std::unique(hosted.begin(), hosted.end()), hosted.end());
   g->view_ = view;
   g->pools_ = pools;
   g->store_dir_ = dir;
+  g->open_options_ = options;
   g->log_ = std::make_unique<LogStoreSource>(view, pools, [p = g.get()](int64_t node) {
-    const uint32_t s = ShardOf(node, p->num_shards());
-    return s < p->commits_.size() && p->commits_[s] ? p->commits_[s]->committed() : uint64_t{0};
+    const Hosting* h = p->Slot(ShardOf(node, p->num_shards()));
+    return h ? h->commits->committed() : uint64_t{0};
   });
-  const std::string updates_dir =
-      updates_dir_option.empty() ? dir + "/updates" : updates_dir_option;
+  g->updates_dir_ = updates_dir_option.empty() ? dir + "/updates" : updates_dir_option;
   std::error_code ec;
-  std::filesystem::create_directories(updates_dir, ec);
-  if (ec) return Status::IOError("cannot create " + updates_dir + ": " + ec.message());
-  g->live_.resize(g->store_.shards.size());
-  g->shard_rebuild_mu_.resize(g->store_.shards.size());
-  g->rebuild_errors_.resize(g->store_.shards.size());
+  std::filesystem::create_directories(g->updates_dir_, ec);
+  if (ec) return Status::IOError("cannot create " + g->updates_dir_ + ": " + ec.message());
   g->rebuild_ = rebuild;
-  g->updates_dir_ = updates_dir;
-  g->apply_mu_.resize(g->store_.shards.size());
-  g->commits_.resize(g->store_.shards.size());
-  for (uint32_t s : g->hosted_) {
-    const std::string base = updates_dir + "/shard-" + std::to_string(s);
-    if (std::filesystem::exists(base + ".log")) {
-      // The previous format kept deleted keys without the LogStore edges' timestamps, which
-      // this one needs to order them (docs/writes.md, "The shard side").
-      return Status::InvalidArgument(
-          base +
-          ".log was written by an older zipg; its writes cannot be read by this version. "
-          "Rebuild the store with zipg compress and start with an empty " +
-          updates_dir);
-    }
-    engine::LiveShardOptions live_options;
-    live_options.rebuild_memory = rebuild.memory;
-    live_options.snapshot_retention_ms = rebuild.snapshot_retention_ms;
-    live_options.await_commit = [p = g.get(), s](uint64_t id) {
-      return p->commits_[s]->AwaitCommitted(
-          id, std::chrono::steady_clock::now() + std::chrono::seconds(60));
-    };
-    ZIPG_ASSIGN_OR_RETURN(g->live_[s], engine::LiveShard::Open(g->store_.shards[s].get(), base,
-                                                               g->log_.get(), live_options));
-    g->apply_mu_[s] = std::make_unique<std::mutex>();
-    g->commits_[s] = std::make_unique<CommitTracker>(g->live_[s]->last_id());
-    g->shard_rebuild_mu_[s] = std::make_unique<std::mutex>();
-    std::filesystem::remove_all(base + ".fetch", ec);  // an adoption a crash interrupted
+  g->num_slots_ = g->store_.manifest.shards;
+  g->slots_ = std::make_unique<std::atomic<Hosting*>[]>(g->num_slots_);
+  g->kept_.resize(g->num_slots_);
+  for (uint32_t s : hosted) {
+    ZIPG_ASSIGN_OR_RETURN(g->kept_[s], g->OpenHosting(s, std::move(g->store_.shards[s])));
+    g->kept_[s]->serving = true;  // until StopServing: a server without a LogStore (tests)
+    g->slots_[s].store(g->kept_[s].get(), std::memory_order_release);
   }
+  std::atomic_store(&g->hosted_, std::make_shared<const std::vector<uint32_t>>(hosted));
   g->syncer_ = std::thread([p = g.get()] { p->SyncLoop(); });
   g->rebuilder_ = std::thread([p = g.get()] { p->RebuildLoop(); });
   return g;
+}
+
+StatusOr<std::unique_ptr<ServerGraph::Hosting>> ServerGraph::OpenHosting(
+    uint32_t s, std::unique_ptr<layout::Shard> base) {
+  const std::string prefix = updates_dir_ + "/shard-" + std::to_string(s);
+  if (std::filesystem::exists(prefix + ".log")) {
+    // The previous format kept deleted keys without the LogStore edges' timestamps, which
+    // this one needs to order them (docs/writes.md, "The shard side").
+    return Status::InvalidArgument(
+        prefix +
+        ".log was written by an older zipg; its writes cannot be read by this version. "
+        "Rebuild the store with zipg compress and start with an empty " +
+        updates_dir_);
+  }
+  auto h = std::make_unique<Hosting>();
+  h->base = std::move(base);
+  engine::LiveShardOptions live_options;
+  live_options.rebuild_memory = rebuild_.memory;
+  live_options.snapshot_retention_ms = rebuild_.snapshot_retention_ms;
+  live_options.await_commit = [h = h.get()](uint64_t id) {
+    return h->commits->AwaitCommitted(id,
+                                      std::chrono::steady_clock::now() + std::chrono::seconds(60));
+  };
+  ZIPG_ASSIGN_OR_RETURN(h->live,
+                        engine::LiveShard::Open(h->base.get(), prefix, log_.get(), live_options));
+  h->commits = std::make_unique<CommitTracker>(h->live->last_id());
+  std::error_code ec;
+  std::filesystem::remove_all(prefix + ".fetch", ec);  // an adoption a crash interrupted
+  return h;
 }
 
 ServerGraph::~ServerGraph() {
@@ -88,13 +95,18 @@ ServerGraph::~ServerGraph() {
     std::lock_guard lock(sync_mu_);
     stop_sync_ = true;
   }
-  for (uint32_t s : hosted_) {
-    if (live_[s]) live_[s]->Cancel();
+  {
+    std::lock_guard lock(kept_mu_);
+    for (const auto& h : kept_) {
+      if (h) h->live->Cancel();
+    }
   }
   sync_cv_.notify_all();
   if (syncer_.joinable()) syncer_.join();
   if (rebuilder_.joinable()) rebuilder_.join();
 }
+
+std::vector<uint32_t> ServerGraph::hosted() const { return *std::atomic_load(&hosted_); }
 
 void ServerGraph::RebuildLoop() {
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
@@ -103,22 +115,22 @@ void ServerGraph::RebuildLoop() {
       std::unique_lock lock(sync_mu_);
       if (sync_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stop_sync_; })) return;
     }
-    if (!serving_.load()) continue;  // catching up: neither builds nor adopts
     auto map = view_ ? view_->Current() : nullptr;
-    for (uint32_t s : hosted_) {
+    for (uint32_t s : hosted()) {
+      Hosting* h = Slot(s);
+      if (!h || !h->serving.load()) continue;  // catching up: neither builds nor adopts
       StatusOr<nlohmann::json> done = nlohmann::json();
       if (const std::string peer = NewerPeer(s, map.get()); !peer.empty()) {
         done = Adopt(s, peer);
-      } else if (rebuild_.delta_bytes > 0 && live_[s]->delta_bytes() >= rebuild_.delta_bytes &&
+      } else if (rebuild_.delta_bytes > 0 && h->live->delta_bytes() >= rebuild_.delta_bytes &&
                  IsBuilder(s, map.get())) {
         done = Rebuild(s);
       }
       if (!done.ok()) {  // tried again at the next check; said once per different error
         std::lock_guard lock(rebuild_mu_);
         const std::string why = done.status().ToString();
-        if (why != rebuild_errors_[s])
-          fprintf(stderr, "zipg shard: shard %u: %s\n", s, why.c_str());
-        rebuild_errors_[s] = why;
+        if (why != h->rebuild_error) fprintf(stderr, "zipg shard: shard %u: %s\n", s, why.c_str());
+        h->rebuild_error = why;
       }
     }
   }
@@ -135,8 +147,10 @@ bool ServerGraph::IsBuilder(uint32_t shard, const cluster::ShardMap* map) const 
 
 std::string ServerGraph::NewerPeer(uint32_t shard, const cluster::ShardMap* map) const {
   if (!map || shard >= map->replicas.size()) return "";
+  const Hosting* h = Slot(shard);
+  if (!h) return "";
   std::string best;
-  int64_t newest = live_[shard]->version();
+  int64_t newest = h->live->version();
   for (size_t i : map->replicas[shard]) {
     const auto& m = map->members[i];
     auto it = m.versions.find(shard);
@@ -147,25 +161,25 @@ std::string ServerGraph::NewerPeer(uint32_t shard, const cluster::ShardMap* map)
   return best;
 }
 
-StatusOr<engine::LiveShard*> ServerGraph::Hosted(uint32_t shard) const {
-  if (shard >= live_.size() || !live_[shard]) {
-    return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
-  }
-  return live_[shard].get();
+StatusOr<ServerGraph::Hosting*> ServerGraph::Hosted(uint32_t shard) const {
+  Hosting* h = Slot(shard);
+  if (!h) return Status::InvalidArgument("shard " + std::to_string(shard) + " is not served here");
+  return h;
 }
 
 StatusOr<nlohmann::json> ServerGraph::Rebuild(uint32_t shard) {
-  ZIPG_ASSIGN_OR_RETURN(engine::LiveShard * live, Hosted(shard));
-  std::lock_guard lock(*shard_rebuild_mu_[shard]);
-  auto done = live->Rebuild();
+  ZIPG_ASSIGN_OR_RETURN(Hosting * h, Hosted(shard));
+  std::lock_guard lock(h->rebuild_mu);
+  auto done = h->live->Rebuild();
   if (done.ok()) VersionsChanged(shard);
   return done;
 }
 
 StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& from) {
-  ZIPG_ASSIGN_OR_RETURN(engine::LiveShard * live, Hosted(shard));
+  ZIPG_ASSIGN_OR_RETURN(Hosting * h, Hosted(shard));
+  engine::LiveShard* live = h->live.get();
   if (!view_) return Status::Unavailable("no cluster view to find replica " + from);
-  std::lock_guard lock(*shard_rebuild_mu_[shard]);
+  std::lock_guard lock(h->rebuild_mu);
   const auto start = std::chrono::steady_clock::now();
   auto map = view_->Current();
   const cluster::MemberInfo* peer = nullptr;
@@ -241,37 +255,39 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
 }
 
 void ServerGraph::VersionsChanged(uint32_t shard) {
-  {
+  if (Hosting* h = Slot(shard)) {
     std::lock_guard lock(rebuild_mu_);
-    rebuild_errors_[shard].clear();
+    h->rebuild_error.clear();
   }
   if (on_versions_) on_versions_();
 }
 
 std::map<uint32_t, int64_t> ServerGraph::Versions() const {
   std::map<uint32_t, int64_t> out;
-  for (uint32_t s : hosted_) out[s] = live_[s]->version();
+  for (uint32_t s : hosted()) {
+    if (const Hosting* h = Slot(s)) out[s] = h->live->version();
+  }
   return out;
 }
 
 StatusOr<std::string> ServerGraph::RebuiltVersion(uint32_t shard) const {
-  ZIPG_ASSIGN_OR_RETURN(const engine::LiveShard* live, Hosted(shard));
-  ZIPG_ASSIGN_OR_RETURN(auto listing, live->VersionFiles());
+  ZIPG_ASSIGN_OR_RETURN(const Hosting* h, Hosted(shard));
+  ZIPG_ASSIGN_OR_RETURN(auto listing, h->live->VersionFiles());
   return listing.dump();
 }
 
 StatusOr<std::string> ServerGraph::RebuiltChunk(uint32_t shard, int64_t version,
                                                 const std::string& path, uint64_t offset,
                                                 uint64_t length) const {
-  ZIPG_ASSIGN_OR_RETURN(const engine::LiveShard* live, Hosted(shard));
+  ZIPG_ASSIGN_OR_RETURN(const Hosting* h, Hosted(shard));
   if (length > kFetchChunk * 4) return Status::InvalidArgument("rebuilt_chunk: at most 16 MiB");
-  return live->ReadVersionFile(version, path, offset, length);
+  return h->live->ReadVersionFile(version, path, offset, length);
 }
 
 StatusOr<std::string> ServerGraph::StoreChunk(const std::string& path, uint64_t offset,
                                               uint64_t length) const {
   if (length > kFetchChunk * 4) return Status::InvalidArgument("store_chunk: at most 16 MiB");
-  if (!Fetchable(store_.manifest.files, hosted_, path)) {
+  if (!Fetchable(store_.manifest.files, hosted(), path)) {
     return Status::NotFound(path + " is not a file of a shard served here");
   }
   return ReadFileRange(store_dir_ + "/" + path, offset, length);
@@ -280,9 +296,11 @@ StatusOr<std::string> ServerGraph::StoreChunk(const std::string& path, uint64_t 
 nlohmann::json ServerGraph::RebuildStats() const {
   nlohmann::json j = nlohmann::json::object();
   std::lock_guard lock(rebuild_mu_);
-  for (uint32_t s : hosted_) {
-    j[std::to_string(s)] = live_[s]->Stats();
-    if (!rebuild_errors_[s].empty()) j[std::to_string(s)]["last_error"] = rebuild_errors_[s];
+  for (uint32_t s : hosted()) {
+    const Hosting* h = Slot(s);
+    if (!h) continue;
+    j[std::to_string(s)] = h->live->Stats();
+    if (!h->rebuild_error.empty()) j[std::to_string(s)]["last_error"] = h->rebuild_error;
   }
   return j;
 }
@@ -298,8 +316,15 @@ void ServerGraph::SyncLoop() {
                         [&] { return stop_sync_; });
       stopping = stop_sync_;
     }
-    for (uint32_t s : hosted_) {
-      Status synced = live_[s]->Sync();
+    std::vector<std::pair<uint32_t, engine::LiveShard*>> lives;  // an unserved shard's too
+    {
+      std::lock_guard lock(kept_mu_);
+      for (uint32_t s = 0; s < kept_.size(); ++s) {
+        if (kept_[s]) lives.emplace_back(s, kept_[s]->live.get());
+      }
+    }
+    for (auto [s, live] : lives) {
+      Status synced = live->Sync();
       if (!synced.ok() && !reported) {  // the delta file refuses appends from now on
         fprintf(stderr, "zipg shard: shard %u: %s\n", s, synced.ToString().c_str());
         reported = true;
@@ -346,70 +371,159 @@ StatusOr<std::vector<std::vector<Edge>>> ServerGraph::LogStoreSource::FragmentEd
 
 StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
                                             const std::vector<engine::Update>& batch) {
-  if (shard >= live_.size() || !live_[shard]) {
-    return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
-  }
+  Hosting* h = Slot(shard);
+  if (!h) return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   PushAnswer answer;
   {
-    std::unique_lock gate(commits_[shard]->gate());
-    std::lock_guard lock(*apply_mu_[shard]);
-    if (prev <= live_[shard]->last_id()) {
-      ZIPG_ASSIGN_OR_RETURN(answer.found, live_[shard]->Apply(batch));
-      commits_[shard]->Applied(batch);
+    std::unique_lock gate(h->commits->gate());
+    std::lock_guard lock(h->apply_mu);
+    if (prev <= h->live->last_id()) {
+      ZIPG_ASSIGN_OR_RETURN(answer.found, h->live->Apply(batch));
+      h->commits->Applied(batch);
       return answer;
     }
     answer.behind = true;
   }
-  FellBehind(/*count=*/true);
+  FellBehind(*h, /*count=*/true);
   return answer;
 }
 
-void ServerGraph::FellBehind(bool count) {
+void ServerGraph::FellBehind(Hosting& h, bool count) {
   bool was_serving;
   {
     std::lock_guard lock(serving_mu_);
-    was_serving = serving_.exchange(false);
-    if (count || was_serving) ++refused_;
+    was_serving = h.serving.exchange(false);
+    if (count || was_serving) {
+      ++h.refused;
+      ++refused_;
+    }
   }
   if (was_serving && on_behind_) on_behind_();
 }
 
 void ServerGraph::StopServing() {
   std::lock_guard lock(serving_mu_);
-  serving_ = false;
+  for (uint32_t s : hosted()) {
+    if (Hosting* h = Slot(s)) h->serving = false;
+  }
 }
 
-bool ServerGraph::StartServing(uint64_t refused_before) {
+bool ServerGraph::StartServing(uint32_t shard, uint64_t refused_before) {
   std::lock_guard lock(serving_mu_);
-  if (refused_.load() != refused_before) return false;
-  serving_ = true;
+  Hosting* h = Slot(shard);
+  if (!h || h->refused.load() != refused_before) return false;
+  h->serving = true;
   return true;
 }
 
-Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch) {
-  if (shard >= live_.size() || !live_[shard]) {
-    return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
+uint64_t ServerGraph::refused(uint32_t shard) const {
+  const Hosting* h = Slot(shard);
+  return h ? h->refused.load() : 0;
+}
+
+bool ServerGraph::serving() const { return CatchingUp().empty(); }
+
+std::vector<uint32_t> ServerGraph::CatchingUp() const {
+  std::vector<uint32_t> out;
+  for (uint32_t s : hosted()) {
+    const Hosting* h = Slot(s);
+    if (h && !h->serving.load()) out.push_back(s);
   }
-  std::unique_lock gate(commits_[shard]->gate());
-  std::lock_guard lock(*apply_mu_[shard]);
-  ZIPG_RETURN_IF_ERROR(live_[shard]->Apply(batch).status());
-  commits_[shard]->Applied(batch);
+  return out;
+}
+
+Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch) {
+  Hosting* h = Slot(shard);
+  if (!h) return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
+  std::unique_lock gate(h->commits->gate());
+  std::lock_guard lock(h->apply_mu);
+  ZIPG_RETURN_IF_ERROR(h->live->Apply(batch).status());
+  h->commits->Applied(batch);
   return Status::OK();
 }
 
 void ServerGraph::ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed) {
-  if (shard >= live_.size() || !live_[shard]) return;
+  Hosting* h = Slot(shard);
+  if (!h) return;
   if (prev > 0) {
     bool behind;
     {
-      std::lock_guard lock(*apply_mu_[shard]);
-      behind = prev > live_[shard]->last_id();
+      std::lock_guard lock(h->apply_mu);
+      behind = prev > h->live->last_id();
     }
-    // Missed a batch (its lease lapsed during a stall, say): only a serving replica reacts; one
+    // Missed a batch (its lease lapsed during a stall, say): only a serving shard reacts; one
     // catching up reads the feed anyway.
-    if (behind) FellBehind(/*count=*/false);
+    if (behind) FellBehind(*h, /*count=*/false);
   }
-  commits_[shard]->Commit(committed);
+  h->commits->Commit(committed);
+}
+
+Status ServerGraph::Serve(uint32_t shard) {
+  if (shard >= num_slots_) {
+    return Status::InvalidArgument("the store has " + std::to_string(num_slots_) +
+                                   " shards; there is no shard " + std::to_string(shard));
+  }
+  std::lock_guard serialize(hosting_mu_);
+  if (Slot(shard)) return Status::OK();
+  Hosting* h;
+  {
+    std::lock_guard lock(kept_mu_);
+    h = kept_[shard].get();
+  }
+  if (!h) {  // never served by this process: its files, then its objects
+    if (fetch_) ZIPG_RETURN_IF_ERROR(fetch_(shard).status());
+    const std::vector<uint32_t> only = {shard};
+    ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(store_dir_, open_options_, &only));
+    if (opened.manifest.shards != num_slots_) {
+      return Status::FailedPrecondition(
+          store_dir_ + " now has " + std::to_string(opened.manifest.shards) +
+          " shards; this server opened it with " + std::to_string(num_slots_));
+    }
+    ZIPG_ASSIGN_OR_RETURN(auto made, OpenHosting(shard, std::move(opened.shards[shard])));
+    std::lock_guard lock(kept_mu_);
+    kept_[shard] = std::move(made);
+    h = kept_[shard].get();
+  }
+  // Not answering reads until the catch-up thread has brought it up to the feed.
+  h->serving = false;
+  slots_[shard].store(h, std::memory_order_release);
+  auto now = std::make_shared<std::vector<uint32_t>>(hosted());
+  now->insert(std::lower_bound(now->begin(), now->end(), shard), shard);
+  std::atomic_store(&hosted_, std::shared_ptr<const std::vector<uint32_t>>(std::move(now)));
+  if (on_hosted_) on_hosted_();
+  if (on_behind_) on_behind_();
+  return Status::OK();
+}
+
+Status ServerGraph::Unserve(uint32_t shard) {
+  std::lock_guard serialize(hosting_mu_);
+  Hosting* h = Slot(shard);
+  if (!h) return Status::OK();
+  const std::vector<uint32_t> before = hosted();
+  if (before.size() == 1) {
+    return Status::FailedPrecondition("shard " + std::to_string(shard) +
+                                      " is the last shard of this server: stop the server instead");
+  }
+  // Never the last serving copy: another member must serve it in etcd's view.
+  auto map = view_ ? view_->Current() : nullptr;
+  bool elsewhere = false;
+  if (map && shard < map->owners.size()) {
+    for (size_t i : map->owners[shard]) elsewhere |= map->members[i].name != self_;
+  }
+  if (!elsewhere) {
+    return Status::FailedPrecondition("no other member serves shard " + std::to_string(shard) +
+                                      "; serve it elsewhere first");
+  }
+  {
+    std::lock_guard lock(serving_mu_);
+    h->serving = false;
+  }
+  slots_[shard].store(nullptr, std::memory_order_release);
+  auto now = std::make_shared<std::vector<uint32_t>>(before);
+  now->erase(std::find(now->begin(), now->end(), shard));
+  std::atomic_store(&hosted_, std::shared_ptr<const std::vector<uint32_t>>(std::move(now)));
+  if (on_hosted_) on_hosted_();
+  return h->live->Sync();
 }
 
 void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
@@ -418,11 +532,12 @@ void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
 }
 
 Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
-  if (!linearizable_.load() || shard >= commits_.size() || !commits_[shard] ||
+  Hosting* h = Slot(shard);
+  if (!linearizable_.load() || !h ||
       ReadAt::Current() != 0) {  // a snapshot's state is committed (LocalShard)
     return ShardRouter::ReadNode(shard, id, read);
   }
-  CommitTracker& tracker = *commits_[shard];
+  CommitTracker& tracker = *h->commits;
   // A committed state of the node names only versions the leader has applied: one the LogStore
   // does not hold means this replica is behind it (a write the LogStore applied after its update
   // timeout, which this replica, cut off from it, has not) or the LogStore asked is not that
@@ -445,7 +560,7 @@ Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
   }
   if (!status.ok()) return status;
   // Stopped serving (found behind, lease lost) while the read ran: it may have read stale data.
-  ZIPG_RETURN_IF_ERROR(Answering());
+  ZIPG_RETURN_IF_ERROR(Answering(*h));
   if (!again) return status;
   // The node had an update applied here and not yet committed: wait for its commit, then read
   // the committed state with no update applied meanwhile.
@@ -464,35 +579,42 @@ Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
 
 nlohmann::json ServerGraph::CommitStats() const {
   nlohmann::json j = nlohmann::json::object();
-  for (uint32_t s : hosted_) {
-    j[std::to_string(s)] = {{"committed", commits_[s]->committed()},
-                            {"tracked_nodes", commits_[s]->tracked()},
-                            {"rereads", commits_[s]->rereads()},
-                            {"disagreements", commits_[s]->disagreements()},
-                            {"snapshots", live_[s]->SnapshotStats()}};
+  for (uint32_t s : hosted()) {
+    const Hosting* h = Slot(s);
+    if (!h) continue;
+    j[std::to_string(s)] = {{"committed", h->commits->committed()},
+                            {"tracked_nodes", h->commits->tracked()},
+                            {"rereads", h->commits->rereads()},
+                            {"disagreements", h->commits->disagreements()},
+                            {"snapshots", h->live->SnapshotStats()}};
   }
   return j;
 }
 
 uint64_t ServerGraph::LastId(uint32_t shard) const {
-  if (shard >= live_.size() || !live_[shard]) return 0;
-  return live_[shard]->last_id();
+  const Hosting* h = Slot(shard);
+  return h ? h->live->last_id() : 0;
 }
 
 uint64_t ServerGraph::AccountedBytes() const {
   uint64_t bytes = 0;
-  for (uint32_t s : hosted_) bytes += live_[s]->delta_bytes();
+  std::lock_guard lock(kept_mu_);  // an unserved shard's index is still in memory
+  for (const auto& h : kept_) {
+    if (h) bytes += h->live->delta_bytes();
+  }
   return bytes;
 }
 
 nlohmann::json ServerGraph::UpdateStats() const {
   nlohmann::json j = nlohmann::json::object();
-  for (uint32_t s : hosted_) j[std::to_string(s)] = live_[s]->written_nodes();
+  for (uint32_t s : hosted()) {
+    if (const Hosting* h = Slot(s)) j[std::to_string(s)] = h->live->written_nodes();
+  }
   return j;
 }
 
-Status ServerGraph::Answering() const {
-  if (!serving_.load()) {
+Status ServerGraph::Answering(const Hosting& h) const {
+  if (!h.serving.load()) {
     return Status::Unavailable("this replica is catching up with the LogStore's writes");
   }
   if (linearizable_.load() && lease_valid_ && !lease_valid_()) {
@@ -503,24 +625,21 @@ Status ServerGraph::Answering() const {
 }
 
 StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
-  ZIPG_RETURN_IF_ERROR(Answering());
-  if (index >= live_.size() || !live_[index]) {
-    return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
-  }
+  const Hosting* h = Slot(index);
+  if (!h) return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
+  ZIPG_RETURN_IF_ERROR(Answering(*h));
   const uint64_t at = ReadAt::Current();
-  if (at == 0) return ShardRef(live_[index]->Current());
+  if (at == 0) return ShardRef(h->live->Current());
   // A read at a snapshot (docs/consistency.md, "Snapshots"): once every update up to it is
   // committed, the versions at it no longer change, and the read needs no commit wait.
   if (at > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return Status::InvalidArgument("at must be a sequence returned by snapshot, not " +
                                    std::to_string(static_cast<int64_t>(at)));
   }
-  if (index < commits_.size() && commits_[index]) {
-    const auto deadline = CallDeadline::Current().value_or(
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(kCommitWaitMs));
-    ZIPG_RETURN_IF_ERROR(commits_[index]->AwaitCommitted(at, deadline));
-  }
-  ZIPG_ASSIGN_OR_RETURN(auto version, live_[index]->CurrentAt(at));
+  const auto deadline = CallDeadline::Current().value_or(std::chrono::steady_clock::now() +
+                                                         std::chrono::milliseconds(kCommitWaitMs));
+  ZIPG_RETURN_IF_ERROR(h->commits->AwaitCommitted(at, deadline));
+  ZIPG_ASSIGN_OR_RETURN(auto version, h->live->CurrentAt(at));
   return ShardRef(std::move(version));
 }
 
@@ -545,7 +664,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
   cluster::WorkPlan<int32_t> remote;
   auto map = view_ ? view_->Current() : nullptr;
   for (uint32_t s = 0; s < num_shards(); ++s) {
-    if (store_.shards[s]) {
+    if (Slot(s)) {
       local.push_back(static_cast<int32_t>(s));
       continue;
     }
@@ -592,7 +711,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalSearchNodeIds(const std::vector
 
 StatusOr<std::vector<int64_t>> ServerGraph::SearchOnAllShards(const NodeSearch& q) {
   std::vector<uint32_t> local, remote;
-  for (uint32_t s = 0; s < num_shards(); ++s) (store_.shards[s] ? local : remote).push_back(s);
+  for (uint32_t s = 0; s < num_shards(); ++s) (Slot(s) ? local : remote).push_back(s);
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return SearchLocal(local, q); });
   // The other shards' servers, and the LogStore for the nodes written since the load.
@@ -607,7 +726,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
   cluster::WorkPlan<int64_t> remote;
   auto map = view_ ? view_->Current() : nullptr;
   for (const auto& [s, ids] : groups) {
-    if (s < store_.shards.size() && store_.shards[s]) {
+    if (Slot(s)) {
       local.insert(local.end(), ids.begin(), ids.end());
       continue;
     }
@@ -639,7 +758,7 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
     const graph::TraversalBudget& budget) {
   std::map<uint32_t, std::vector<graph::Visit>> local, remote;
   for (const auto& [s, visits] : groups) {
-    (s < store_.shards.size() && store_.shards[s] ? local : remote)[s] = visits;
+    (Slot(s) ? local : remote)[s] = visits;
   }
   std::vector<rpc::ListCall<graph::Visit>> calls;
   calls.push_back([&] {
@@ -656,7 +775,7 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
 StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
     bool include_dsts, const graph::TraversalBudget& budget) {
   std::vector<uint32_t> local, remote;
-  for (uint32_t s = 0; s < num_shards(); ++s) (store_.shards[s] ? local : remote).push_back(s);
+  for (uint32_t s = 0; s < num_shards(); ++s) (Slot(s) ? local : remote).push_back(s);
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return SourcesLocal(local, include_dsts, ListBoundsOf(budget)); });
   if (!remote.empty()) {
@@ -755,6 +874,16 @@ void ShardHandler::admin_rebuild(std::string& _return, const std::vector<int32_t
         rpc::ValueOrThrow(from_member.empty() ? graph_->Rebuild(s) : graph_->Adopt(s, from_member));
   }
   _return = out.dump();
+}
+
+void ShardHandler::admin_serve(int32_t shard) {
+  if (shard < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
+  rpc::ThrowIfError(graph_->Serve(static_cast<uint32_t>(shard)));
+}
+
+void ShardHandler::admin_unserve(int32_t shard) {
+  if (shard < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
+  rpc::ThrowIfError(graph_->Unserve(static_cast<uint32_t>(shard)));
 }
 
 }  // namespace zipg::shard

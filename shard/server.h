@@ -64,15 +64,17 @@ class ServerGraph final : public ShardRouter {
   static constexpr int kSyncIntervalMs = 50;
 
   const graph::Manifest& manifest() const { return store_.manifest; }
-  const std::vector<uint32_t>& hosted() const { return hosted_; }
+  // The shards served here now, sorted (Serve and Unserve change it).
+  std::vector<uint32_t> hosted() const;
+  bool Hosts(uint32_t shard) const { return Slot(shard) != nullptr; }
 
   // Applies a batch of update pointers / deletions pushed by the LogStore to hosted shard
   // `shard` (docs/replication.md, "Pushing"): behind, applying nothing, if `prev` is newer than
-  // the shard's last applied id; a serving server then stops serving and calls on_behind.
+  // the shard's last applied id; a serving shard then stops serving and on_behind is called.
   StatusOr<PushAnswer> ApplyPush(uint32_t shard, uint64_t prev,
                                  const std::vector<engine::Update>& batch);
   // A commit notice (shard/update_channel.h): every update of `shard` up to `committed` is
-  // committed. `prev` (0: none) is the sender's last update; a serving replica that has not
+  // committed. `prev` (0: none) is the sender's last update; a serving shard that has not
   // applied it stops serving and catches up, as for a push.
   void ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed);
   // Reads of one node return only committed states (docs/consistency.md): one that began while
@@ -86,15 +88,41 @@ class ServerGraph final : public ShardRouter {
   Status ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch);
   // The last update id applied to hosted shard `shard`.
   uint64_t LastId(uint32_t shard) const;
-  // Pushes answered "behind" so far.
+
+  // Serving is per shard (docs/cluster-changes.md, step 2): a shard answers reads once it has
+  // caught up with the LogStore's feed, and stops (alone) when a push finds it behind.
+  // Pushes answered "behind" so far, by every shard and by `shard`.
   uint64_t refused() const { return refused_.load(); }
-  // Whether reads are answered (a replica catching up answers them UNAVAILABLE). True after Open.
-  bool serving() const { return serving_.load(); }
+  uint64_t refused(uint32_t shard) const;
+  // Whether every hosted shard answers reads (a shard catching up answers them UNAVAILABLE).
+  bool serving() const;
+  // The hosted shards that do not answer reads (catching up), sorted.
+  std::vector<uint32_t> CatchingUp() const;
+  // Every hosted shard stops answering reads (a lost lease; shutting down).
   void StopServing();
-  // Serves again unless a push was refused since refused() was `refused_before`.
-  bool StartServing(uint64_t refused_before);
-  // Called (on the update thread) when a push finds this server behind. Set before serving.
+  // Shard `shard` serves again unless a push to it was refused since refused(shard) was
+  // `refused_before`.
+  bool StartServing(uint32_t shard, uint64_t refused_before);
+  // Called (on the update thread) when a push finds a serving shard behind, and when a shard is
+  // added. Set before serving.
   void OnBehind(std::function<void()> f) { on_behind_ = std::move(f); }
+
+  // Adds shard `shard` to the shards served here, not answering reads until it caught up (on
+  // the catch-up thread, which on_behind wakes): fetches its files first if the store lacks
+  // them (`fetch`, set by SetFetcher), opens them and its delta file. Then on_hosted is called,
+  // to publish the new list. A shard served already is OK. Blocks while another Serve or
+  // Unserve runs.
+  Status Serve(uint32_t shard);
+  // Stops serving `shard`: its reads are refused at once, it leaves hosted() and on_hosted is
+  // called. FAILED_PRECONDITION if it is the last shard here, or if no other member serves it
+  // (etcd's view): a copy leaves only after another serves. Its objects stay until the server
+  // closes (calls running on them finish); its files and delta file stay on disk.
+  Status Unserve(uint32_t shard);
+  // Fetches `shard`'s files into the store (shard/fetch.h) when they are missing; its report
+  // (null if nothing was fetched).
+  using Fetcher = std::function<StatusOr<nlohmann::json>(uint32_t shard)>;
+  void SetFetcher(Fetcher f) { fetch_ = std::move(f); }
+  void OnHosted(std::function<void()> f) { on_hosted_ = std::move(f); }
   // Nodes touched by writes, per hosted shard.
   nlohmann::json UpdateStats() const;
   // Rebuilds hosted shard `shard` now (engine/live_shard.h); its summary.
@@ -177,21 +205,47 @@ class ServerGraph final : public ShardRouter {
     std::function<uint64_t(int64_t node)> committed_;
   };
 
-  OpenedStore store_;
+  // One shard served here: its files, its writes, and whether it answers reads.
+  struct Hosting {
+    std::unique_ptr<layout::Shard> base;
+    std::unique_ptr<engine::LiveShard> live;
+    // Serializes the prev check with the apply, so pushes and feed reads apply in order.
+    std::mutex apply_mu;
+    // Which nodes wait for a commit (linearizable reads).
+    std::unique_ptr<CommitTracker> commits;
+    std::mutex rebuild_mu;  // one rebuild or adoption at a time
+    std::atomic<bool> serving{false};
+    std::atomic<uint64_t> refused{0};  // pushes refused as behind
+    std::string rebuild_error;         // the last failure; guarded by ServerGraph::rebuild_mu_
+  };
+  // Builds the Hosting of `shard` from files on disk.
+  StatusOr<std::unique_ptr<Hosting>> OpenHosting(uint32_t shard,
+                                                 std::unique_ptr<layout::Shard> base);
+  // Shard `shard`'s Hosting if it is served here now, else null. A pointer read stays valid
+  // until the ServerGraph closes.
+  Hosting* Slot(uint32_t shard) const {
+    return shard < num_slots_ ? slots_[shard].load(std::memory_order_acquire) : nullptr;
+  }
+
+  OpenedStore store_;  // its manifest (each shard's files live in its Hosting)
   std::string store_dir_;
+  GraphOpenOptions open_options_;
   std::unique_ptr<LogStoreSource> log_;
-  std::vector<std::unique_ptr<engine::LiveShard>> live_;  // null for shards not hosted
-  std::vector<uint32_t> hosted_;
-  // Per shard: serializes the prev check with the apply, so pushes and feed reads apply in order.
-  std::vector<std::unique_ptr<std::mutex>> apply_mu_;
-  // Per shard (null if not hosted): which nodes wait for a commit (linearizable reads).
-  std::vector<std::unique_ptr<CommitTracker>> commits_;
+  // By shard: the Hosting of a shard served here now (null: not served here). Published with
+  // release once built; never freed before the destructor.
+  std::unique_ptr<std::atomic<Hosting*>[]> slots_;
+  uint32_t num_slots_ = 0;
+  std::mutex hosting_mu_;       // serializes Serve and Unserve (held while a shard is fetched)
+  mutable std::mutex kept_mu_;  // guards kept_
+  std::vector<std::unique_ptr<Hosting>> kept_;  // by shard: every Hosting made, until closing
+  std::shared_ptr<const std::vector<uint32_t>> hosted_;  // swapped whole (std::atomic_load)
+  Fetcher fetch_;
+  std::function<void()> on_hosted_;
   std::atomic<bool> linearizable_{false};
   std::function<bool()> lease_valid_;
   // How long a read waits for a commit when its call has no deadline.
   static constexpr int kCommitWaitMs = 10000;
   std::mutex serving_mu_;  // orders refusals with StartServing
-  std::atomic<bool> serving_{true};
   std::atomic<uint64_t> refused_{0};
   std::function<void()> on_behind_;
   const cluster::ClusterView* view_ = nullptr;
@@ -207,13 +261,13 @@ class ServerGraph final : public ShardRouter {
   // Rebuilds a hosted shard whose delta passed RebuildOptions::delta_bytes (checked every
   // second, at nice 10).
   void RebuildLoop();
-  // OK while this replica answers reads: serving, and (linearizable) its lease surely held.
-  Status Answering() const;
-  // A push or notice found this replica behind: it stops serving and catches up (on_behind).
+  // OK while shard `h` answers reads here: serving, and (linearizable) the lease surely held.
+  Status Answering(const Hosting& h) const;
+  // A push or notice found shard `h` behind: it stops serving and catches up (on_behind).
   // `count`: add to refused() even if it was not serving (a push; a notice only when serving).
-  void FellBehind(bool count);
+  void FellBehind(Hosting& h, bool count);
   // Hosted shard `shard`, or INVALID_ARGUMENT.
-  StatusOr<engine::LiveShard*> Hosted(uint32_t shard) const;
+  StatusOr<Hosting*> Hosted(uint32_t shard) const;
   bool IsBuilder(uint32_t shard, const cluster::ShardMap* map) const;
   // The serving replica of `shard` with the newest version newer than this one's ("" if none).
   std::string NewerPeer(uint32_t shard, const cluster::ShardMap* map) const;
@@ -222,9 +276,7 @@ class ServerGraph final : public ShardRouter {
   std::string updates_dir_;
   std::string self_;
   std::function<void()> on_versions_;
-  std::vector<std::unique_ptr<std::mutex>> shard_rebuild_mu_;  // one rebuild or adoption at a time
-  mutable std::mutex rebuild_mu_;                              // guards rebuild_errors_
-  std::vector<std::string> rebuild_errors_;                    // per shard: the last failure
+  mutable std::mutex rebuild_mu_;  // guards Hosting::rebuild_error
   std::thread rebuilder_;
 };
 
@@ -246,6 +298,8 @@ class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler 
                         bool include_dsts, int64_t deadline_ms, int64_t max_ids) override;
   void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
                      const std::string& from_member) override;
+  void admin_serve(int32_t shard) override;
+  void admin_unserve(int32_t shard) override;
   void rebuilt_version(std::string& _return, int32_t shard) override;
   void store_chunk(std::string& _return, const std::string& path, int64_t offset,
                    int32_t length) override;

@@ -232,6 +232,14 @@ service ShardService extends GraphService {
   // that fetches a shard it has no files for (docs/cluster-changes.md): "MANIFEST", or a file the
   // MANIFEST lists under the directory of a shard hosted here; any other path is NOT_FOUND.
   binary store_chunk(1: string path, 2: i64 offset, 3: i32 length) throws (1: GraphError error),
+  // Serves shard `shard` here too (docs/cluster-changes.md, step 2): fetches its files from a
+  // serving replica if this store lacks them, opens them, and returns; the shard answers reads
+  // once it has caught up with the LogStore's feed (its member entry lists it in catching_up
+  // until then). Serving it already is not an error.
+  void admin_serve(1: i32 shard) throws (1: GraphError error),
+  // Stops serving shard `shard` here: FAILED_PRECONDITION if it is this server's last shard or
+  // if no other member serves it. Not serving it is not an error.
+  void admin_unserve(1: i32 shard) throws (1: GraphError error),
 }
 
 // A node's live data in the LogStore's fragments (memtables and log shards, docs/writes.md).

@@ -1,0 +1,210 @@
+// The shard server's per-shard serving (docs/cluster-changes.md, step 2): a shard added with
+// Serve answers reads only once it serves, and then as the store does (the embedded Graph over the
+// same files is the reference); a push that finds one shard behind stops that shard alone; the
+// refusals of Serve and Unserve; and shards added while reads and pushes run (for TSan).
+
+#include "shard/server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "graph/compress.h"
+#include "graph/graph.h"
+#include "graph/partition.h"
+#include "util/scratch_dir.h"
+
+namespace zipg::shard {
+namespace {
+
+constexpr uint32_t kShards = 3;
+constexpr int64_t kNodes = 300;
+
+class ServerGraphTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::mt19937_64 rng(11);
+    graph::InputGraph input;
+    input.node_property_names = {"name"};
+    for (int64_t id = 0; id < kNodes; ++id) {
+      input.nodes.push_back({id, {{0, "n" + std::to_string(rng() % 1000)}}});
+      for (int k = 0; k < 3; ++k) {
+        input.edges.push_back({id, static_cast<int64_t>(rng() % kNodes), 1, k, {}});
+      }
+    }
+    graph::CompressOptions options;
+    options.shards = kShards;
+    ASSERT_TRUE(graph::CompressGraph(input, store(), options, {}, nullptr).ok());
+    auto reference = Graph::Open(store());
+    ASSERT_TRUE(reference.ok());
+    reference_ = std::move(*reference);
+  }
+
+  std::string store() const { return dir_.File("store"); }
+
+  std::unique_ptr<ServerGraph> Open(std::vector<uint32_t> shards) {
+    auto g = ServerGraph::Open(store(), shards, {}, nullptr, &pools_, dir_.File("updates"));
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    return g.ok() ? std::move(*g) : nullptr;
+  }
+
+  // A node of shard `s`.
+  static int64_t NodeOf(uint32_t s) {
+    for (int64_t id = 0; id < kNodes; ++id) {
+      if (ShardOf(id, kShards) == s) return id;
+    }
+    return -1;
+  }
+
+  // Whether `g` answers obj_get(id) as the reference does (an error is not an answer).
+  ::testing::AssertionResult AnswersAsTheStore(ServerGraph& g, int64_t id) {
+    auto got = g.ObjGet(id);
+    if (!got.ok()) return ::testing::AssertionFailure() << got.status().ToString();
+    auto want = reference_->ObjGet(id);
+    if (!want.ok() || *got != *want) {
+      return ::testing::AssertionFailure() << "node " << id << " differs from the store";
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ScratchDir dir_;
+  rpc::PoolSet pools_;
+  std::unique_ptr<Graph> reference_;
+};
+
+TEST_F(ServerGraphTest, AnAddedShardAnswersOnlyOnceItServesAndThenAsTheStore) {
+  auto g = Open({0});
+  ASSERT_TRUE(g);
+  int hosted_calls = 0, wakes = 0;
+  g->OnHosted([&] { ++hosted_calls; });
+  g->OnBehind([&] { ++wakes; });
+  EXPECT_EQ(g->hosted(), std::vector<uint32_t>({0}));
+  EXPECT_TRUE(g->serving());
+  const int64_t on0 = NodeOf(0), on1 = NodeOf(1), on2 = NodeOf(2);
+  EXPECT_EQ(g->ObjGet(on1).status().code(), StatusCode::kUnavailable);  // not served here
+
+  ASSERT_TRUE(g->Serve(1).ok());
+  EXPECT_EQ(g->hosted(), std::vector<uint32_t>({0, 1}));
+  EXPECT_EQ(g->CatchingUp(), std::vector<uint32_t>({1}));
+  EXPECT_FALSE(g->serving());
+  EXPECT_EQ(hosted_calls, 1);
+  EXPECT_EQ(wakes, 1);  // the catch-up thread is woken for it
+  auto refused = g->ObjGet(on1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("catching up"), std::string::npos);
+  EXPECT_TRUE(AnswersAsTheStore(*g, on0));  // the other shard serves on
+
+  ASSERT_TRUE(g->StartServing(1, g->refused(1)));
+  EXPECT_TRUE(g->serving());
+  EXPECT_TRUE(AnswersAsTheStore(*g, on1));
+  for (int64_t id = 0; id < kNodes; ++id) {
+    if (ShardOf(id, kShards) != 2) {
+      EXPECT_TRUE(AnswersAsTheStore(*g, id)) << id;
+    }
+  }
+  EXPECT_EQ(g->ObjGet(on2).status().code(), StatusCode::kUnavailable);
+
+  // Serving it already: nothing happens.
+  ASSERT_TRUE(g->Serve(1).ok());
+  EXPECT_EQ(hosted_calls, 1);
+  EXPECT_EQ(g->Serve(kShards).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServerGraphTest, APushThatFindsOneShardBehindStopsThatShardAlone) {
+  auto g = Open({0, 1});
+  ASSERT_TRUE(g);
+  int wakes = 0;
+  g->OnBehind([&] { ++wakes; });
+  const uint64_t last = g->LastId(1);
+  auto behind = g->ApplyPush(1, last + 5, {});
+  ASSERT_TRUE(behind.ok());
+  EXPECT_TRUE(behind->behind);
+  EXPECT_EQ(g->refused(1), 1u);
+  EXPECT_EQ(g->refused(0), 0u);
+  EXPECT_EQ(g->refused(), 1u);
+  EXPECT_EQ(wakes, 1);
+  EXPECT_EQ(g->CatchingUp(), std::vector<uint32_t>({1}));
+  EXPECT_TRUE(AnswersAsTheStore(*g, NodeOf(0)));
+  EXPECT_EQ(g->ObjGet(NodeOf(1)).status().code(), StatusCode::kUnavailable);
+  // A push refused since the catch-up began keeps it from serving; a later start works.
+  EXPECT_FALSE(g->StartServing(1, 0));
+  EXPECT_TRUE(g->StartServing(1, 1));
+  EXPECT_TRUE(AnswersAsTheStore(*g, NodeOf(1)));
+  // A push in order applies, and refuses nothing.
+  auto fine = g->ApplyPush(0, g->LastId(0), {});
+  ASSERT_TRUE(fine.ok());
+  EXPECT_FALSE(fine->behind);
+  EXPECT_EQ(g->refused(), 1u);
+}
+
+TEST_F(ServerGraphTest, UnserveNeverLeavesAShardWithoutACopy) {
+  auto g = Open({0, 1});
+  ASSERT_TRUE(g);
+  // No cluster view: no other member is known to serve either shard.
+  Status s = g->Unserve(1);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("no other member serves shard 1"), std::string::npos) << s.message();
+  EXPECT_EQ(g->hosted(), std::vector<uint32_t>({0, 1}));
+  EXPECT_TRUE(AnswersAsTheStore(*g, NodeOf(1)));
+  EXPECT_TRUE(g->Unserve(2).ok());  // not served here: nothing to do
+
+  auto alone = Open({2});
+  ASSERT_TRUE(alone);
+  s = alone->Unserve(2);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("last shard"), std::string::npos) << s.message();
+}
+
+// Shards added while readers read every shard and a pusher pushes to the first: every answer is
+// the store's or UNAVAILABLE (a shard not served, or not serving yet), and once a shard serves,
+// its reads answer.
+TEST_F(ServerGraphTest, ShardsAddedWhileReadsAndPushesRun) {
+  auto g = Open({0});
+  ASSERT_TRUE(g);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> answered{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      while (!stop.load()) {
+        const int64_t id = static_cast<int64_t>(rng() % kNodes);
+        auto got = g->ObjGet(id);
+        if (got.ok()) {
+          ++answered;
+          if (*got != *reference_->ObjGet(id)) ++wrong;
+        } else if (got.status().code() != StatusCode::kUnavailable) {
+          ++wrong;
+        }
+        (void)g->hosted();
+        (void)g->CatchingUp();
+      }
+    });
+  }
+  std::thread pusher([&] {
+    while (!stop.load()) {
+      auto r = g->ApplyPush(0, g->LastId(0), {});
+      if (!r.ok() || r->behind) ++wrong;
+      g->ApplyCommit(0, 0, g->LastId(0));
+    }
+  });
+  for (uint32_t s = 1; s < kShards; ++s) {
+    ASSERT_TRUE(g->Serve(s).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(g->StartServing(s, g->refused(s)));
+    EXPECT_TRUE(AnswersAsTheStore(*g, NodeOf(s)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  stop = true;
+  for (auto& t : readers) t.join();
+  pusher.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(answered.load(), 0u);
+  EXPECT_EQ(g->hosted(), std::vector<uint32_t>({0, 1, 2}));
+  EXPECT_TRUE(g->serving());
+}
+
+}  // namespace
+}  // namespace zipg::shard
