@@ -86,6 +86,12 @@ StatusOr<std::optional<std::string>> ClusterAddress(const Args& args);
 // Runs a compaction through `client` (an aggregator or the LogStore) and waits until the LogStore
 // publishes it: the summary of the compaction, or the LogStore's answer if nothing was compressed.
 StatusOr<nlohmann::json> CompactAndWait(rpc::RemoteGraph& client, const ClientOptions& options);
+// Moves shard `shard`'s copy on shard server `from` to shard server `to` (names in the cluster
+// `client` reaches): `to` serves it, and once it serves it caught up, `from` stops
+// (docs/cluster-changes.md, step 2). Rerunnable: each step is skipped once done. Its summary.
+StatusOr<nlohmann::json> MoveShard(rpc::RemoteGraph& client, uint32_t shard,
+                                   const std::string& from, const std::string& to,
+                                   const ClientOptions& options);
 
 // `zipg bench --mix hot` and `--mix load` (client/cli_bench_hot.cc).
 int RunHotBench(const std::vector<std::string>& endpoints, const Args& args);

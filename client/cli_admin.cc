@@ -2,10 +2,14 @@
 // (docs/writes.md, "Periodic compression"); otherwise the LogStore's size threshold does it.
 // zipg admin rebuild: fold the writes of base shards into new compressed files now
 // (docs/writes.md, "Rebuilding a base shard"); otherwise each shard's delta size does it.
+// zipg admin move / unserve: a shard's copy moves from one shard server to another, or leaves one
+// (docs/cluster-changes.md, step 2).
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -28,7 +32,14 @@ const char kUsage[] =
     "  zipg admin rebuild (--connect HOST:PORT | --store DIR) [--shards LIST] [--timeout-ms MS]\n"
     "      rebuild the listed base shards (default all): their writes go into new compressed\n"
     "      files, built by one replica of each shard and copied to the others; prints a JSON\n"
-    "      summary per server and shard\n";
+    "      summary per server and shard\n"
+    "  zipg admin move (--connect HOST:PORT | --store DIR) --shard S --from NAME --to NAME\n"
+    "                  [--timeout-ms MS]\n"
+    "      shard server TO serves shard S too (fetching its files from a replica if it has\n"
+    "      none), and once TO serves it caught up, FROM stops serving it: never fewer serving\n"
+    "      copies than before. Safe to run again after an interruption. Prints a JSON summary\n"
+    "  zipg admin unserve (--connect HOST:PORT | --store DIR) --shard S --server NAME\n"
+    "      shard server NAME stops serving shard S (refused if no other server serves it)\n";
 
 }  // namespace
 
@@ -104,16 +115,126 @@ StatusOr<json> RebuildEverywhere(Client& client, const std::vector<uint32_t>& sh
   return out;
 }
 
+namespace {
+
+struct ShardServer {
+  std::string endpoint;
+  bool serving = false;
+  std::vector<uint32_t> shards, catching_up;
+  json fetched;
+};
+
+// The shard servers in the cluster's status document, by name.
+StatusOr<std::map<std::string, ShardServer>> ShardServers(Client& client) {
+  ZIPG_ASSIGN_OR_RETURN(std::string text, client.ServerStatus());
+  const json status = json::parse(text, nullptr, false);
+  if (!status.is_object()) return Status::Internal("the cluster's status is not JSON");
+  std::map<std::string, ShardServer> out;
+  for (const auto& m : status.value("servers", json::array())) {
+    if (m.value("role", "") != "shard") continue;
+    ShardServer& s = out[m.value("name", "")];
+    s.endpoint = m.value("endpoint", "");
+    s.serving = m.value("serving", false);
+    s.shards = m.value("shards", std::vector<uint32_t>());
+    s.catching_up = m.value("catching_up", std::vector<uint32_t>());
+  }
+  return out;
+}
+
+bool Lists(const std::vector<uint32_t>& list, uint32_t shard) {
+  return std::find(list.begin(), list.end(), shard) != list.end();
+}
+
+// Whether `s` answers reads of `shard`.
+bool Serves(const ShardServer& s, uint32_t shard) {
+  return s.serving && Lists(s.shards, shard) && !Lists(s.catching_up, shard);
+}
+
+// Polls the cluster's status every 100 ms until `done` holds, or DEADLINE_EXCEEDED with `what`.
+Status AwaitStatus(Client& client, Clock::time_point deadline, const std::string& what,
+                   const std::function<bool(const std::map<std::string, ShardServer>&)>& done) {
+  for (;;) {
+    auto servers = ShardServers(client);
+    if (servers.ok() && done(*servers)) return Status::OK();
+    if (Clock::now() > deadline) {
+      return Status::DeadlineExceeded(
+          what +
+          (servers.ok() ? std::string() : " (last status: " + servers.status().ToString() + ")"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+StatusOr<json> MoveShard(Client& client, uint32_t shard, const std::string& from,
+                         const std::string& to, const ClientOptions& options) {
+  if (from == to) return Status::InvalidArgument("move: --from and --to name the same server");
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options.timeout_ms);
+  ZIPG_ASSIGN_OR_RETURN(auto servers, ShardServers(client));
+  if (!servers.count(to)) return Status::NotFound("no shard server named " + to);
+  const bool from_known = servers.count(from) > 0;
+  // 1. TO serves it too: fetched, opened, caught up (a rerun finds it served already).
+  if (!Serves(servers[to], shard)) {
+    ZIPG_ASSIGN_OR_RETURN(auto target, Connect(servers[to].endpoint, options));
+    ZIPG_RETURN_IF_ERROR(target->Serve(static_cast<int32_t>(shard)));
+  }
+  const auto added = Clock::now();
+  ZIPG_RETURN_IF_ERROR(AwaitStatus(
+      client, deadline,
+      to + " does not serve shard " + std::to_string(shard) + " yet; " + from + " still serves it",
+      [&](const auto& now) { return now.count(to) && Serves(now.at(to), shard); }));
+  const auto caught_up = Clock::now();
+  // 2. Only then FROM stops serving it (a rerun after this step finds nothing to do).
+  if (from_known && Lists(servers[from].shards, shard)) {
+    ZIPG_ASSIGN_OR_RETURN(auto source, Connect(servers[from].endpoint, options));
+    ZIPG_RETURN_IF_ERROR(source->Unserve(static_cast<int32_t>(shard)));
+    ZIPG_RETURN_IF_ERROR(AwaitStatus(
+        client, deadline, from + " still lists shard " + std::to_string(shard),
+        [&](const auto& now) { return !now.count(from) || !Lists(now.at(from).shards, shard); }));
+  }
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  json out = {{"shard", shard},
+              {"from", from},
+              {"to", to},
+              {"serve_seconds", secs(added - start)},
+              {"catch_up_seconds", secs(caught_up - added)},
+              {"seconds", secs(Clock::now() - start)}};
+  // What TO fetched, from its own status document.
+  if (auto target = Connect(servers[to].endpoint, options); target.ok()) {
+    if (auto text = (*target)->ServerStatus(); text.ok()) {
+      const json doc = json::parse(*text, nullptr, false);
+      if (doc.is_object() && doc.contains("fetched") &&
+          doc["fetched"].contains(std::to_string(shard))) {
+        out["fetched"] = doc["fetched"][std::to_string(shard)];
+      }
+    }
+  }
+  return out;
+}
+
+StatusOr<json> UnserveShard(Client& client, uint32_t shard, const std::string& server,
+                            const ClientOptions& options) {
+  ZIPG_ASSIGN_OR_RETURN(auto servers, ShardServers(client));
+  if (!servers.count(server)) return Status::NotFound("no shard server named " + server);
+  ZIPG_ASSIGN_OR_RETURN(auto target, Connect(servers[server].endpoint, options));
+  ZIPG_RETURN_IF_ERROR(target->Unserve(static_cast<int32_t>(shard)));
+  return json{{"shard", shard}, {"server", server}, {"serving", false}};
+}
+
 int RunAdmin(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   const std::string what = args->positional().size() == 1 ? args->positional()[0] : "";
-  if (what != "compact" && what != "rebuild") {
-    return UsageError("admin needs a subcommand: compact or rebuild", kUsage);
+  if (what != "compact" && what != "rebuild" && what != "move" && what != "unserve") {
+    return UsageError("admin needs a subcommand: compact, rebuild, move or unserve", kUsage);
   }
-  Status known = args->CheckKnown(WithTls(
-      what == "rebuild" ? std::vector<std::string>{"connect", "store", "timeout-ms", "shards"}
-                        : std::vector<std::string>{"connect", "store", "timeout-ms"}));
+  std::vector<std::string> flags = {"connect", "store", "timeout-ms"};
+  if (what == "rebuild") flags.push_back("shards");
+  if (what == "move") flags.insert(flags.end(), {"shard", "from", "to"});
+  if (what == "unserve") flags.insert(flags.end(), {"shard", "server"});
+  Status known = args->CheckKnown(WithTls(flags));
   if (!known.ok()) return UsageError(known.message(), kUsage);
   if (auto tls = ApplyTlsArgs(*args); !tls.ok()) return UsageError(tls.status().message(), kUsage);
   auto address = ClusterAddress(*args);
@@ -133,10 +254,27 @@ int RunAdmin(int argc, char** argv) {
   }
   ClientOptions options;
   options.timeout_ms = static_cast<int>(*timeout);
+  uint32_t shard = 0;
+  if (what == "move" || what == "unserve") {
+    for (const char* flag : what == "move" ? std::vector<const char*>{"shard", "from", "to"}
+                                           : std::vector<const char*>{"shard", "server"}) {
+      if (!args->Get(flag)) {
+        return UsageError("admin " + what + " needs --" + std::string(flag), kUsage);
+      }
+    }
+    auto s = args->GetUint("shard", 0);
+    if (!s.ok() || *s > std::numeric_limits<int32_t>::max()) {
+      return UsageError("--shard must be a shard number", kUsage);
+    }
+    shard = static_cast<uint32_t>(*s);
+  }
   auto client = Connect(**address, options);
   if (!client.ok()) return Fail(client.status());
-  auto summary = what == "compact" ? CompactAndWait(**client, options)
-                                   : RebuildEverywhere(**client, shards, options);
+  StatusOr<json> summary =
+      what == "compact"   ? CompactAndWait(**client, options)
+      : what == "rebuild" ? RebuildEverywhere(**client, shards, options)
+      : what == "move" ? MoveShard(**client, shard, *args->Get("from"), *args->Get("to"), options)
+                       : UnserveShard(**client, shard, *args->Get("server"), options);
   if (!summary.ok()) return Fail(summary.status());
   std::cout << (summary->is_string() ? summary->get<std::string>() : summary->dump()) << "\n";
   return kExitOk;

@@ -36,12 +36,12 @@ void PrintHuman(const json& s) {
               << m.value("name", "?") << std::setw(22) << m.value("endpoint", "?") << "pid "
               << m.value("pid", 0);
     if (m.contains("shards")) std::cout << "  shards " << m["shards"].dump();
+    if (m.contains("catching_up")) std::cout << " (catching up " << m["catching_up"].dump() << ")";
     const json memory = m.value("memory", json());
     if (memory.is_object()) {
       auto mib = [&](const char* key) { return memory.value(key, uint64_t{0}) / 1048576; };
-      std::cout << "  rss " << mib("rss_bytes") << " MiB (heap " << mib("anon_bytes")
-                << ", mapped " << mib("file_bytes") << "), data " << mib("accounted_bytes")
-                << " MiB";
+      std::cout << "  rss " << mib("rss_bytes") << " MiB (heap " << mib("anon_bytes") << ", mapped "
+                << mib("file_bytes") << "), data " << mib("accounted_bytes") << " MiB";
     }
     std::cout << "\n";
   }
