@@ -89,7 +89,14 @@ const char kDeployUsage[] =
     "      once; a host that cannot be reached, or cannot run PATH, within --reach-timeout\n"
     "      (default 15 s) is named with the reason, and start and status stop there (stop goes\n"
     "      on with the others). --exec and --zipg that reached every host are kept in the spec\n"
-    "      (\"transport\") for the next commands. start waits until the cluster is healthy.\n";
+    "      (\"transport\") for the next commands. start waits until the cluster is healthy.\n"
+    "  zipg deploy move SHARD FROM TO --spec FILE [--timeout-ms MS] [--tls-ca F --tls-cert F\n"
+    "                                 --tls-key F]\n"
+    "      move host FROM's copy of SHARD to host TO while the cluster serves: the spec is\n"
+    "      written with SHARD on both hosts and a \"moving\" record, TO's shard server serves it\n"
+    "      (fetching its files) and catches up, FROM's stops serving it, and the spec is written\n"
+    "      with the final placement. Run it again after an interruption: it continues. The\n"
+    "      TLS files are a client's (deploy certs' client.pem) when the cluster has TLS\n";
 
 std::vector<std::string> SplitList(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -908,16 +915,117 @@ int RunNode(int argc, char** argv) {
   return UsageError("unknown action '" + action + "'", kNodeUsage);
 }
 
+// zipg deploy move (docs/cluster-changes.md, step 2): the spec records the move before the
+// cluster is changed and its end after, so a rerun knows where it stopped.
+int DeployMove(const std::string& spec_path, ClusterSpec spec, const std::string& shard_text,
+               const std::string& from, const std::string& to, const Args& args) {
+  auto shard_number = ParseShardList(shard_text);
+  if (!shard_number.ok() || shard_number->size() != 1) {
+    return UsageError("deploy move: SHARD must be one shard number", kDeployUsage);
+  }
+  const uint32_t shard = (*shard_number)[0];
+  auto timeout = args.GetUint("timeout-ms", 3600000);
+  if (!timeout.ok() || *timeout == 0 || *timeout > 86400000) {
+    return UsageError("--timeout-ms must be 1..86400000", kDeployUsage);
+  }
+  auto tls = ApplyTlsArgs(args);
+  if (!tls.ok()) return UsageError(tls.status().message(), kDeployUsage);
+  const cluster::SpecMove move{shard, from, to};
+  auto write_spec = [&](const ClusterSpec& updated) -> Status {
+    const std::string text = updated.ToJson().dump(2) + "\n";
+    // Parsed again before it replaces the file: a spec this writes must load.
+    ZIPG_RETURN_IF_ERROR(ClusterSpec::Parse(text, spec_path).status());
+    return WriteFileAtomically(spec_path, [&](const FileSink& sink) { return sink(text); });
+  };
+  auto host_of = [&](const std::string& name) -> SpecHost* {
+    for (auto& h : spec.hosts) {
+      if (h.name == name) return &h;
+    }
+    return nullptr;
+  };
+  if (spec.moving && !(*spec.moving == move)) {
+    return Fail(Status::FailedPrecondition(spec_path + " records another move under way (shard " +
+                                           std::to_string(spec.moving->shard) + " from " +
+                                           spec.moving->from + " to " + spec.moving->to +
+                                           "): run that one again to finish it first"));
+  }
+  auto lists = [shard](const SpecHost* h) {
+    return h && h->shards &&
+           std::find(h->shards->begin(), h->shards->end(), shard) != h->shards->end();
+  };
+  if (!spec.moving) {
+    SpecHost* source = host_of(from);
+    SpecHost* target = host_of(to);
+    if (!source || !target) {
+      return Fail(Status::NotFound("deploy move: no host named " + (source ? to : from) + " in " +
+                                   spec_path));
+    }
+    if (from == to) return Fail(Status::InvalidArgument("deploy move: FROM and TO are one host"));
+    if (!target->shards) {
+      return Fail(Status::InvalidArgument("deploy move: host " + to + " runs no shard server"));
+    }
+    if (!lists(source) && lists(target)) {  // moved already (a rerun after the end)
+      std::cout << json{{"shard", shard}, {"from", from}, {"to", to}, {"already", true}}.dump()
+                << "\n";
+      return kExitOk;
+    }
+    if (!lists(source)) {
+      return Fail(Status::InvalidArgument("deploy move: host " + from + " does not serve shard " +
+                                          std::to_string(shard)));
+    }
+    if (lists(target)) {
+      return Fail(Status::InvalidArgument("deploy move: host " + to + " serves shard " +
+                                          std::to_string(shard) + " already"));
+    }
+    // 1. The spec: the shard on both hosts, and the move recorded.
+    target->shards->push_back(shard);
+    std::sort(target->shards->begin(), target->shards->end());
+    spec.moving = move;
+    if (Status s = write_spec(spec); !s.ok()) return Fail(s);
+    std::cerr << "zipg deploy: " << spec_path << " records the move of shard " << shard << " from "
+              << from << " to " << to << "\n";
+  }
+  // 2. The cluster: TO serves it, caught up; then FROM stops (each step skipped once done).
+  const SpecHost* entry = nullptr;
+  for (const auto& h : spec.hosts) {
+    if (h.aggregator_port && !entry) entry = &h;
+  }
+  ClientOptions options;
+  options.timeout_ms = static_cast<int>(*timeout);
+  options.tls = *tls;
+  const std::string aggregator = entry->address + ":" + std::to_string(*entry->aggregator_port);
+  auto client = Connect(aggregator, options);
+  if (!client.ok()) return Fail(client.status());
+  auto summary = MoveShard(**client, shard, ClusterSpec::ShardServerName(*host_of(from)),
+                           ClusterSpec::ShardServerName(*host_of(to)), options);
+  if (!summary.ok()) {
+    return Fail(Status(summary.status().code(),
+                       summary.status().message() + " (" + spec_path +
+                           " still records the move; run the same command again)"));
+  }
+  // 3. The spec: the final placement.
+  SpecHost* source = host_of(from);
+  source->shards->erase(std::find(source->shards->begin(), source->shards->end(), shard));
+  spec.moving.reset();
+  if (Status s = write_spec(spec); !s.ok()) return Fail(s);
+  std::cout << summary->dump() << "\n";
+  return kExitOk;
+}
+
 int RunDeploy(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {"metrics"});
   if (!args.ok()) return UsageError(args.status().message(), kDeployUsage);
-  if (args->positional().size() != 1) {
-    return UsageError("deploy needs plan, certs, start, stop or status", kDeployUsage);
+  const std::string action = args->positional().empty() ? "" : args->positional()[0];
+  if (args->positional().size() != (action == "move" ? 4u : 1u)) {
+    return UsageError(action == "move" ? "deploy move needs SHARD FROM TO"
+                                       : "deploy needs plan, certs, start, stop, status or move",
+                      kDeployUsage);
   }
-  const std::string action = args->positional()[0];
   if (action == "plan") return Plan(*args);
   if (action == "certs") return Certs(*args);
-  Status known = args->CheckKnown({"spec", "exec", "zipg", "wait", "reach-timeout"});
+  Status known = args->CheckKnown(
+      action == "move" ? WithTls({"spec", "exec", "zipg", "wait", "reach-timeout", "timeout-ms"})
+                       : std::vector<std::string>{"spec", "exec", "zipg", "wait", "reach-timeout"});
   if (!known.ok()) return UsageError(known.message(), kDeployUsage);
   const auto spec_path = args->Get("spec");
   if (!spec_path) return UsageError("deploy " + action + " needs --spec FILE", kDeployUsage);
@@ -963,6 +1071,13 @@ int RunDeploy(int argc, char** argv) {
     }
   }
   if (action == "start") return d.Start(static_cast<int>(*wait));
+  if (action == "move") {
+    // What the transport step above may have kept is in the file now.
+    auto current = ClusterSpec::Load(*spec_path);
+    if (!current.ok()) return Fail(current.status());
+    return DeployMove(*spec_path, *current, args->positional()[1], args->positional()[2],
+                      args->positional()[3], *args);
+  }
   if (action == "stop") return d.Stop();
   if (action == "status") return d.StatusAll();
   return UsageError("unknown action '" + action + "'", kDeployUsage);

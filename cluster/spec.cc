@@ -107,7 +107,7 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
   ClusterSpec spec;
   Fields top(j, "", file);
   ZIPG_RETURN_IF_ERROR(top.Check({"cluster", "store", "shards", "replicas", "lease_ttl", "tls",
-                                  "etcd", "hosts", "transport"}));
+                                  "etcd", "hosts", "transport", "moving"}));
   ZIPG_ASSIGN_OR_RETURN(spec.cluster, top.String("cluster", false, "zipg"));
   ZIPG_ASSIGN_OR_RETURN(spec.store, top.String("store", true));
   ZIPG_ASSIGN_OR_RETURN(int64_t shards, top.Int("shards", 1, 1 << 20, true));
@@ -221,11 +221,38 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
     }
   }
   if (aggregators < 1) return top.Error("hosts", "at least one host must run an aggregator");
+  if (top.Has("moving")) {
+    Fields m(top.At("moving"), "moving", file);
+    ZIPG_RETURN_IF_ERROR(m.Check({"shard", "from", "to"}));
+    SpecMove move;
+    ZIPG_ASSIGN_OR_RETURN(int64_t shard, m.Int("shard", 0, int64_t{spec.shards} - 1, true));
+    move.shard = static_cast<uint32_t>(shard);
+    ZIPG_ASSIGN_OR_RETURN(move.from, m.String("from", true));
+    ZIPG_ASSIGN_OR_RETURN(move.to, m.String("to", true));
+    if (move.from == move.to) return m.Error("to", "is the host it moves from");
+    for (const std::string* name : {&move.from, &move.to}) {
+      const SpecHost* host = nullptr;
+      for (const auto& h : spec.hosts) {
+        if (h.name == *name) host = &h;
+      }
+      const char* key = name == &move.from ? "from" : "to";
+      if (!host || !host->shards) return m.Error(key, "'" + *name + "' is not a shard host");
+      if (std::find(host->shards->begin(), host->shards->end(), move.shard) ==
+          host->shards->end()) {
+        return m.Error(key, "'" + *name + "' does not list shard " + std::to_string(shard) +
+                                " (both hosts list it while it moves)");
+      }
+    }
+    spec.moving = move;
+  }
   for (uint32_t s = 0; s < spec.shards; ++s) {
-    if (copies[s] != static_cast<int>(spec.replicas)) {
+    // The shard that moves is on both hosts until the move ends.
+    const int extra = spec.moving && spec.moving->shard == s ? 1 : 0;
+    if (copies[s] != static_cast<int>(spec.replicas) + extra) {
       return top.Error("hosts", "shard " + std::to_string(s) + " is on " +
                                     std::to_string(copies[s]) + " hosts; replicas is " +
-                                    std::to_string(spec.replicas));
+                                    std::to_string(spec.replicas) +
+                                    (extra ? " (and it is moving: one more while it moves)" : ""));
     }
   }
 
@@ -310,6 +337,7 @@ json ClusterSpec::ToJson() const {
   }
   json j = {{"cluster", cluster},     {"store", store}, {"shards", shards}, {"replicas", replicas},
             {"lease_ttl", lease_ttl}, {"etcd", etcd},   {"hosts", hosts}};
+  if (moving) j["moving"] = {{"shard", moving->shard}, {"from", moving->from}, {"to", moving->to}};
   if (!transport.exec.empty()) j["transport"]["exec"] = transport.exec;
   if (!transport.zipg.empty()) j["transport"]["zipg"] = transport.zipg;
   if (tls.enabled()) {

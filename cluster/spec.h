@@ -59,6 +59,14 @@ struct SpecHost {
   std::vector<int> Ports() const;
 };
 
+// A copy of a shard moving from one host's shard server to another's (`zipg deploy move`,
+// docs/cluster-changes.md, step 2): while it is recorded, both hosts list the shard.
+struct SpecMove {
+  uint32_t shard = 0;
+  std::string from, to;  // host names
+  friend bool operator==(const SpecMove&, const SpecMove&) = default;
+};
+
 struct ClusterSpec {
   std::string cluster = "zipg";  // etcd key prefix /zipg/<cluster>/
   std::string store;             // the store directory on every host
@@ -70,6 +78,7 @@ struct ClusterSpec {
   std::vector<SpecEtcdMember> etcd_members;  // etcd members that `zipg node start` runs
   std::vector<std::string> etcd_endpoints;   // an existing etcd (when there are no members)
   std::vector<SpecHost> hosts;
+  std::optional<SpecMove> moving;  // a move under way (its shard has replicas + 1 copies)
 
   // Parses and validates; errors name the file, and the line and column (JSON syntax) or the
   // field (e.g. "hosts[1].shard_server.port").

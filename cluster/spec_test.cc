@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace zipg::cluster {
 namespace {
@@ -243,6 +244,61 @@ TEST(ClusterSpecTest, MistakesAreNamed) {
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("syntax.json: line 3, column"), std::string::npos)
       << broken.status().message();
+}
+
+// A move under way (zipg deploy move): the shard is on both hosts, one copy more than
+// `replicas`, and only while the record names it.
+TEST(ClusterSpecTest, AMoveUnderWayAllowsOneMoreCopyOfItsShard) {
+  auto spec = PlanCluster(Plan3());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  // A shard of a and a host without it.
+  const uint32_t shard = spec->hosts[0].shards->front();
+  const SpecHost* without = nullptr;
+  for (const auto& h : spec->hosts) {
+    if (std::find(h.shards->begin(), h.shards->end(), shard) == h.shards->end()) without = &h;
+  }
+  ASSERT_NE(without, nullptr);
+  nlohmann::json j = spec->ToJson();
+  size_t to = 0;
+  for (size_t i = 0; i < j["hosts"].size(); ++i) {
+    if (j["hosts"][i]["name"] == without->name) to = i;
+  }
+  auto& list = j["hosts"][to]["shard_server"]["shards"];
+  list.push_back(shard);
+  std::sort(list.begin(), list.end());  // as the spec writes its lists
+  auto unrecorded = ClusterSpec::Parse(j.dump(), "m.json");
+  EXPECT_FALSE(unrecorded.ok());
+  EXPECT_NE(unrecorded.status().message().find("is on 3 hosts; replicas is 2"), std::string::npos)
+      << unrecorded.status().message();
+  j["moving"] = {{"shard", shard}, {"from", "a"}, {"to", without->name}};
+  auto moving = ClusterSpec::Parse(j.dump(), "m.json");
+  ASSERT_TRUE(moving.ok()) << moving.status().ToString();
+  ASSERT_TRUE(moving->moving.has_value());
+  EXPECT_EQ(*moving->moving, (SpecMove{shard, "a", without->name}));
+  EXPECT_EQ(moving->ToJson(), j);  // round-trips
+  // A record that does not match the lists is named.
+  for (auto [field, value, why] :
+       {std::tuple<const char*, nlohmann::json, const char*>{"from", "zz", "is not a shard host"},
+        {"to", "a", "is the host it moves from"},
+        {"shard", 99, "moving.shard"},
+        {"extra", 1, "moving.extra"}}) {
+    nlohmann::json bad = j;
+    bad["moving"][field] = value;
+    auto refused = ClusterSpec::Parse(bad.dump(), "m.json");
+    EXPECT_FALSE(refused.ok()) << field;
+    EXPECT_NE(refused.status().message().find(why), std::string::npos)
+        << field << ": " << refused.status().message();
+  }
+  // The record without the extra copy: the source must still list it.
+  nlohmann::json gone = j;
+  gone["hosts"][0]["shard_server"]["shards"] = nlohmann::json::array();
+  for (uint32_t s : *spec->hosts[0].shards) {
+    if (s != shard) gone["hosts"][0]["shard_server"]["shards"].push_back(s);
+  }
+  auto refused = ClusterSpec::Parse(gone.dump(), "m.json");
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("does not list shard"), std::string::npos)
+      << refused.status().message();
 }
 
 }  // namespace

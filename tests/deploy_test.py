@@ -23,6 +23,10 @@ C. both replicas of shard 0 killed: its reads get UNAVAILABLE fast (time reporte
    shards answer; after the restart every acknowledged write is visible.
 D. the etcd leader killed during closed-loop reads and writes: no failed call for two lease
    TTLs; a shard server restarted meanwhile registers and serves. The member rejoins.
+D2. `zipg deploy move` of a shard copy from one host to another that lacks its files, during
+   closed-loop reads and writes: no failed call; the spec ends with the new placement and no
+   "moving" record; the new copy fetched the files over mutual TLS and answers as the model;
+   the command run again changes nothing.
 E. strangers: plaintext to a TLS port, TLS without a client certificate, a certificate from
    another CA, the CLI and the Python client without TLS, plain http and certificate-less https
    to etcd: each is refused and learns nothing; members are still served.
@@ -370,12 +374,13 @@ def main():
         """Closed-loop clients through both aggregators: reads (checked against `expect`, a model
         no write changes while it runs) and, if `writes`, writes of fresh edges to new ids."""
 
-        def __init__(self, clients, reads, expect, writes=False):
+        def __init__(self, clients, reads, expect, writes=False, src_base=8_000_000):
             self.stop = threading.Event()
             self.lock = threading.Lock()
             self.calls = self.failed = 0
             self.slowest, self.slowest_req = 0.0, None
             self.written = []
+            self.src_base = src_base  # the writers' nodes: src_base + client
             self.threads = [threading.Thread(target=self._run, args=(k, reads, expect, writes))
                             for k in range(clients)]
             for th in self.threads:
@@ -388,7 +393,7 @@ def main():
             while not self.stop.is_set():
                 if writes and k % 2 == 1:
                     n += 1
-                    q = {"op": "assoc_add", "src": 8_000_000 + k, "type": 3,
+                    q = {"op": "assoc_add", "src": self.src_base + k, "type": 3,
                          "dst": 8_100_000 + n, "timestamp": n, "properties": {"n": str(n)}}
                     want = {"ok": {"replaced": False}}
                 else:
@@ -564,6 +569,55 @@ def main():
     check(procs.alive(node_processes().get(etcd_name, {}).get("pid", 0)),
           f"D: deploy start restarted {etcd_name}")
     full_comparison("D, after the loss of an etcd member")
+
+    # ---- D2 -----------------------------------------------------------------------------------
+    section("D2. zipg deploy move of a shard copy to another host under reads and writes")
+    with open(spec_path) as f:
+        placed = {h["name"]: h.get("shard_server", {}).get("shards", []) for h in
+                  json.load(f)["hosts"]}
+    src, sh, dst = next((a, s_, b) for a in HOSTS for s_ in placed[a] for b in HOSTS
+                        if s_ not in placed[b])
+    load = Load(4, [q for q in reads if q["op"] != "rpq" or q.get("sources") is not None], model,
+                writes=True, src_base=8_000_100)  # nodes D's load did not write
+    time.sleep(1.0)
+    before = load.calls
+    t = time.monotonic()
+    r = run([client_zipg, "deploy", "move", str(sh), src, dst, "--spec", spec_path, *CLIENT_TLS],
+            timeout=240)
+    took = time.monotonic() - t
+    time.sleep(1.0)
+    load.finish()
+    check(r.returncode == 0, f"D2: deploy move {sh} {src} {dst}: {r.stderr[-800:]!r}")
+    check(load.failed == 0, f"D2: {load.failed} failed calls during the move")
+    for q in load.written:
+        model.write(q)
+    try:
+        summary = json.loads(r.stdout)
+    except ValueError:
+        summary = {}
+    note(f"D2: shard {sh} from {src} to {dst} in {took:.1f} s; {load.calls - before} calls "
+         f"(reads and writes), {load.failed} failed, slowest {load.slowest * 1000:.1f} ms; "
+         f"summary {summary}")
+    check((summary.get("fetched") or {}).get("bytes", 0) > 0,
+          f"D2: shard-{dst} fetched shard {sh}'s files: {summary}")
+    with open(spec_path) as f:
+        after = json.load(f)
+    placed_after = {h["name"]: h.get("shard_server", {}).get("shards", []) for h in after["hosts"]}
+    check("moving" not in after and sh in placed_after[dst] and sh not in placed_after[src],
+          f"D2: the spec ends with the new placement: {placed_after} (moving: "
+          f"{after.get('moving')})")
+    current = members()
+    check(sh in current[f"shard-{dst}"]["shards"] and
+          sh not in current[f"shard-{dst}"].get("catching_up", []) and
+          sh not in current[f"shard-{src}"]["shards"],
+          f"D2: the cluster serves the new placement: "
+          f"{ {n: current[n]['shards'] for n in servers} }")
+    r = run([client_zipg, "deploy", "move", str(sh), src, dst, "--spec", spec_path, *CLIENT_TLS],
+            timeout=120)
+    check(r.returncode == 0 and '"already":true' in r.stdout.decode(),
+          f"D2: the move run again changes nothing: {r.stdout!r} {r.stderr[-300:]!r}")
+    compare_replicas("D2", [f"shard-{dst}"])
+    full_comparison("D2, after the move")
 
     # ---- E ------------------------------------------------------------------------------------
     section("E. strangers are refused and learn nothing")
