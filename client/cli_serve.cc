@@ -833,7 +833,8 @@ int RunServe(int argc, char** argv) {
     std::lock_guard lock(info_mu);
     info.shards = shard_graph->hosted();
     info.catching_up = shard_graph->CatchingUp();
-    info.serving = info.catching_up.size() < info.shards.size();
+    // Serving: some hosted shard answers reads, or none is hosted (a drained server).
+    info.serving = info.catching_up.empty() || info.catching_up.size() < info.shards.size();
     info.versions = shard_graph->Versions();
     if (!registration_slot || !*registration_slot) return Status::OK();
     return (*registration_slot)->Update(info);

@@ -59,9 +59,17 @@ bool CommitTracker::WaitFor(std::unique_lock<std::mutex>& lock, uint64_t id,
                             Clock::time_point deadline) {
   if (id <= committed_) return true;
   ++waiting_;
-  const bool done = cv_.wait_until(lock, deadline, [&] { return committed_ >= id; });
+  const bool done = cv_.wait_until(lock, deadline, [&] {
+    return withdrawn_ || committed_ >= id;
+  }) && committed_ >= id;
   --waiting_;
   return done;
+}
+
+void CommitTracker::SetWithdrawn(bool withdrawn) {
+  std::lock_guard lock(mu_);
+  withdrawn_ = withdrawn;
+  cv_.notify_all();
 }
 
 Status CommitTracker::AwaitNode(int64_t node, Clock::time_point deadline) {
@@ -69,6 +77,7 @@ Status CommitTracker::AwaitNode(int64_t node, Clock::time_point deadline) {
   uint64_t needed = floor_;
   if (auto it = newest_.find(node); it != newest_.end()) needed = std::max(needed, it->second);
   if (WaitFor(lock, needed, deadline)) return Status::OK();
+  if (withdrawn_) return Status::Unavailable("this shard is no longer served here");
   return Status::Unavailable("a write to node " + std::to_string(node) +
                              " is not yet confirmed by every replica of its shard");
 }
@@ -76,6 +85,7 @@ Status CommitTracker::AwaitNode(int64_t node, Clock::time_point deadline) {
 Status CommitTracker::AwaitCommitted(uint64_t id, Clock::time_point deadline) {
   std::unique_lock lock(mu_);
   if (WaitFor(lock, id, deadline)) return Status::OK();
+  if (withdrawn_) return Status::Unavailable("this shard is no longer served here");
   return Status::DeadlineExceeded("snapshot " + std::to_string(id) +
                                   " is not reached yet by this replica (it holds up to " +
                                   std::to_string(committed_) + ")");

@@ -62,6 +62,11 @@ class CommitTracker {
   // Returns once every update up to `id` is committed (a read at snapshot `id` then reads a state
   // that no longer changes); DEADLINE_EXCEEDED if not by `deadline`.
   Status AwaitCommitted(uint64_t id, Clock::time_point deadline);
+  // While withdrawn, no commit will come (the shard is no longer served here, so the LogStore
+  // stops sending to it): waits end at once, AwaitNode and AwaitCommitted answer UNAVAILABLE,
+  // and the router retries on another replica. Set when the shard is withdrawn, cleared when it
+  // is served again.
+  void SetWithdrawn(bool withdrawn);
   // Applying holds it exclusively, a read that reads again shared.
   std::shared_mutex& gate() { return gate_; }
 
@@ -78,7 +83,8 @@ class CommitTracker {
  private:
   // Forgets updates that no running read can have missed the commit of.
   void Prune();
-  // Waits (mu_ held by `lock`) until every update up to `id` is committed; false at `deadline`.
+  // Waits (mu_ held by `lock`) until every update up to `id` is committed; false at `deadline`
+  // or once withdrawn.
   bool WaitFor(std::unique_lock<std::mutex>& lock, uint64_t id, Clock::time_point deadline);
 
   std::shared_mutex gate_;
@@ -94,6 +100,7 @@ class CommitTracker {
   uint64_t rereads_ = 0;
   std::atomic<uint64_t> disagreements_{0};
   int waiting_ = 0;
+  bool withdrawn_ = false;
 };
 
 }  // namespace zipg::shard

@@ -93,5 +93,33 @@ TEST(CommitTrackerTest, AWaitingReadReturnsWhenTheCommitArrives) {
   EXPECT_TRUE(done.load());
 }
 
+// A shard withdrawn from a server gets no more commits: reads waiting for one end at once with
+// UNAVAILABLE (the router retries elsewhere) instead of at their deadline (a move under load
+// stalled reads for the whole call timeout before this), and so does a new wait; served again,
+// waits last until the commit as before.
+TEST(CommitTrackerTest, WithdrawingTheShardEndsTheWaits) {
+  CommitTracker t(0);
+  t.Applied({Put(5, 3)});
+  const auto start = std::chrono::steady_clock::now();
+  Status node, snapshot;
+  std::thread a([&] { node = t.AwaitNode(5, In(10000)); });
+  std::thread b([&] { snapshot = t.AwaitCommitted(3, In(10000)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  t.SetWithdrawn(true);
+  a.join();
+  b.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(node.code(), StatusCode::kUnavailable) << node.ToString();
+  EXPECT_EQ(snapshot.code(), StatusCode::kUnavailable) << snapshot.ToString();
+  EXPECT_NE(node.message().find("no longer served here"), std::string::npos);
+  EXPECT_EQ(t.AwaitNode(5, In(10000)).code(), StatusCode::kUnavailable);
+  // Served again: a wait lasts until the commit; a committed node needs none.
+  t.SetWithdrawn(false);
+  EXPECT_EQ(t.AwaitNode(5, In(30)).code(), StatusCode::kUnavailable);  // its deadline
+  t.Commit(3);
+  EXPECT_TRUE(t.AwaitNode(5, In(10000)).ok());
+  EXPECT_TRUE(t.AwaitCommitted(3, In(10000)).ok());
+}
+
 }  // namespace
 }  // namespace zipg::shard

@@ -486,6 +486,7 @@ Status ServerGraph::Serve(uint32_t shard) {
   }
   // Not answering reads until the catch-up thread has brought it up to the feed.
   h->serving = false;
+  h->commits->SetWithdrawn(false);
   slots_[shard].store(h, std::memory_order_release);
   auto now = std::make_shared<std::vector<uint32_t>>(hosted());
   now->insert(std::lower_bound(now->begin(), now->end(), shard), shard);
@@ -500,10 +501,6 @@ Status ServerGraph::Unserve(uint32_t shard) {
   Hosting* h = Slot(shard);
   if (!h) return Status::OK();
   const std::vector<uint32_t> before = hosted();
-  if (before.size() == 1) {
-    return Status::FailedPrecondition("shard " + std::to_string(shard) +
-                                      " is the last shard of this server: stop the server instead");
-  }
   // Never the last serving copy: another member must serve it in etcd's view.
   auto map = view_ ? view_->Current() : nullptr;
   bool elsewhere = false;
@@ -519,6 +516,8 @@ Status ServerGraph::Unserve(uint32_t shard) {
     h->serving = false;
   }
   slots_[shard].store(nullptr, std::memory_order_release);
+  // Reads waiting for a commit on it: none will come once the LogStore stops sending here.
+  h->commits->SetWithdrawn(true);
   auto now = std::make_shared<std::vector<uint32_t>>(before);
   now->erase(std::find(now->begin(), now->end(), shard));
   std::atomic_store(&hosted_, std::shared_ptr<const std::vector<uint32_t>>(std::move(now)));

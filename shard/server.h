@@ -114,9 +114,10 @@ class ServerGraph final : public ShardRouter {
   // Unserve runs.
   Status Serve(uint32_t shard);
   // Stops serving `shard`: its reads are refused at once, it leaves hosted() and on_hosted is
-  // called. FAILED_PRECONDITION if it is the last shard here, or if no other member serves it
-  // (etcd's view): a copy leaves only after another serves. Its objects stay until the server
-  // closes (calls running on them finish); its files and delta file stay on disk.
+  // called. FAILED_PRECONDITION if no other member serves it (etcd's view): a copy leaves only
+  // after another serves. Its last shard may leave a server (a drained host), which then serves
+  // none until Serve. Its objects stay until the server closes (calls running on them finish);
+  // its files and delta file stay on disk.
   Status Unserve(uint32_t shard);
   // Fetches `shard`'s files into the store (shard/fetch.h) when they are missing; its report
   // (null if nothing was fetched).

@@ -21,8 +21,9 @@ D. Shard 0 moves back to shard-0, which served it before B: it serves its old co
    catching up with the writes of B and C. Compared as in B.
 E. Reruns and refusals: the last move run again changes nothing; a move to a server that does
    not exist is NOT_FOUND, from a server to itself INVALID_ARGUMENT, of shard 99 INVALID_ARGUMENT;
-   `admin unserve` of a shard no other server serves, or of a server's last shard, is refused
-   with FAILED_PRECONDITION and changes nothing.
+   `admin unserve` of a shard no other server serves is refused with FAILED_PRECONDITION and
+   changes nothing. Then shard-new's last shard (3, also on shard-1) is withdrawn: a drained
+   server, registered with no shard, and every read still answers as the model.
 F. `zipg local stop` (and the test's own server stopped) leaves no process.
 
 Usage: move_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
@@ -235,15 +236,17 @@ def main():
             (("move", "--shard", "99", "--from", "shard-0", "--to", "shard-1"),
              "INVALID_ARGUMENT"),
             (("unserve", "--shard", "2", "--server", "shard-0"), "FAILED_PRECONDITION"),
-            (("unserve", "--shard", "3", "--server", "shard-new"), "FAILED_PRECONDITION"),
             (("unserve", "--shard", "0", "--server", "shard-9"), "NOT_FOUND")]:
         code, out, err = admin(*args)
         check(code != 0 and want in err, f"E: {' '.join(args)}: {want}: {code} {err.strip()}")
     code, out, err = admin("unserve", "--shard", "2", "--server", "shard-0")
     check("no other member serves shard 2" in err, f"E: the reason is given: {err.strip()}")
-    code, out, err = admin("unserve", "--shard", "3", "--server", "shard-new")
-    check("last shard" in err, f"E: the reason is given: {err.strip()}")
     check(placement() == before, f"E: nothing changed: {placement()} (was {before})")
+    code, out, err = admin("unserve", "--shard", "3", "--server", "shard-new")
+    check(code == 0, f"E: shard-new's last shard withdrawn: {code} {err.strip()}")
+    check(placement() == {"shard-0": ([0, 2], [], True), "shard-1": ([1, 3], [], True),
+                          "shard-new": ([], [], True)},
+          f"E: shard-new is drained: {placement()}")
     write_some(20)
     cc.full_comparison(f"E ({writes[0]} writes)")
 

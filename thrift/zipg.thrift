@@ -237,8 +237,8 @@ service ShardService extends GraphService {
   // once it has caught up with the LogStore's feed (its member entry lists it in catching_up
   // until then). Serving it already is not an error.
   void admin_serve(1: i32 shard) throws (1: GraphError error),
-  // Stops serving shard `shard` here: FAILED_PRECONDITION if it is this server's last shard or
-  // if no other member serves it. Not serving it is not an error.
+  // Stops serving shard `shard` here: FAILED_PRECONDITION if no other member serves it. Not
+  // serving it is not an error; a server may be left with no shard (drained).
   void admin_unserve(1: i32 shard) throws (1: GraphError error),
 }
 
