@@ -81,47 +81,12 @@ StatusOr<json> CompactAndWait(Client& client, const ClientOptions& options) {
   }
 }
 
-// Rebuilds `shards` (all if empty) once each, on its first serving replica by name (the one
-// whose threshold would), then makes every other replica adopt that version; their summaries by
-// server name and shard.
-StatusOr<json> RebuildEverywhere(Client& client, const std::vector<uint32_t>& shards,
-                                 const ClientOptions& options) {
-  ZIPG_ASSIGN_OR_RETURN(std::string text, client.ServerStatus());
-  const json status = json::parse(text, nullptr, false);
-  if (!status.is_object()) return Status::Internal("the cluster's status is not JSON");
-  std::map<uint32_t, std::map<std::string, std::string>> replicas;  // shard -> name -> endpoint
-  for (const auto& m : status.value("servers", json::array())) {
-    if (m.value("role", "") != "shard" || !m.value("serving", false)) continue;
-    for (const auto& s : m.value("shards", json::array())) {
-      const auto shard = s.get<uint32_t>();
-      if (shards.empty() || std::find(shards.begin(), shards.end(), shard) != shards.end()) {
-        replicas[shard][m.value("name", "")] = m.value("endpoint", "");
-      }
-    }
-  }
-  if (replicas.empty())
-    return Status::NotFound("no shard server in the cluster hosts those shards");
-  json out = json::object();
-  for (const auto& [shard, servers] : replicas) {
-    const std::string builder = servers.begin()->first;
-    for (const auto& [name, endpoint] : servers) {
-      ZIPG_ASSIGN_OR_RETURN(auto server, Connect(endpoint, options));
-      ZIPG_ASSIGN_OR_RETURN(std::string summary, server->Rebuild({static_cast<int32_t>(shard)},
-                                                                 name == builder ? "" : builder));
-      const json j = json::parse(summary, nullptr, false);
-      if (j.is_object()) out[name].update(j);
-    }
-  }
-  return out;
-}
-
 namespace {
 
 struct ShardServer {
   std::string endpoint;
   bool serving = false;
   std::vector<uint32_t> shards, catching_up;
-  json fetched;
 };
 
 // The shard servers in the cluster's status document, by name.
@@ -166,6 +131,35 @@ Status AwaitStatus(Client& client, Clock::time_point deadline, const std::string
 }
 
 }  // namespace
+
+// Rebuilds `shards` (all if empty) once each, on its first serving replica by name (the one
+// whose threshold would), then makes every other replica adopt that version; their summaries by
+// server name and shard.
+StatusOr<json> RebuildEverywhere(Client& client, const std::vector<uint32_t>& shards,
+                                 const ClientOptions& options) {
+  ZIPG_ASSIGN_OR_RETURN(auto servers, ShardServers(client));
+  std::map<uint32_t, std::map<std::string, std::string>> replicas;  // shard -> name -> endpoint
+  for (const auto& [name, server] : servers) {
+    if (!server.serving) continue;
+    for (uint32_t shard : server.shards) {
+      if (shards.empty() || Lists(shards, shard)) replicas[shard][name] = server.endpoint;
+    }
+  }
+  if (replicas.empty())
+    return Status::NotFound("no shard server in the cluster hosts those shards");
+  json out = json::object();
+  for (const auto& [shard, servers] : replicas) {
+    const std::string builder = servers.begin()->first;
+    for (const auto& [name, endpoint] : servers) {
+      ZIPG_ASSIGN_OR_RETURN(auto server, Connect(endpoint, options));
+      ZIPG_ASSIGN_OR_RETURN(std::string summary, server->Rebuild({static_cast<int32_t>(shard)},
+                                                                 name == builder ? "" : builder));
+      const json j = json::parse(summary, nullptr, false);
+      if (j.is_object()) out[name].update(j);
+    }
+  }
+  return out;
+}
 
 StatusOr<json> MoveShard(Client& client, uint32_t shard, const std::string& from,
                          const std::string& to, const ClientOptions& options) {

@@ -845,11 +845,7 @@ int RunServe(int argc, char** argv) {
     info.versions = shard_graph->Versions();
     shard_graph->SetSelf(info.name);
     // A rebuilt or adopted version is published, so that the other replicas adopt it.
-    shard_graph->OnVersions([&] {
-      std::lock_guard lock(info_mu);
-      info.versions = shard_graph->Versions();
-      if (registration_slot && *registration_slot) (void)(*registration_slot)->Update(info);
-    });
+    shard_graph->OnVersions([&] { (void)publish_shards(); });
     // A shard added (admin_serve) or withdrawn (admin_unserve).
     shard_graph->OnHosted([&] {
       if (Status s = publish_shards(); !s.ok()) {
@@ -889,7 +885,7 @@ int RunServe(int argc, char** argv) {
           ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &chunk.updates, nullptr));
           return chunk;
         },
-        [&](const std::vector<uint32_t>&) { return publish_shards(); });
+        publish_shards);
   }
   if (shard_graph) {
     // A lease that expired while this server stalled: the writes since may have been committed

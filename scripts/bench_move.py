@@ -28,7 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import split_args, start_cluster, stop_cluster  # noqa: E402
+from benchlib import run_bench, split_args, start_cluster, stop_cluster  # noqa: E402
 
 TYPE = 77
 
@@ -42,26 +42,16 @@ def query_batch(zipg, endpoint, requests):
 
 
 def bench(zipg, state, mix, seconds, connections):
-    """`zipg bench` through every aggregator: throughput, p50, p99, and the errors (a failed read
-    is reported, not fatal: counting them is the point)."""
-    r = subprocess.run([zipg, "bench", "--connect", ",".join(state["aggregators"]), "--mix", mix,
-                        "--connections", str(connections), "--duration", str(seconds),
-                        "--warmup", "1", "--json", "-"], capture_output=True, text=True)
-    lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
-    if not lines:
-        sys.exit(f"bench failed:\n{r.stdout}{r.stderr}")
-    report = json.loads(lines[-1])
-    o = report["ops"]["overall"]
-    first = [x for x in r.stdout.splitlines() if x.startswith("first error")]
-    return {"ops_per_s": o["ops_per_s"], "p50_us": o["p50_us"], "p99_us": o["p99_us"],
-            "max_us": o["max_us"], "errors": report["errors"],
-            "per_s": report["intervals"]["ops"]["overall"],
-            "first_error": first[0] if first else ""}
+    """`zipg bench` through every aggregator (benchlib.run_bench); a failed read is counted, not
+    fatal: counting them is the point."""
+    return run_bench(zipg, state, mix, seconds, connections, count_cpu=False, allow_errors=True)
 
 
 def describe(b):
+    overall = b["report"]["ops"]["overall"]
+    per_s = b["report"]["intervals"]["ops"]["overall"]
     return (f"{b['ops_per_s']:.0f} op/s p50 {b['p50_us']:.0f} us p99 {b['p99_us']:.0f} us "
-            f"max {b['max_us'] / 1000:.1f} ms, {b['errors']} errors; per second {b['per_s']}" +
+            f"max {overall['max_us'] / 1000:.1f} ms, {b['errors']} errors; per second {per_s}" +
             (f" ({b['first_error']})" if b["errors"] else ""))
 
 

@@ -26,11 +26,11 @@ void CatchUp::Wake() {
   cv_.notify_all();
 }
 
-bool CatchUp::AnnounceUntilDone(const std::vector<uint32_t>& catching_up) {
+bool CatchUp::AnnounceUntilDone() {
   // Until etcd says so, routers send nothing to a shard that started serving; a failed announce
   // is retried.
   while (true) {
-    Status s = announce_(catching_up);
+    Status s = announce_();
     if (s.ok()) return true;
     std::cerr << "zipg shard: cannot announce the shards catching up: " << s.ToString()
               << std::endl;
@@ -54,7 +54,7 @@ void CatchUp::Run() {
     // brought up to the feed and then serving on its own while the others serve.
     std::vector<uint32_t> behind = graph_->CatchingUp();
     if (behind != announced) {
-      if (!AnnounceUntilDone(behind)) return;
+      if (!AnnounceUntilDone()) return;
       announced = behind;
     }
     bool again = false;
@@ -67,7 +67,7 @@ void CatchUp::Run() {
       if (!graph_->StartServing(shard, refused_before)) again = true;  // a push refused meanwhile
       const std::vector<uint32_t> now = graph_->CatchingUp();
       if (now != announced) {
-        if (!AnnounceUntilDone(now)) return;
+        if (!AnnounceUntilDone()) return;
         announced = now;
       }
     }

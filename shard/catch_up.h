@@ -31,9 +31,9 @@ class CatchUp {
  public:
   // Reads the feed of `shard` after id `after` (from the LogStore).
   using Fetch = std::function<StatusOr<FeedChunk>(uint32_t shard, uint64_t after)>;
-  // Publishes the hosted shards that do not answer reads yet (its etcd entry's catching_up; none
-  // of them: it serves every hosted shard).
-  using Announce = std::function<Status(const std::vector<uint32_t>& catching_up)>;
+  // Publishes the hosted shards that do not answer reads yet (ServerGraph::CatchingUp) in the
+  // server's etcd entry (catching_up; none of them: it serves every hosted shard).
+  using Announce = std::function<Status()>;
 
   // Starts catching up at once; `graph` must outlive the CatchUp.
   CatchUp(ServerGraph* graph, Fetch fetch, Announce announce, int retry_ms = 200);
@@ -49,7 +49,7 @@ class CatchUp {
  private:
   void Run();
   // Announces until it succeeds; false if stopping first.
-  bool AnnounceUntilDone(const std::vector<uint32_t>& catching_up);
+  bool AnnounceUntilDone();
   // One hosted shard up to the feed; false if stopping (or woken again) before it was.
   bool CatchUpShard(uint32_t shard);
 
