@@ -44,7 +44,8 @@ namespace {
 const char kUsage[] =
     "usage:\n"
     "  zipg serve shard --store DIR --shards LIST --etcd HOST:PORT [options]\n"
-    "      serve the listed shards (e.g. 0,2,4) of a compressed store\n"
+    "      serve the listed shards (e.g. 0,2,4) of a compressed store; `--shards none`: none\n"
+    "      until told to (admin_serve: zipg admin move, zipg deploy add-host / rebalance)\n"
     "  zipg serve aggregator --etcd HOST:PORT [options]\n"
     "      the client-facing service; routes by the shard map in etcd\n"
     "  zipg serve logstore --store DIR --etcd HOST:PORT [options]\n"
@@ -136,24 +137,22 @@ int WaitForStop(const sigset_t& set) {
   return sig;
 }
 
-// When `store` lacks shard `shard`'s files, fetches them from a member serving it (not `self`;
-// docs/cluster-changes.md, step 1) and returns the fetch's report; null when nothing was missing.
-// `stopping`: the server is shutting down (a fetch for admin_serve stops then).
-StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t shard, uint64_t rate,
-                                           const std::string& self,
-                                           const cluster::ClusterView* view, rpc::PoolSet* pools,
-                                           const std::atomic<bool>* stopping) {
-  ZIPG_ASSIGN_OR_RETURN(const bool missing, shard::ShardMissing(store, shard));
-  if (!missing) return nlohmann::json();
-  std::cerr << "zipg serve: shard " << shard << " has no files in " << store
-            << ": fetching them from a replica that serves it" << std::endl;
+// Fetch options whose sources are the members serving one of `shards` (not `self`), paced at
+// `rate` bytes/s; a stop signal or `stopping` cancels the fetch.
+shard::FetchOptions FetchFrom(std::vector<uint32_t> shards, uint64_t rate, const std::string& self,
+                              const cluster::ClusterView* view, rpc::PoolSet* pools,
+                              const std::atomic<bool>* stopping, const std::string& what) {
   shard::FetchOptions options;
   options.rate_bytes_per_s = rate;
   options.sources = [=]() {
     std::vector<shard::FetchSource> sources;
     const auto map = view->Current();
-    if (!map || shard >= map->owners.size()) return sources;
-    for (size_t i : map->owners[shard]) {
+    if (!map) return sources;
+    std::set<size_t> members;
+    for (uint32_t s : shards) {
+      if (s < map->owners.size()) members.insert(map->owners[s].begin(), map->owners[s].end());
+    }
+    for (size_t i : members) {
       const cluster::MemberInfo& m = map->members[i];
       if (m.name == self) continue;
       sources.push_back({m.name, [pool = pools->Get(m.endpoint)](const std::string& path,
@@ -172,16 +171,55 @@ StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t sh
     sigpending(&pending);
     return sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1;
   };
-  options.waiting = [shard](const std::string& why) {
-    std::cerr << "zipg serve: fetching shard " << shard << ": waiting for a replica (" << why << ")"
+  options.waiting = [what](const std::string& why) {
+    std::cerr << "zipg serve: fetching " << what << ": waiting for a replica (" << why << ")"
               << std::endl;
   };
-  ZIPG_ASSIGN_OR_RETURN(const shard::FetchReport r, shard::FetchShardFiles(store, shard, options));
+  return options;
+}
+
+// When `store` lacks shard `shard`'s files, fetches them from a member serving it (not `self`;
+// docs/cluster-changes.md, step 1) and returns the fetch's report; null when nothing was missing.
+// `stopping`: the server is shutting down (a fetch for admin_serve stops then).
+StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t shard, uint64_t rate,
+                                           const std::string& self,
+                                           const cluster::ClusterView* view, rpc::PoolSet* pools,
+                                           const std::atomic<bool>* stopping) {
+  ZIPG_ASSIGN_OR_RETURN(const bool missing, shard::ShardMissing(store, shard));
+  if (!missing) return nlohmann::json();
+  std::cerr << "zipg serve: shard " << shard << " has no files in " << store
+            << ": fetching them from a replica that serves it" << std::endl;
+  ZIPG_ASSIGN_OR_RETURN(const shard::FetchReport r,
+                        shard::FetchShardFiles(store, shard,
+                                               FetchFrom({shard}, rate, self, view, pools, stopping,
+                                                         "shard " + std::to_string(shard))));
   nlohmann::json j = {{"bytes", r.bytes},         {"resumed_bytes", r.resumed_bytes},
                       {"seconds", r.seconds},     {"sources", r.sources},
                       {"refetched", r.refetched}, {"manifest", r.manifest}};
   std::cerr << "zipg serve: shard " << shard << " fetched: " << j.dump() << std::endl;
   return j;
+}
+
+// A shard server started with no shards on a store directory without a MANIFEST (a host added
+// by `zipg deploy add-host`) fetches the MANIFEST alone, from any serving shard server.
+Status FetchManifestIfMissing(const std::string& store, const std::string& self,
+                              const cluster::ClusterView* view, rpc::PoolSet* pools,
+                              const std::atomic<bool>* stopping) {
+  std::error_code ec;
+  if (std::filesystem::exists(store + "/" + graph::kManifestName, ec)) return Status::OK();
+  // What ShardMissing allows in a store directory without a MANIFEST (shard 0 always exists).
+  ZIPG_RETURN_IF_ERROR(shard::ShardMissing(store, 0).status());
+  std::vector<uint32_t> any;
+  if (const auto map = view->Current()) {
+    for (uint32_t s = 0; s < map->owners.size(); ++s) any.push_back(s);
+  }
+  if (any.empty()) any = {0};
+  ZIPG_ASSIGN_OR_RETURN(
+      const shard::FetchReport r,
+      shard::FetchManifest(store, FetchFrom(any, 0, self, view, pools, stopping, "the MANIFEST")));
+  std::cerr << "zipg serve: fetched the MANIFEST from " << (r.sources.empty() ? "" : r.sources[0])
+            << std::endl;
+  return Status::OK();
 }
 
 }  // namespace
@@ -375,7 +413,8 @@ int RunServe(int argc, char** argv) {
     const auto store = args->Get("store");
     const auto shard_list = args->Get("shards");
     if (!store || !shard_list) return UsageError("serve shard needs --store and --shards", kUsage);
-    auto shards = ParseShardList(*shard_list);
+    auto shards = *shard_list == "none" ? StatusOr<std::vector<uint32_t>>(std::vector<uint32_t>{})
+                                        : ParseShardList(*shard_list);
     if (!shards.ok()) return UsageError(shards.status().message(), kUsage);
     uint64_t fetch_rate = 0;
     if (auto text = args->Get("fetch-rate")) {
@@ -401,6 +440,13 @@ int RunServe(int argc, char** argv) {
       for (uint32_t s : *shards) {
         auto fetched = fetch_missing(s);
         if (!fetched.ok()) return Fail(fetched.status());
+      }
+      // With no shards, an empty store still needs the MANIFEST (the shard count, the files
+      // a later admin_serve fetches): from any serving shard server.
+      if (shards->empty()) {
+        Status fetched = FetchManifestIfMissing(*store, args->Get("name").value_or(""), view->get(),
+                                                &pools, &stopping);
+        if (!fetched.ok()) return Fail(fetched);
       }
     }
     GraphOpenOptions open_options;

@@ -171,8 +171,9 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
       ZIPG_ASSIGN_OR_RETURN(host.shard_port, port(s, "port"));
       ZIPG_ASSIGN_OR_RETURN(host.update_port, port(s, "update_port"));
       ZIPG_RETURN_IF_ERROR(optional_port(s, "metrics_port", &host.shard_metrics_port));
-      if (!s.Has("shards") || !s.At("shards").is_array() || s.At("shards").empty()) {
-        return s.Error("shards", "must be a non-empty list of shard numbers");
+      // Empty: a shard server with no shards yet (a host just added, or drained).
+      if (!s.Has("shards") || !s.At("shards").is_array()) {
+        return s.Error("shards", "must be a list of shard numbers");
       }
       std::vector<uint32_t> list;
       for (const auto& v : s.At("shards")) {
@@ -263,8 +264,12 @@ StatusOr<ClusterSpec> ClusterSpec::Parse(const std::string& text, const std::str
     if (!etcd.At("members").is_array()) return etcd.Error("members", "must be a list");
     for (size_t i = 0; i < etcd.At("members").size(); ++i) {
       Fields m(etcd.At("members")[i], "etcd.members[" + std::to_string(i) + "]", file);
-      ZIPG_RETURN_IF_ERROR(m.Check({"host", "client_port", "peer_port"}));
+      ZIPG_RETURN_IF_ERROR(m.Check({"host", "client_port", "peer_port", "join"}));
       SpecEtcdMember member;
+      if (m.Has("join")) {
+        if (!m.At("join").is_boolean()) return m.Error("join", "must be true or false");
+        member.join = m.At("join").get<bool>();
+      }
       ZIPG_ASSIGN_OR_RETURN(member.host, m.String("host", true));
       if (!names.count(member.host)) return m.Error("host", "'" + member.host + "' is no host");
       for (const auto& other : spec.etcd_members) {
@@ -331,6 +336,7 @@ json ClusterSpec::ToJson() const {
     for (const auto& m : etcd_members) {
       etcd["members"].push_back(
           {{"host", m.host}, {"client_port", m.client_port}, {"peer_port", m.peer_port}});
+      if (m.join) etcd["members"].back()["join"] = true;
     }
   } else {
     etcd["endpoints"] = etcd_endpoints;

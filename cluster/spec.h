@@ -36,6 +36,10 @@ struct SpecEtcdMember {
   std::string host;  // a host of the spec
   int client_port = 2379;
   int peer_port = 2380;
+  // Added to a running etcd through its member API (`zipg deploy add-host`): started with
+  // --initial-cluster-state existing. Without it, the member was one of those that formed the
+  // cluster. etcd reads either only while its data directory is empty.
+  bool join = false;
 };
 
 struct SpecHost {

@@ -301,5 +301,46 @@ TEST(ClusterSpecTest, AMoveUnderWayAllowsOneMoreCopyOfItsShard) {
       << refused.status().message();
 }
 
+// What `zipg deploy add-host` writes: a host whose shard server has no shards yet, and an etcd
+// member that joins a running etcd (started with --initial-cluster-state existing).
+TEST(ClusterSpecTest, AnAddedHostHasNoShardsYetAndItsEtcdMemberJoins) {
+  auto spec = PlanCluster(Plan3());
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  nlohmann::json j = spec->ToJson();
+  nlohmann::json added = j["hosts"][0];
+  added["name"] = "d";
+  added["address"] = "10.0.0.4";
+  added["shard_server"]["shards"] = nlohmann::json::array();
+  j["hosts"].push_back(added);
+  nlohmann::json member = j["etcd"]["members"][0];
+  member["host"] = "d";
+  member["join"] = true;
+  j["etcd"]["members"].push_back(member);
+  auto parsed = ClusterSpec::Parse(j.dump(), "d.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const SpecHost* d = parsed->Host("d");
+  ASSERT_NE(d, nullptr);
+  ASSERT_TRUE(d->shards.has_value());
+  EXPECT_TRUE(d->shards->empty());
+  ASSERT_EQ(parsed->etcd_members.size(), 4u);
+  EXPECT_FALSE(parsed->etcd_members[0].join);  // those that formed the cluster
+  EXPECT_TRUE(parsed->etcd_members[3].join);
+  EXPECT_EQ(parsed->ToJson(), j);  // round-trips; "join" only where it is true
+  EXPECT_FALSE(parsed->ToJson()["etcd"]["members"][0].contains("join"));
+  // "join" is a boolean; shards a list (empty or not).
+  nlohmann::json bad = j;
+  bad["etcd"]["members"][3]["join"] = "yes";
+  auto refused = ClusterSpec::Parse(bad.dump(), "d.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("etcd.members[3].join"), std::string::npos)
+      << refused.status().message();
+  bad = j;
+  bad["hosts"][3]["shard_server"]["shards"] = 2;
+  refused = ClusterSpec::Parse(bad.dump(), "d.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("must be a list of shard numbers"), std::string::npos)
+      << refused.status().message();
+}
+
 }  // namespace
 }  // namespace zipg::cluster

@@ -204,29 +204,49 @@ StatusOr<bool> ShardMissing(const std::string& store_dir, uint32_t shard) {
   return !fs::exists(fs::path(store_dir) / graph::ShardDirName(shard), ec);
 }
 
+namespace {
+
+// The MANIFEST, when store_dir has none: fetched whole into a directory of its own, parsed there,
+// then renamed into place.
+Status FetchManifestWith(Fetcher* fetcher, const std::string& store_dir, FetchReport* report) {
+  std::error_code ec;
+  fs::create_directories(store_dir, ec);
+  if (ec) return Status::IOError("cannot create " + store_dir + ": " + ec.message());
+  const fs::path store(store_dir);
+  if (fs::exists(store / graph::kManifestName, ec)) return Status::OK();
+  const fs::path staging = store / ".manifest.fetch";
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  const std::string into = (staging / graph::kManifestName).string();
+  ZIPG_RETURN_IF_ERROR(fetcher->FetchWhole(graph::kManifestName, into));
+  ZIPG_RETURN_IF_ERROR(graph::ReadManifest(staging.string()).status());
+  fs::rename(into, store / graph::kManifestName, ec);
+  if (ec) return Status::IOError("cannot move the fetched MANIFEST into " + store_dir);
+  ZIPG_RETURN_IF_ERROR(SyncDirectoryOf((store / graph::kManifestName).string()));
+  fs::remove_all(staging, ec);
+  report->manifest = true;
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<FetchReport> FetchManifest(const std::string& store_dir, const FetchOptions& options) {
+  FetchReport report;
+  const auto start = Clock::now();
+  Fetcher fetcher(options, &report);
+  ZIPG_RETURN_IF_ERROR(FetchManifestWith(&fetcher, store_dir, &report));
+  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
 StatusOr<FetchReport> FetchShardFiles(const std::string& store_dir, uint32_t shard,
                                       const FetchOptions& options) {
   FetchReport report;
   const auto start = Clock::now();
   Fetcher fetcher(options, &report);
+  ZIPG_RETURN_IF_ERROR(FetchManifestWith(&fetcher, store_dir, &report));
   std::error_code ec;
-  fs::create_directories(store_dir, ec);
-  if (ec) return Status::IOError("cannot create " + store_dir + ": " + ec.message());
   const fs::path store(store_dir);
-  if (!fs::exists(store / graph::kManifestName, ec)) {
-    // Fetched whole into a directory of its own, parsed there, then renamed into place.
-    const fs::path staging = store / ".manifest.fetch";
-    fs::remove_all(staging, ec);
-    fs::create_directories(staging, ec);
-    const std::string into = (staging / graph::kManifestName).string();
-    ZIPG_RETURN_IF_ERROR(fetcher.FetchWhole(graph::kManifestName, into));
-    ZIPG_RETURN_IF_ERROR(graph::ReadManifest(staging.string()).status());
-    fs::rename(into, store / graph::kManifestName, ec);
-    if (ec) return Status::IOError("cannot move the fetched MANIFEST into " + store_dir);
-    ZIPG_RETURN_IF_ERROR(SyncDirectoryOf((store / graph::kManifestName).string()));
-    fs::remove_all(staging, ec);
-    report.manifest = true;
-  }
   ZIPG_ASSIGN_OR_RETURN(const graph::Manifest manifest, graph::ReadManifest(store_dir));
   if (shard >= manifest.shards) {
     return Status::InvalidArgument("shard " + std::to_string(shard) + " is not in " + store_dir);

@@ -59,6 +59,11 @@ StatusOr<bool> ShardMissing(const std::string& store_dir, uint32_t shard);
 StatusOr<FetchReport> FetchShardFiles(const std::string& store_dir, uint32_t shard,
                                       const FetchOptions& options);
 
+// The store's MANIFEST alone, when store_dir has none (a shard server started with no shards
+// on an empty store, `zipg deploy add-host`): from any source; report.manifest says whether it
+// was fetched.
+StatusOr<FetchReport> FetchManifest(const std::string& store_dir, const FetchOptions& options);
+
 // For the serving side: whether `path` is a file a replica may hand out for a fetch: "MANIFEST",
 // or a file the manifest lists under the directory of one of `hosted`.
 bool Fetchable(const std::vector<graph::ManifestFile>& manifest_files,

@@ -27,7 +27,6 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     const std::string& dir, const std::vector<uint32_t>& shards, const GraphOpenOptions& options,
     const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir_option,
     const RebuildOptions& rebuild) {
-  if (shards.empty()) return Status::InvalidArgument("a shard server needs at least one shard");
   std::unique_ptr<ServerGraph> g(new ServerGraph());
   ZIPG_ASSIGN_OR_RETURN(g->store_, OpenStore(dir, options, &shards));
   g->set_num_shards(g->store_.manifest.shards);
