@@ -28,6 +28,7 @@
 
 #include "client/cli.h"
 #include "client/client.h"
+#include "client/deploy.h"
 #include "client/procs.h"
 #include "client/prometheus.h"
 #include "cluster/spec.h"
@@ -79,7 +80,8 @@ const char kDeployUsage[] =
     "      aggregator P+8, LogStore P+9) and every aggregator an http_port (P+10)\n"
     "  zipg deploy certs --hosts H1,... --addresses A1,... --out DIR [--days N]\n"
     "      make a CA, a certificate and key per host and one for clients (client.pem), with\n"
-    "      openssl\n"
+    "      openssl; a DIR that has ca.pem and ca.key keeps them (certificates for hosts added\n"
+    "      later are signed by the cluster's CA)\n"
     "  zipg deploy start|stop|status --spec FILE [--exec PREFIX] [--zipg PATH] [--wait S]\n"
     "                               [--reach-timeout S]\n"
     "      run zipg node start|stop|status on every host of the spec: PREFIX is the command that\n"
@@ -96,7 +98,23 @@ const char kDeployUsage[] =
     "      written with SHARD on both hosts and a \"moving\" record, TO's shard server serves it\n"
     "      (fetching its files) and catches up, FROM's stops serving it, and the spec is written\n"
     "      with the final placement. Run it again after an interruption: it continues. The\n"
-    "      TLS files are a client's (deploy certs' client.pem) when the cluster has TLS\n";
+    "      TLS files are a client's (deploy certs' client.pem) when the cluster has TLS\n"
+    "  zipg deploy add-host NAME ADDRESS --spec FILE [--roles shard,aggregator,etcd]\n"
+    "                       [--store DIR] [--timeout-ms MS] [--tls-*]\n"
+    "      add a host (roles default shard,aggregator; ports as the other hosts'): written to\n"
+    "      the spec, its etcd member added through etcd's member API and started to join, its\n"
+    "      servers started (its shard server with no shards: rebalance gives it some)\n"
+    "  zipg deploy remove-host NAME --spec FILE [--timeout-ms MS] [--tls-*]\n"
+    "      drain a host: each of its shard copies moves to the host with the fewest that lacks\n"
+    "      it (as deploy move), then its servers stop, its etcd member is removed through the\n"
+    "      member API, and it leaves the spec. A host that cannot be reached (dead) is removed\n"
+    "      the same way, its copies made again from the other replicas\n"
+    "  zipg deploy rebalance --spec FILE [--dry-run] [--timeout-ms MS] [--tls-*]\n"
+    "      even out the copies per host (then bytes): while a host has two copies more than\n"
+    "      another, its largest shard the other lacks moves there, one move at a time; prints\n"
+    "      the plan; --dry-run only prints it\n"
+    "  Each of move, add-host, remove-host and rebalance can be run again after an interruption:\n"
+    "  the spec records where it stopped.\n";
 
 std::vector<std::string> SplitList(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -228,10 +246,12 @@ class Node {
     // A host with shard servers only and an empty (or no) store directory is started as it is:
     // its shard servers fetch their shards' files, and the MANIFEST, from serving replicas
     // (docs/cluster-changes.md).
+    // So is a host whose shard server has no shards yet (`zipg deploy add-host`): it fetches the
+    // MANIFEST alone.
     bool fetches = false;
-    if (!host_.logstore_port && host_.shards && !host_.shards->empty() &&
+    if (!host_.logstore_port && host_.shards &&
         !std::filesystem::exists(store_ + "/" + graph::kManifestName, ec)) {
-      auto missing = shard::ShardMissing(store_, host_.shards->front());
+      auto missing = shard::ShardMissing(store_, host_.shards->empty() ? 0 : host_.shards->front());
       fetches = missing.ok() && *missing;
     }
     if ((host_.shards || host_.logstore_port) && !fetches) {
@@ -287,6 +307,7 @@ class Node {
       if (host_.shards) {
         std::string list;
         for (uint32_t s : *host_.shards) list += (list.empty() ? "" : ",") + std::to_string(s);
+        if (list.empty()) list = "none";  // a host added with no shards yet
         server("shard", ClusterSpec::ShardServerName(host_), host_.shard_port,
                {"--store", store_, "--shards", list, "--update-port",
                 std::to_string(host_.update_port)},
@@ -512,7 +533,8 @@ class Node {
         "etcd", "--name", name, "--data-dir", store_ + "/run/" + name, "--listen-client-urls",
         client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
         "--initial-advertise-peer-urls", peer, "--initial-cluster", initial,
-        "--initial-cluster-state", "new", "--initial-cluster-token", spec_.cluster,
+        "--initial-cluster-state", m.join ? "existing" : "new", "--initial-cluster-token",
+        spec_.cluster,
         // A member cut off by a partition comes back with a higher
         // term; without pre-vote it deposes the leader at the heal
         // (2-5 s without one, measured by the Jepsen rig).
@@ -609,17 +631,26 @@ class Deployer {
   // an error naming each host that did not, with why (docs/deploy.md, "Transport").
   // The answer is kept: a command asks once.
   Status Reach() const {
-    if (!reached_) reached_ = AskEveryHost();
+    if (!reached_) reached_ = AskHosts(spec_.hosts);
     return *reached_;
   }
 
+  // The same question of the named hosts of `spec` (a spec the command has changed since).
+  Status ReachSome(const ClusterSpec& spec, const std::vector<std::string>& names) const {
+    std::vector<SpecHost> hosts;
+    for (const auto& h : spec.hosts) {
+      if (std::find(names.begin(), names.end(), h.name) != names.end()) hosts.push_back(h);
+    }
+    return AskHosts(hosts);
+  }
+
  private:
-  Status AskEveryHost() const {
-    std::vector<std::string> problems(spec_.hosts.size());
+  Status AskHosts(const std::vector<SpecHost>& hosts) const {
+    std::vector<std::string> problems(hosts.size());
     std::vector<std::thread> asks;
-    for (size_t i = 0; i < spec_.hosts.size(); ++i) {
+    for (size_t i = 0; i < hosts.size(); ++i) {
       asks.emplace_back([&, i] {
-        const SpecHost& h = spec_.hosts[i];
+        const SpecHost& h = hosts[i];
         std::string out;
         bool timed_out = false;
         const int rc = Run(OnHost(h, {"node", "check"}), &out, /*merge_stderr=*/true,
@@ -836,7 +867,11 @@ int Certs(const Args& args) {
     output.clear();
     return Run(a, &output, /*merge_stderr=*/true) == 0;
   };
-  if (!openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+  // A directory that has the CA already (a host added later) keeps it: the new certificates are
+  // signed by the cluster's CA, and a second run never replaces the CA the cluster trusts.
+  const bool kept_ca = fs::exists(dir + "/ca.pem", ec) && fs::exists(dir + "/ca.key", ec);
+  if (!kept_ca &&
+      !openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                 "-nodes", "-keyout", dir + "/ca.key", "-out", dir + "/ca.pem", "-days", days,
                 "-subj", "/CN=zipg cluster CA"})) {
     return Fail(
@@ -844,7 +879,7 @@ int Certs(const Args& args) {
   }
   std::vector<std::pair<std::string, std::string>> subjects;
   for (size_t i = 0; i < hosts.size(); ++i) subjects.push_back({hosts[i], addresses[i]});
-  subjects.push_back({"client", "127.0.0.1"});
+  if (!kept_ca || !fs::exists(dir + "/client.pem", ec)) subjects.push_back({"client", "127.0.0.1"});
   for (const auto& [name, address] : subjects) {
     const std::string ext = dir + "/" + name + ".ext";
     std::ofstream(ext) << "subjectAltName=DNS:" << name << ",DNS:localhost,IP:127.0.0.1"
@@ -863,7 +898,9 @@ int Certs(const Args& args) {
     fs::remove(ext, ec);
   }
   fs::permissions(dir + "/ca.key", fs::perms::owner_read | fs::perms::owner_write, ec);
-  std::cout << "zipg deploy: CA, " << hosts.size() << " host certificates and client.pem in " << dir
+  std::cout << "zipg deploy: " << (kept_ca ? "the CA kept, " : "CA, ") << hosts.size()
+            << " host certificates" << (subjects.size() > hosts.size() ? " and client.pem" : "")
+            << " in " << dir
             << "; copy ca.pem and HOST.pem/.key to each host; keep ca.key offline\n";
   return kExitOk;
 }
@@ -915,117 +952,36 @@ int RunNode(int argc, char** argv) {
   return UsageError("unknown action '" + action + "'", kNodeUsage);
 }
 
-// zipg deploy move (docs/cluster-changes.md, step 2): the spec records the move before the
-// cluster is changed and its end after, so a rerun knows where it stopped.
-int DeployMove(const std::string& spec_path, ClusterSpec spec, const std::string& shard_text,
-               const std::string& from, const std::string& to, const Args& args) {
-  auto shard_number = ParseShardList(shard_text);
-  if (!shard_number.ok() || shard_number->size() != 1) {
-    return UsageError("deploy move: SHARD must be one shard number", kDeployUsage);
-  }
-  const uint32_t shard = (*shard_number)[0];
-  auto timeout = args.GetUint("timeout-ms", 3600000);
-  if (!timeout.ok() || *timeout == 0 || *timeout > 86400000) {
-    return UsageError("--timeout-ms must be 1..86400000", kDeployUsage);
-  }
-  auto tls = ApplyTlsArgs(args);
-  if (!tls.ok()) return UsageError(tls.status().message(), kDeployUsage);
-  const cluster::SpecMove move{shard, from, to};
-  auto write_spec = [&](const ClusterSpec& updated) -> Status {
-    const std::string text = updated.ToJson().dump(2) + "\n";
-    // Parsed again before it replaces the file: a spec this writes must load.
-    ZIPG_RETURN_IF_ERROR(ClusterSpec::Parse(text, spec_path).status());
-    return WriteFileAtomically(spec_path, [&](const FileSink& sink) { return sink(text); });
-  };
-  auto host_of = [&](const std::string& name) -> SpecHost* {
-    for (auto& h : spec.hosts) {
-      if (h.name == name) return &h;
-    }
-    return nullptr;
-  };
-  if (spec.moving && !(*spec.moving == move)) {
-    return Fail(Status::FailedPrecondition(spec_path + " records another move under way (shard " +
-                                           std::to_string(spec.moving->shard) + " from " +
-                                           spec.moving->from + " to " + spec.moving->to +
-                                           "): run that one again to finish it first"));
-  }
-  auto lists = [shard](const SpecHost* h) {
-    return h && h->shards &&
-           std::find(h->shards->begin(), h->shards->end(), shard) != h->shards->end();
-  };
-  if (!spec.moving) {
-    SpecHost* source = host_of(from);
-    SpecHost* target = host_of(to);
-    if (!source || !target) {
-      return Fail(Status::NotFound("deploy move: no host named " + (source ? to : from) + " in " +
-                                   spec_path));
-    }
-    if (from == to) return Fail(Status::InvalidArgument("deploy move: FROM and TO are one host"));
-    if (!target->shards) {
-      return Fail(Status::InvalidArgument("deploy move: host " + to + " runs no shard server"));
-    }
-    if (!lists(source) && lists(target)) {  // moved already (a rerun after the end)
-      std::cout << json{{"shard", shard}, {"from", from}, {"to", to}, {"already", true}}.dump()
-                << "\n";
-      return kExitOk;
-    }
-    if (!lists(source)) {
-      return Fail(Status::InvalidArgument("deploy move: host " + from + " does not serve shard " +
-                                          std::to_string(shard)));
-    }
-    if (lists(target)) {
-      return Fail(Status::InvalidArgument("deploy move: host " + to + " serves shard " +
-                                          std::to_string(shard) + " already"));
-    }
-    // 1. The spec: the shard on both hosts, and the move recorded.
-    target->shards->push_back(shard);
-    std::sort(target->shards->begin(), target->shards->end());
-    spec.moving = move;
-    if (Status s = write_spec(spec); !s.ok()) return Fail(s);
-    std::cerr << "zipg deploy: " << spec_path << " records the move of shard " << shard << " from "
-              << from << " to " << to << "\n";
-  }
-  // 2. The cluster: TO serves it, caught up; then FROM stops (each step skipped once done).
-  const SpecHost* entry = nullptr;
-  for (const auto& h : spec.hosts) {
-    if (h.aggregator_port && !entry) entry = &h;
-  }
-  ClientOptions options;
-  options.timeout_ms = static_cast<int>(*timeout);
-  options.tls = *tls;
-  const std::string aggregator = entry->address + ":" + std::to_string(*entry->aggregator_port);
-  auto client = Connect(aggregator, options);
-  if (!client.ok()) return Fail(client.status());
-  auto summary = MoveShard(**client, shard, ClusterSpec::ShardServerName(*host_of(from)),
-                           ClusterSpec::ShardServerName(*host_of(to)), options);
-  if (!summary.ok()) {
-    return Fail(Status(summary.status().code(),
-                       summary.status().message() + " (" + spec_path +
-                           " still records the move; run the same command again)"));
-  }
-  // 3. The spec: the final placement.
-  SpecHost* source = host_of(from);
-  source->shards->erase(std::find(source->shards->begin(), source->shards->end(), shard));
-  spec.moving.reset();
-  if (Status s = write_spec(spec); !s.ok()) return Fail(s);
-  std::cout << summary->dump() << "\n";
-  return kExitOk;
-}
-
 int RunDeploy(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, 2, {"metrics"});
+  auto args = Args::Parse(argc, argv, 2, {"metrics", "dry-run"});
   if (!args.ok()) return UsageError(args.status().message(), kDeployUsage);
   const std::string action = args->positional().empty() ? "" : args->positional()[0];
-  if (args->positional().size() != (action == "move" ? 4u : 1u)) {
-    return UsageError(action == "move" ? "deploy move needs SHARD FROM TO"
-                                       : "deploy needs plan, certs, start, stop, status or move",
+  // The actions and their positional arguments.
+  const std::map<std::string, size_t> positional = {
+      {"plan", 1}, {"certs", 1},    {"start", 1},       {"stop", 1},     {"status", 1},
+      {"move", 4}, {"add-host", 3}, {"remove-host", 2}, {"rebalance", 1}};
+  const auto it = positional.find(action);
+  if (it == positional.end()) {
+    return UsageError(
+        "deploy needs plan, certs, start, stop, status, move, add-host, remove-host or rebalance",
+        kDeployUsage);
+  }
+  if (args->positional().size() != it->second) {
+    return UsageError(action == "move"          ? "deploy move needs SHARD FROM TO"
+                      : action == "add-host"    ? "deploy add-host needs NAME ADDRESS"
+                      : action == "remove-host" ? "deploy remove-host needs NAME"
+                                                : "deploy " + action + " takes no arguments",
                       kDeployUsage);
   }
   if (action == "plan") return Plan(*args);
   if (action == "certs") return Certs(*args);
-  Status known = args->CheckKnown(
-      action == "move" ? WithTls({"spec", "exec", "zipg", "wait", "reach-timeout", "timeout-ms"})
-                       : std::vector<std::string>{"spec", "exec", "zipg", "wait", "reach-timeout"});
+  const bool changes =
+      action == "move" || action == "add-host" || action == "remove-host" || action == "rebalance";
+  std::vector<std::string> flags = {"spec", "exec", "zipg", "wait", "reach-timeout"};
+  if (changes) flags = WithTls(WithFlags(flags, {"timeout-ms"}));
+  if (action == "add-host") flags.insert(flags.end(), {"roles", "store"});
+  if (action == "rebalance") flags.push_back("dry-run");
+  Status known = args->CheckKnown(flags);
   if (!known.ok()) return UsageError(known.message(), kDeployUsage);
   const auto spec_path = args->Get("spec");
   if (!spec_path) return UsageError("deploy " + action + " needs --spec FILE", kDeployUsage);
@@ -1071,12 +1027,30 @@ int RunDeploy(int argc, char** argv) {
     }
   }
   if (action == "start") return d.Start(static_cast<int>(*wait));
-  if (action == "move") {
-    // What the transport step above may have kept is in the file now.
-    auto current = ClusterSpec::Load(*spec_path);
-    if (!current.ok()) return Fail(current.status());
-    return DeployMove(*spec_path, *current, args->positional()[1], args->positional()[2],
-                      args->positional()[3], *args);
+  if (changes) {
+    // Each step reads the spec from the file (what the transport step above may have kept is in
+    // it now) and writes it back.
+    DeployContext ctx;
+    ctx.spec_path = *spec_path;
+    ctx.on_host = [&d](const SpecHost& h, const std::vector<std::string>& command) {
+      return Run(d.OnHost(h, command));
+    };
+    ctx.reach = [&d](const ClusterSpec& now, const std::vector<std::string>& names) {
+      return d.ReachSome(now, names);
+    };
+    auto timeout = args->GetUint("timeout-ms", 3600000);
+    if (!timeout.ok() || *timeout == 0 || *timeout > 86400000) {
+      return UsageError("--timeout-ms must be 1..86400000", kDeployUsage);
+    }
+    ctx.options.timeout_ms = static_cast<int>(*timeout);
+    auto tls = ApplyTlsArgs(*args);
+    if (!tls.ok()) return UsageError(tls.status().message(), kDeployUsage);
+    ctx.options.tls = *tls;
+    const auto& p = args->positional();
+    if (action == "move") return DeployMove(ctx, p[1], p[2], p[3]);
+    if (action == "add-host") return DeployAddHost(ctx, p[1], p[2], *args);
+    if (action == "remove-host") return DeployRemoveHost(ctx, p[1]);
+    return DeployRebalance(ctx, args->Has("dry-run"));
   }
   if (action == "stop") return d.Stop();
   if (action == "status") return d.StatusAll();

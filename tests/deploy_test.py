@@ -23,10 +23,18 @@ C. both replicas of shard 0 killed: its reads get UNAVAILABLE fast (time reporte
    shards answer; after the restart every acknowledged write is visible.
 D. the etcd leader killed during closed-loop reads and writes: no failed call for two lease
    TTLs; a shard server restarted meanwhile registers and serves. The member rejoins.
-D2. `zipg deploy move` of a shard copy from one host to another that lacks its files, during
-   closed-loop reads and writes: no failed call; the spec ends with the new placement and no
-   "moving" record; the new copy fetched the files over mutual TLS and answers as the model;
-   the command run again changes nothing.
+D3. `zipg deploy certs` for h5 (the CA kept), `zipg deploy add-host h5` (an empty store: it
+   fetches the MANIFEST) and `zipg deploy rebalance` (h5 gets a copy; `deploy move`, run again
+   for that move, and rebalance, run again, change nothing).
+D4. `zipg deploy remove-host h4`: its copies move first, then its processes stop.
+D5. h2 killed with kill -9 (its etcd member and shard server): `zipg deploy remove-host h2` makes
+   its copies again from the other replicas and removes its etcd member; `zipg deploy add-host
+   h4` again, on an empty store, with an etcd member that joins through the member API;
+   `zipg deploy rebalance`. Each of D3-D5 runs under a closed-loop read and write load through
+   the live aggregators: no failed call; after each the spec's placement is the cluster's (two
+   serving copies of every shard, none catching up, no move recorded); after D5 every replica
+   asked directly and every read through the aggregators equals the model, and the etcd member
+   list is the spec's.
 E. strangers: plaintext to a TLS port, TLS without a client certificate, a certificate from
    another CA, the CLI and the Python client without TLS, plain http and certificate-less https
    to etcd: each is refused and learns nothing; members are still served.
@@ -63,7 +71,8 @@ check, section, note = T.check, T.section, T.note
 TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
 TLS = os.path.join(TMP, "tls")
 SHARDS = 4
-HOSTS = ["h1", "h2", "h3", "h4"]
+HOSTS = ["h1", "h2", "h3", "h4"]  # in the plan
+NET_HOSTS = HOSTS + ["h5"]  # namespaces; h5 joins with zipg deploy add-host (D3)
 TAG = f"zt{os.getpid() % 100000}"  # names of the namespaces, bridge and veths (<= 15 chars)
 SUBNET = f"10.213.{os.getpid() % 250}"
 # The deployments' default. With 3 s, killing the etcd leader under load (D) made 2 of 5 runs fail
@@ -91,11 +100,11 @@ class Network:
         if why:
             self.cleanup()
             self.reason = why
-            self.addresses = {h: f"127.77.0.{k + 1}" for k, h in enumerate(HOSTS)}
+            self.addresses = {h: f"127.77.0.{k + 1}" for k, h in enumerate(NET_HOSTS)}
             self.exec_prefix = "env"
         else:
             self.netns = True
-            self.addresses = {h: f"{SUBNET}.{k + 1}" for k, h in enumerate(HOSTS)}
+            self.addresses = {h: f"{SUBNET}.{k + 1}" for k, h in enumerate(NET_HOSTS)}
             self.exec_prefix = f"ip netns exec {TAG}-{{host}}"
 
     def _ip(self, *args):
@@ -116,7 +125,7 @@ class Network:
             self.links.append(bridge)
             self._ip("addr", "add", f"{SUBNET}.254/24", "dev", bridge)
             self._ip("link", "set", bridge, "up")
-            for k, name in [(i + 1, h) for i, h in enumerate(HOSTS)] + [(100, "c")]:
+            for k, name in [(i + 1, h) for i, h in enumerate(NET_HOSTS)] + [(100, "c")]:
                 ns, veth, peer = f"{TAG}-{name}", f"{TAG}v{k}", f"{TAG}p{k}"
                 self._ip("netns", "add", ns)
                 self.made.append(ns)
@@ -298,8 +307,10 @@ def main():
 
     def node_processes():
         out = {}
-        for h in spec["hosts"]:
-            path = os.path.join(h["store"], "run", f"node-{h['name']}.json")
+        with open(spec_path) as f:  # hosts come and go (D3..D5): the spec as it is now
+            hosts = json.load(f)["hosts"]
+        for h in hosts:
+            path = os.path.join(h.get("store", STORE), "run", f"node-{h['name']}.json")
             if os.path.exists(path):
                 with open(path) as f:
                     for p in json.load(f)["processes"]:
@@ -570,54 +581,135 @@ def main():
           f"D: deploy start restarted {etcd_name}")
     full_comparison("D, after the loss of an etcd member")
 
-    # ---- D2 -----------------------------------------------------------------------------------
-    section("D2. zipg deploy move of a shard copy to another host under reads and writes")
-    with open(spec_path) as f:
-        placed = {h["name"]: h.get("shard_server", {}).get("shards", []) for h in
-                  json.load(f)["hosts"]}
-    src, sh, dst = next((a, s_, b) for a in HOSTS for s_ in placed[a] for b in HOSTS
-                        if s_ not in placed[b])
-    load = Load(4, [q for q in reads if q["op"] != "rpq" or q.get("sources") is not None], model,
-                writes=True, src_base=8_000_100)  # nodes D's load did not write
-    time.sleep(1.0)
-    before = load.calls
-    t = time.monotonic()
-    r = run([client_zipg, "deploy", "move", str(sh), src, dst, "--spec", spec_path, *CLIENT_TLS],
-            timeout=240)
-    took = time.monotonic() - t
-    time.sleep(1.0)
-    load.finish()
-    check(r.returncode == 0, f"D2: deploy move {sh} {src} {dst}: {r.stderr[-800:]!r}")
-    check(load.failed == 0, f"D2: {load.failed} failed calls during the move")
-    for q in load.written:
-        model.write(q)
-    try:
-        summary = json.loads(r.stdout)
-    except ValueError:
-        summary = {}
-    note(f"D2: shard {sh} from {src} to {dst} in {took:.1f} s; {load.calls - before} calls "
-         f"(reads and writes), {load.failed} failed, slowest {load.slowest * 1000:.1f} ms; "
-         f"summary {summary}")
-    check((summary.get("fetched") or {}).get("bytes", 0) > 0,
-          f"D2: shard-{dst} fetched shard {sh}'s files: {summary}")
-    with open(spec_path) as f:
-        after = json.load(f)
-    placed_after = {h["name"]: h.get("shard_server", {}).get("shards", []) for h in after["hosts"]}
-    check("moving" not in after and sh in placed_after[dst] and sh not in placed_after[src],
-          f"D2: the spec ends with the new placement: {placed_after} (moving: "
-          f"{after.get('moving')})")
+    # ---- D3, D4, D5: hosts join and leave (docs/cluster-changes.md, step 3) ----------------------
+    def change(label, *argv, timeout=300):
+        """Runs `zipg deploy ARGV` from the client's namespace during a closed-loop read and write
+        load through both live aggregators: its JSON summary, after checking that it succeeded
+        and that no call failed; acknowledged writes go into the model."""
+        nonlocal load_base
+        load_base += 100
+        load = Load(4, [q for q in reads if q["op"] != "rpq" or q.get("sources") is not None],
+                    model, writes=True, src_base=load_base)
+        time.sleep(0.5)
+        t = time.monotonic()
+        r = run([client_zipg, "deploy", *argv, "--spec", spec_path, *CLIENT_TLS],
+                timeout=timeout)
+        took = time.monotonic() - t
+        time.sleep(0.5)
+        load.finish()
+        check(r.returncode == 0, f"{label}: deploy {' '.join(argv)}: {r.stderr[-1500:]!r}")
+        check(load.failed == 0, f"{label}: {load.failed} failed calls during deploy {argv[0]}")
+        for q in load.written:
+            model.write(q)
+        lines = [ln for ln in r.stdout.decode().splitlines() if ln.startswith("{")]
+        summary = json.loads(lines[-1]) if lines else {}
+        note(f"{label}: deploy {' '.join(argv)} in {took:.1f} s; {load.calls} calls, "
+             f"{load.failed} failed, slowest {load.slowest * 1000:.1f} ms "
+             f"({short(load.slowest_req, 80)}); {short(summary, 400)}")
+        return summary
+
+    def placement():
+        with open(spec_path) as f:
+            now = json.load(f)
+        return ({h["name"]: h.get("shard_server", {}).get("shards") for h in now["hosts"]},
+                [m["host"] for m in now["etcd"]["members"]], now)
+
+    def check_placement(label):
+        """The spec's placement is the cluster's: R copies of each shard, each served."""
+        placed, _, now = placement()
+        check("moving" not in now, f"{label}: a move is still recorded: {now.get('moving')}")
+        copies = {s_: sorted(h for h, l in placed.items() if l and s_ in l) for s_ in range(SHARDS)}
+        check(all(len(v) == 2 for v in copies.values()), f"{label}: two copies each: {copies}")
+        current = members()
+        for h, shards_of in placed.items():
+            if shards_of is None:
+                continue
+            m = current.get(f"shard-{h}", {})
+            check(sorted(m.get("shards", [])) == sorted(shards_of) and
+                  not m.get("catching_up") and m.get("serving"),
+                  f"{label}: shard-{h} serves {shards_of}: {m}")
+        return placed
+
+    def etcd_members():
+        m0 = placement()[2]["etcd"]["members"][0]
+        url = f"https://{net.addresses[m0['host']]}:{m0['client_port']}/v3/cluster/member/list"
+        with urllib.request.urlopen(urllib.request.Request(url, data=b"{}"),
+                                    context=client_ssl(), timeout=10) as resp:
+            return sorted(m.get("name", "") for m in json.load(resp).get("members", []))
+
+    load_base = 8_000_200
+    section("D3. zipg deploy add-host h5 (shard server, aggregator) and rebalance under load")
+    with open(os.path.join(TLS, "ca.pem"), "rb") as f:
+        ca = f.read()
+    r = run([ZIPG, "deploy", "certs", "--hosts", "h5", "--addresses", net.addresses["h5"],
+             "--out", TLS, "--days", "2"])
+    with open(os.path.join(TLS, "ca.pem"), "rb") as f:
+        check(r.returncode == 0 and f.read() == ca and b"the CA kept" in r.stdout,
+              f"D3: deploy certs for h5 kept the cluster's CA: {r.stdout!r} {r.stderr[-300:]!r}")
+    summary = change("D3", "add-host", "h5", net.addresses["h5"], "--roles", "shard,aggregator",
+                     "--store", os.path.join(TMP, "hosts", "h5", "store"))
+    node_processes()
     current = members()
-    check(sh in current[f"shard-{dst}"]["shards"] and
-          sh not in current[f"shard-{dst}"].get("catching_up", []) and
-          sh not in current[f"shard-{src}"]["shards"],
-          f"D2: the cluster serves the new placement: "
-          f"{ {n: current[n]['shards'] for n in servers} }")
-    r = run([client_zipg, "deploy", "move", str(sh), src, dst, "--spec", spec_path, *CLIENT_TLS],
-            timeout=120)
-    check(r.returncode == 0 and '"already":true' in r.stdout.decode(),
-          f"D2: the move run again changes nothing: {r.stdout!r} {r.stderr[-300:]!r}")
-    compare_replicas("D2", [f"shard-{dst}"])
-    full_comparison("D2, after the move")
+    check("shard-h5" in current and "aggregator-h5" in current,
+          f"D3: h5's servers registered: {sorted(current)}")
+    summary = change("D3", "rebalance")
+    placed = check_placement("D3")
+    counts = {h: len(v) for h, v in placed.items() if v is not None}
+    check(len(placed.get("h5") or []) > 0 and max(counts.values()) - min(counts.values()) <= 1,
+          f"D3: rebalance gave h5 copies and evened them out: {counts}; {short(summary, 300)}")
+    check(all((m.get("fetched") or {}).get("bytes", 0) > 0 for m in summary.get("moves", [])),
+          f"D3: h5 fetched each shard it was given: {short(summary, 400)}")
+    r = run([client_zipg, "deploy", "rebalance", "--spec", spec_path, *CLIENT_TLS], timeout=120)
+    check(r.returncode == 0 and '"plan":[]' in r.stdout.decode(),
+          f"D3: rebalance run again plans nothing: {r.stdout[-300:]!r} {r.stderr[-300:]!r}")
+    for m in summary.get("plan", [])[:1]:
+        r = run([client_zipg, "deploy", "move", str(m["shard"]), m["from"], m["to"], "--spec",
+                 spec_path, *CLIENT_TLS], timeout=120)
+        check(r.returncode == 0 and '"already":true' in r.stdout.decode(),
+              f"D3: deploy move of a move done changes nothing: {r.stdout!r} "
+              f"{r.stderr[-300:]!r}")
+    # h5's aggregator takes h4's place in the sessions and loads (h4 leaves next).
+    aggs[1] = f"{net.addresses['h5']}:{base_port}"
+    sess[1].close()
+    sess[1] = Session(aggs[1], "agg-h5", SEED + 30)
+    compare_replicas("D3", ["shard-h5"])
+
+    section("D4. zipg deploy remove-host h4 (drained: its copies move first) under load")
+    summary = change("D4", "remove-host", "h4")
+    placed = check_placement("D4")
+    check("h4" not in placed and "shard-h4" not in members() and
+          "aggregator-h4" not in members(),
+          f"D4: h4 left the spec and the cluster: {sorted(placed)} {sorted(members())}")
+    left = run(["ip", "netns", "pids", f"{TAG}-h4"]).stdout.split() if net.netns else []
+    check(not left, f"D4: processes left on h4: {left}")
+
+    section("D5. a killed host replaced: h2 kill -9, remove-host h2, add-host h4 (etcd too)")
+    before = etcd_members()
+    for name, p in node_processes().items():
+        if name.endswith("-h2"):
+            kill9(p["pid"])
+    t = time.monotonic()
+    while "shard-h2" in members() and time.monotonic() - t < 30:
+        time.sleep(0.2)
+    check("shard-h2" not in members(), "D5: shard-h2's lease expired")
+    summary = change("D5", "remove-host", "h2")
+    check(len(summary.get("moves", [])) > 0, f"D5: h2's copies made again: {short(summary)}")
+    check_placement("D5, h2 removed")
+    after_remove = etcd_members()
+    # h4 comes back as a new machine: an empty store directory, and an etcd member.
+    summary = change("D5", "add-host", "h4", net.addresses["h4"], "--roles",
+                     "shard,aggregator,etcd", "--store", os.path.join(TMP, "hosts", "h4b", "store"))
+    summary = change("D5", "rebalance")
+    placed = check_placement("D5, h4 added")
+    check(len(placed.get("h4") or []) > 0, f"D5: rebalance gave h4 copies: {placed}")
+    _, in_spec, _ = placement()
+    names = etcd_members()
+    check("etcd-h2" in before and "etcd-h2" not in after_remove and
+          names == sorted(f"etcd-{h}" for h in in_spec) and "etcd-h4" in names,
+          f"D5: etcd members {before} -> {after_remove} -> {names} (spec: {in_spec})")
+    node_processes()
+    compare_replicas("D5", [f"shard-{h}" for h, v in placed.items() if v])
+    full_comparison("D5, after the replacement")
 
     # ---- E ------------------------------------------------------------------------------------
     section("E. strangers are refused and learn nothing")
