@@ -7,6 +7,7 @@
 // e.g. "ip netns exec zipg-{host}" for the tests).
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -565,7 +566,9 @@ class Node {
 int Run(const std::vector<std::string>& argv, std::string* out = nullptr, bool merge_stderr = false,
         std::optional<std::chrono::seconds> timeout = std::nullopt, bool* timed_out = nullptr) {
   int fds[2] = {-1, -1};
-  if (out != nullptr && pipe(fds) != 0) return -1;
+  // Close-on-exec: a child forked meanwhile by another thread (deploy runs hosts at once) must not
+  // inherit this pipe, or its daemons would hold it open and this read would never end.
+  if (out != nullptr && pipe2(fds, O_CLOEXEC) != 0) return -1;
   std::vector<char*> cargs;
   for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
   cargs.push_back(nullptr);
@@ -702,16 +705,16 @@ class Deployer {
 
   int Start(int wait_seconds) {
     if (Status reached = Reach(); !reached.ok()) return Fail(reached);
-    // etcd members first (servers wait for etcd's quorum), then every host's servers.
-    for (const auto& m : spec_.etcd_members) {
-      if (Run(OnHost(*spec_.Host(m.host), {"node", "start", "--roles", "etcd"})) != 0) {
-        return Fail(Status::Unavailable("starting etcd on " + m.host + " failed"));
-      }
+    // etcd members first (servers wait for etcd's quorum), then every host's servers; the hosts
+    // of each step at once.
+    std::vector<const SpecHost*> members, all;
+    for (const auto& m : spec_.etcd_members) members.push_back(spec_.Host(m.host));
+    for (const auto& h : spec_.hosts) all.push_back(&h);
+    if (auto failed = OnHosts(members, {"node", "start", "--roles", "etcd"}); !failed.empty()) {
+      return Fail(Status::Unavailable("starting etcd on " + failed + " failed"));
     }
-    for (const auto& h : spec_.hosts) {
-      if (Run(OnHost(h, {"node", "start", "--roles", "servers"})) != 0) {
-        return Fail(Status::Unavailable("starting the servers of " + h.name + " failed"));
-      }
+    if (auto failed = OnHosts(all, {"node", "start", "--roles", "servers"}); !failed.empty()) {
+      return Fail(Status::Unavailable("starting the servers of " + failed + " failed"));
     }
     // Healthy: an aggregator says every shard is served and the LogStore is registered.
     const auto deadline = Clock::now() + std::chrono::seconds(wait_seconds);
@@ -747,15 +750,33 @@ class Deployer {
       std::cerr << "zipg deploy: " << reached.message() << "\n";
       rc = kExitFailure;
     }
-    for (auto it = spec_.hosts.rbegin(); it != spec_.hosts.rend(); ++it) {
-      if (Run(OnHost(*it, {"node", "stop", "--roles", "servers"})) != 0) rc = kExitFailure;
-    }
-    for (const auto& m : spec_.etcd_members) {
-      if (Run(OnHost(*spec_.Host(m.host), {"node", "stop", "--roles", "etcd"})) != 0) {
-        rc = kExitFailure;
-      }
-    }
+    std::vector<const SpecHost*> members, all;
+    for (const auto& m : spec_.etcd_members) members.push_back(spec_.Host(m.host));
+    for (const auto& h : spec_.hosts) all.push_back(&h);
+    if (!OnHosts(all, {"node", "stop", "--roles", "servers"}).empty()) rc = kExitFailure;
+    if (!OnHosts(members, {"node", "stop", "--roles", "etcd"}).empty()) rc = kExitFailure;
     return rc;
+  }
+
+  // Runs `zipg COMMAND` on every one of `hosts` at once; their output is printed in the hosts'
+  // order once all ended. The names of those that failed, comma-separated (empty: none).
+  std::string OnHosts(const std::vector<const SpecHost*>& hosts,
+                      const std::vector<std::string>& command) const {
+    std::vector<std::string> out(hosts.size());
+    std::vector<int> rc(hosts.size(), 0);
+    std::vector<std::thread> runs;
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      runs.emplace_back(
+          [&, i] { rc[i] = Run(OnHost(*hosts[i], command), &out[i], /*merge_stderr=*/true); });
+    }
+    for (auto& t : runs) t.join();
+    std::string failed;
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      std::cout << out[i];
+      if (rc[i] != 0) failed += (failed.empty() ? "" : ", ") + hosts[i]->name;
+    }
+    std::cout.flush();
+    return failed;
   }
 
   int StatusAll() {

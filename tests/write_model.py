@@ -449,27 +449,44 @@ class ClusterCheck:
     def ids(self):
         return sorted(self.model.ids_ever | {3, 999_999})
 
+    def _compare_all(self, work):
+        """compare() of each (session, reqs, label) of `work` at once, one thread each (the
+        cluster has two cores to answer with; nothing writes meanwhile): the sum of the bad."""
+        bad = [0] * len(work)
+
+        def one(k):
+            bad[k] = self.compare(*work[k])
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(len(work))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sum(bad)
+
     def full_comparison(self, label):
         reqs = node_reads(self.model, self.ids(), traversals=True)
         n = len(self.sessions)
-        bad = sum(self.compare(s, reqs[k::n], label) for k, s in enumerate(self.sessions))
+        bad = self._compare_all([(s, reqs[k::n], label) for k, s in enumerate(self.sessions)])
         self.check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
         self.note(f"{label}: {len(reqs)} reads through the aggregators, {bad} wrong")
 
     def compare_replicas(self, label, names):
         """Each replica, asked directly, answers the model for every node of its shards."""
         current = self.members()
-        total = bad = 0
+        total = 0
+        work = []
         for name in names:
             m = current.get(name)
             if not self.check(m and m.get("serving"), f"{label}: {name} registered and serving: "
                                                       f"{m}"):
                 continue
             mine = [i for i in self.ids() if shard_of(i, self.shards) in m["shards"]]
-            s = self.new_session(m["endpoint"], f"direct-{name}-{label}")
             reqs = node_reads(self.model, mine)
             total += len(reqs)
-            bad += self.compare(s, reqs, f"{label}: {name} directly")
+            work.append((self.new_session(m["endpoint"], f"direct-{name}-{label}"), reqs,
+                         f"{label}: {name} directly"))
+        bad = self._compare_all(work)
+        for s, _, _ in work:
             s.close()
         self.check(bad == 0, f"{label}: {bad} of {total} direct replica answers differ")
         self.note(f"{label}: {total} reads asked of {names} directly, {bad} wrong")

@@ -598,6 +598,7 @@ class RigNemesis(Nemesis):
 
     def act(self, act_until):
         while time.monotonic() < act_until:
+            self.whole = False
             what = self.fault()
             self.actions += 1
             self.say(what)
@@ -605,13 +606,17 @@ class RigNemesis(Nemesis):
             time.sleep(hold)
             self.undo()
             took, restarted = self.recover()
+            self.whole = True  # and stayed so for SETTLE: heal() need not wait that again
             self.say(f"undone after {hold:.1f}s; whole again {took:.1f}s later"
                      + (f"; restarted {restarted}" if restarted else "") + self.waited_for())
+            if time.monotonic() >= act_until:
+                break  # the history is over: no gap before a fault that will not come
             time.sleep(self.rnd.uniform(*GAP))
 
-    def recover(self, timeout=HEAL_TIMEOUT):
+    def recover(self, timeout=HEAL_TIMEOUT, settle=SETTLE):
         """Removes every route, starts what exited, waits until etcd agrees on a leader and the
-        cluster is whole. Returns (seconds taken, names restarted)."""
+        cluster is whole, and stays whole for `settle` seconds. Returns (seconds taken, names
+        restarted)."""
         t = time.monotonic()
         self.cluster.net.heal()
         restarted = []
@@ -628,7 +633,7 @@ class RigNemesis(Nemesis):
                 whole_since = None
             elif whole_since is None:
                 whole_since = time.monotonic()
-            elif time.monotonic() - whole_since >= SETTLE:
+            if whole_since is not None and time.monotonic() - whole_since >= settle:
                 return whole_since - t, restarted
             if time.monotonic() > deadline:
                 raise NemesisError(f"not whole {timeout:.0f} s after the fault ended: {bad}")
@@ -644,7 +649,9 @@ class RigNemesis(Nemesis):
             self.undo()
         finally:
             try:
-                took, restarted = self.recover()
+                # After a recovery that already stayed whole for SETTLE, whole once is enough.
+                took, restarted = self.recover(settle=0 if getattr(self, "whole", False)
+                                               else SETTLE)
                 if restarted:
                     self.say(f"at the end: restarted {restarted}")
             except NemesisError as e:
