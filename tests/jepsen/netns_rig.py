@@ -149,8 +149,9 @@ class Network:
             raise RigError(f"cannot make the network namespaces and bridge: {e}") from None
         # From the root namespace (the workers) and the client namespace (status calls) to a
         # host, and from host to host (the cluster's own traffic).
+        a, b = (self.hosts[1], self.hosts[2]) if len(self.hosts) > 2 else self.hosts[::-1][:2]
         for src, dst in ((None, self.hosts[0]), (self.client_ns, self.hosts[-1]),
-                         (self.ns(self.hosts[1]), self.hosts[2])):
+                         (self.ns(a), b)):
             why = self._probe(src, dst)
             if why:
                 raise RigError(f"{src or 'the root namespace'} cannot reach {dst} "
