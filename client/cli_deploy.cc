@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -573,7 +574,13 @@ int Run(const std::vector<std::string>& argv, std::string* out = nullptr, bool m
   for (const auto& a : argv) cargs.push_back(const_cast<char*>(a.c_str()));
   cargs.push_back(nullptr);
   const pid_t pid = fork();
-  if (pid < 0) return -1;
+  if (pid < 0) {
+    if (out != nullptr) {
+      close(fds[0]);
+      close(fds[1]);
+    }
+    return -1;
+  }
   if (pid == 0) {
     if (timeout) setpgid(0, 0);  // so that a kill reaches what the transport started
     if (out != nullptr) {
@@ -891,6 +898,12 @@ int Certs(const Args& args) {
   // A directory that has the CA already (a host added later) keeps it: the new certificates are
   // signed by the cluster's CA, and a second run never replaces the CA the cluster trusts.
   const bool kept_ca = fs::exists(dir + "/ca.pem", ec) && fs::exists(dir + "/ca.key", ec);
+  if (!kept_ca && fs::exists(dir + "/ca.pem", ec)) {
+    return Fail(Status::FailedPrecondition(
+        dir +
+        " has the cluster's ca.pem but not its ca.key (kept offline?): put ca.key there to "
+        "sign the new certificates, or give an empty --out for a new cluster"));
+  }
   if (!kept_ca &&
       !openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                 "-nodes", "-keyout", dir + "/ca.key", "-out", dir + "/ca.pem", "-days", days,
@@ -1050,7 +1063,16 @@ int RunDeploy(int argc, char** argv) {
   if (action == "start") return d.Start(static_cast<int>(*wait));
   if (changes) {
     // Each step reads the spec from the file (what the transport step above may have kept is in
-    // it now) and writes it back.
+    // it now) and writes it back: one such command at a time per spec (SPEC.lock, held until
+    // this process exits).
+    const std::string lock_path = *spec_path + ".lock";
+    const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
+      return Fail(Status::FailedPrecondition(
+          lock < 0 ? "cannot open " + lock_path + ": " + strerror(errno)
+                   : "another zipg deploy command is changing " + *spec_path + " (it holds " +
+                         lock_path + "); run this one after it ends"));
+    }
     DeployContext ctx;
     ctx.spec_path = *spec_path;
     ctx.on_host = [&d](const SpecHost& h, const std::vector<std::string>& command) {

@@ -354,14 +354,21 @@ int DeployAddHost(const DeployContext& ctx, const std::string& name, const std::
     if (ctx.on_host(host, {"node", "start", "--roles", "etcd"}) != 0) {
       return Fail(Status::Unavailable("starting etcd on " + name + " failed"));
     }
-    // Started: the member list has its name (it stays empty until the member connects).
-    const auto deadline = Clock::now() + std::chrono::milliseconds(ctx.options.timeout_ms);
+    // Started: the member list has its name (it stays empty until the member connects). An added
+    // member that does not start counts against etcd's quorum: wait a minute at most.
+    const auto deadline = Clock::now() + std::min(std::chrono::milliseconds(ctx.options.timeout_ms),
+                                                  std::chrono::milliseconds(60000));
     for (;;) {
       auto now = FindMember(*etcd, peer);
       if (now.ok() && *now && !(*now)->name.empty()) break;
       if (Clock::now() > deadline) {
-        return Fail(Status::DeadlineExceeded("etcd member " + ClusterSpec::EtcdName(name) +
-                                             " has not joined"));
+        return Fail(Status::DeadlineExceeded(
+            "etcd member " + ClusterSpec::EtcdName(name) + " on " + name +
+            " was added but has not joined within 60 s (see its log, STORE/run/" +
+            ClusterSpec::EtcdName(name) +
+            ".log there); while it is out it counts against "
+            "etcd's quorum: run this again once it can start, or `zipg deploy remove-host " +
+            name + "` to take it out"));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -414,11 +421,44 @@ int DeployRemoveHost(const DeployContext& ctx, const std::string& name) {
   if (MemberOn(*spec, name) && spec->etcd_members.size() == 1) {
     return Fail(Status::FailedPrecondition("host " + name + " runs the only etcd member"));
   }
-  // Reached or not: a dead host's copies are made again elsewhere from the other replicas.
-  const bool reached = ctx.reach(*spec, {name}).ok();
-  if (!reached) std::cerr << "zipg deploy: host " << name << " cannot be reached; removing it\n";
+  // Reached or not: a dead host's copies are made again elsewhere from the other replicas. But a
+  // host that cannot be reached while its servers are still registered may be alive (a wrong
+  // transport, a spec missing there): removing it would leave them serving outside the spec.
+  const Status reach = ctx.reach(*spec, {name});
+  const bool reached = reach.ok();
+  if (!reached) {
+    auto client = ConnectCluster(*spec, ctx.options, name);
+    if (!client.ok()) return Fail(client.status());
+    auto names = MemberNames(**client);
+    if (!names.ok()) return Fail(names.status());
+    std::vector<std::string> still;
+    for (const std::string& n : names.value()) {
+      if (n.size() > name.size() &&
+          n.compare(n.size() - name.size() - 1, std::string::npos, "-" + name) == 0) {
+        still.push_back(n);
+      }
+    }
+    if (!still.empty()) {
+      std::string list;
+      for (const auto& n : still) list += (list.empty() ? "" : ", ") + n;
+      return Fail(Status::FailedPrecondition(
+          reach.message() + "; yet its servers are registered (" + list +
+          "): a dead host's servers leave the cluster when their leases expire (lease_ttl); "
+          "run this again then, or fix the transport"));
+    }
+    std::cerr << "zipg deploy: " << reach.message() << "; its servers are gone: removing it\n";
+  }
   json out = {{"host", name}, {"reached", reached}, {"moves", json::array()}};
-  // 1. Its copies, one at a time, each to the host with the fewest that lacks it.
+  // 1. Its copies, one at a time, each to the host with the fewest that lacks it. A recorded move
+  // to this host is taken back (its copy there is not needed), one from it is finished.
+  if (spec->moving && spec->moving->to == name) {
+    SpecHost* to = HostOf(&*spec, name);
+    std::erase(*to->shards, spec->moving->shard);
+    std::cerr << "zipg deploy: the recorded move of shard " << spec->moving->shard << " to " << name
+              << " is taken back\n";
+    spec->moving.reset();
+    if (Status s = WriteSpec(ctx.spec_path, *spec); !s.ok()) return Fail(s);
+  }
   if (Status s = FinishRecordedMove(ctx, name); !s.ok()) return Fail(s);
   for (;;) {
     spec = ClusterSpec::Load(ctx.spec_path);

@@ -311,6 +311,7 @@ TEST(ClusterSpecTest, AnAddedHostHasNoShardsYetAndItsEtcdMemberJoins) {
   added["name"] = "d";
   added["address"] = "10.0.0.4";
   added["shard_server"]["shards"] = nlohmann::json::array();
+  added.erase("logstore");  // the plan's first host runs the LogStore; d does not
   j["hosts"].push_back(added);
   nlohmann::json member = j["etcd"]["members"][0];
   member["host"] = "d";

@@ -27,7 +27,8 @@ D3. `zipg deploy certs` for h5 (the CA kept), `zipg deploy add-host h5` (an empt
    fetches the MANIFEST) and `zipg deploy rebalance` (h5 gets a copy; `deploy move`, run again
    for that move, and rebalance, run again, change nothing).
 D4. `zipg deploy remove-host h4`: its copies move first, then its processes stop.
-D5. h2 killed with kill -9 (its etcd member and shard server): `zipg deploy remove-host h2` makes
+D5. h2 killed with kill -9 (its etcd member and shard server) and its namespace deleted (the
+   machine is gone): `zipg deploy remove-host h2`, once its leases expired, makes
    its copies again from the other replicas and removes its etcd member; `zipg deploy add-host
    h4` again, on an empty store, with an etcd member that joins through the member API;
    `zipg deploy rebalance`. Each of D3-D5 runs under a closed-loop read and write load through
@@ -41,6 +42,7 @@ E. strangers: plaintext to a TLS port, TLS without a client certificate, a certi
 F. `zipg deploy stop` leaves no process in any namespace; the namespaces are removed.
 
 Usage: deploy_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
+import fcntl
 import json
 import os
 import random
@@ -659,6 +661,12 @@ def main():
           f"D3: rebalance gave h5 copies and evened them out: {counts}; {short(summary, 300)}")
     check(all((m.get("fetched") or {}).get("bytes", 0) > 0 for m in summary.get("moves", [])),
           f"D3: h5 fetched each shard it was given: {short(summary, 400)}")
+    with open(spec_path + ".lock", "a") as held:  # as another deploy command holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = run([client_zipg, "deploy", "rebalance", "--spec", spec_path, *CLIENT_TLS],
+                timeout=120)
+        check(r.returncode != 0 and b"another zipg deploy command is changing" in r.stderr,
+              f"D3: a second deploy command on one spec is refused: {r.stderr[-300:]!r}")
     r = run([client_zipg, "deploy", "rebalance", "--spec", spec_path, *CLIENT_TLS], timeout=120)
     check(r.returncode == 0 and '"plan":[]' in r.stdout.decode(),
           f"D3: rebalance run again plans nothing: {r.stdout[-300:]!r} {r.stderr[-300:]!r}")
@@ -688,12 +696,28 @@ def main():
     for name, p in node_processes().items():
         if name.endswith("-h2"):
             kill9(p["pid"])
+    if net.netns:  # the machine is gone: its namespace too, so the transport cannot reach it
+        run(["ip", "netns", "del", f"{TAG}-h2"])
+        net.made.remove(f"{TAG}-h2")
+        # Unreachable while its servers are still registered (their leases run for lease_ttl):
+        # refused, naming them (it could be alive behind a broken transport).
+        r = run([client_zipg, "deploy", "remove-host", "h2", "--spec", spec_path, *CLIENT_TLS],
+                timeout=120)
+        if "shard-h2" in members():
+            check(r.returncode != 0 and b"yet its servers are registered (shard-h2" in r.stderr,
+                  f"D5: remove-host of an unreachable host still registered is refused: "
+                  f"{r.returncode} {r.stdout[-300:]!r} {r.stderr[-500:]!r}")
+            check("h2" in placement()[0], "D5: and h2 is still in the spec")
+        else:
+            note("D5: h2's lease expired before the refusal could be seen")
     t = time.monotonic()
     while "shard-h2" in members() and time.monotonic() - t < 30:
         time.sleep(0.2)
     check("shard-h2" not in members(), "D5: shard-h2's lease expired")
     summary = change("D5", "remove-host", "h2")
     check(len(summary.get("moves", [])) > 0, f"D5: h2's copies made again: {short(summary)}")
+    check(summary.get("reached") is (not net.netns),
+          f"D5: h2 {'could not' if net.netns else 'could'} be reached: {short(summary)}")
     check_placement("D5, h2 removed")
     after_remove = etcd_members()
     # h4 comes back as a new machine: an empty store directory, and an etcd member.

@@ -455,7 +455,11 @@ class ClusterCheck:
         bad = [0] * len(work)
 
         def one(k):
-            bad[k] = self.compare(*work[k])
+            try:
+                bad[k] = self.compare(*work[k])
+            except Exception as e:  # a failed check, not a traceback the test would not see
+                bad[k] = 1
+                self.check(False, f"{work[k][2]}: the comparison stopped: {e!r}")
         threads = [threading.Thread(target=one, args=(k,)) for k in range(len(work))]
         for t in threads:
             t.start()
