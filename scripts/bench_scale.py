@@ -27,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "jepsen"))
-from netns_rig import Network, RigError  # noqa: E402
+from netns_rig import Network, RigError, place_host_stores, planned_files  # noqa: E402
 
 BASE_PORT = 22000
 
@@ -83,17 +83,8 @@ class Deployment:
         if r.returncode != 0:
             sys.exit(f"deploy plan: {r.stderr.decode()}")
         spec = json.loads(r.stdout)
-        needs = {}
-        for line in r.stderr.decode().splitlines():
-            if line.startswith("# "):
-                needs[line[2:].split(" ", 1)[0]] = line.split(": ", 1)[1].split()
-        for h in spec["hosts"]:  # each host's files, hard-linked: a store directory per host
-            store = os.path.join(self.work, "hosts", h["name"], "store")
-            for path in needs[h["name"]]:
-                dst = os.path.join(store, os.path.relpath(path, self.store))
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                os.link(path, dst)
-            h["store"] = store
+        # Each host's files, hard-linked: a store directory per host.
+        place_host_stores(spec, planned_files(r.stderr), self.store, self.work, os.link)
         with open(self.spec_path, "w") as f:
             json.dump(spec, f, indent=2)
         self.spec = spec

@@ -69,6 +69,29 @@ def run(argv, timeout=60, **kw):
     return subprocess.run(argv, capture_output=True, timeout=timeout, **kw)
 
 
+def planned_files(plan_stderr):
+    """{host: [paths]}: the store files `zipg deploy plan` lists for each host on its stderr
+    ("# HOST (ADDRESS): FILE FILE ...")."""
+    needs = {}
+    for line in plan_stderr.decode().splitlines():
+        if line.startswith("# "):
+            needs[line[2:].split(" ", 1)[0]] = line.split(": ", 1)[1].split()
+    return needs
+
+
+def place_host_stores(spec, needs, store, work, place):
+    """Gives every host of `spec` its own store directory WORK/hosts/NAME/store holding the files
+    `needs` lists for it (paths under `store`), each put there by place(src, dst) (shutil.copy2,
+    os.link), and sets the host's "store" to it."""
+    for h in spec["hosts"]:
+        own = os.path.join(work, "hosts", h["name"], "store")
+        for path in needs.get(h["name"], []):
+            dst = os.path.join(own, os.path.relpath(path, store))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            place(path, dst)
+        h["store"] = own
+
+
 # ------------------------------------------------------------------------------------------------
 # The machines and the partitions
 
@@ -386,19 +409,11 @@ class NetnsCluster(jepsen.Cluster):
         if not check(r.returncode == 0, f"deploy plan: {r.stderr[-800:]!r}"):
             return False
         spec = json.loads(r.stdout)
-        needs = {}
-        for line in r.stderr.decode().splitlines():
-            if line.startswith("# "):
-                needs[line[2:].split(" ", 1)[0]] = line.split(": ", 1)[1].split()
+        needs = planned_files(r.stderr)
         if not check(sorted(needs) == sorted(hosts), f"deploy plan lists files per host: {needs}"):
             return False
+        place_host_stores(spec, needs, self.store, self.dir, shutil.copy2)
         for h in spec["hosts"]:
-            store = os.path.join(self.dir, "hosts", h["name"], "store")
-            for path in needs[h["name"]]:
-                dst = os.path.join(store, os.path.relpath(path, self.store))
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                shutil.copy2(path, dst)
-            h["store"] = store
             if h["name"] not in AGGREGATOR_HOSTS:
                 h.pop("aggregator", None)
         spec["lease_ttl"] = self.lease_ttl
