@@ -92,6 +92,8 @@ void DeltaIndex::Transition(const Resolved& r, NodeDelta* node, Undo* undo) {
       }
       return;
     }
+    case UpdateOp::kLayout:
+      return;
   }
 }
 
@@ -156,6 +158,8 @@ StatusOr<DeltaIndex::Resolved> DeltaIndex::Resolve(const layout::Shard& base, co
       }
       return r;
     }
+    case UpdateOp::kLayout:
+      return r;
   }
   return r;
 }
@@ -184,6 +188,16 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const layout::Shard& base,
     }
     if (u.id != 0) last = u.id;
     ++applied;
+    if (u.op == UpdateOp::kLayout) {  // a split's mark: only its id (and the count) is kept
+      found.push_back(false);
+      record.push_back(static_cast<char>(u.op));
+      PutFixed64(&record, static_cast<uint64_t>(u.node));
+      for (int i = 0; i < 4; ++i) PutFixed64(&record, 0);
+      record.push_back(0);
+      PutFixed64(&record, 0);
+      PutFixed64(&record, u.id);
+      continue;
+    }
     auto [it, fresh] = next.try_emplace(u.node);
     std::shared_ptr<const NodeDelta> old;
     if (fresh) {
@@ -243,7 +257,7 @@ Status DeltaIndex::Replay(std::string_view data) {
   for (uint64_t i = 0; i < n; ++i, p += entry) {
     Resolved r;
     const uint8_t op = static_cast<uint8_t>(p[0]);
-    if (op < 1 || op > 4) return bad;
+    if (op < 1 || op > 5) return bad;
     r.update.op = static_cast<UpdateOp>(op);
     r.update.node = static_cast<int64_t>(DecodeFixed64(p + 1));
     r.update.type = static_cast<int64_t>(DecodeFixed64(p + 9));
@@ -257,6 +271,7 @@ Status DeltaIndex::Replay(std::string_view data) {
       r.update.id = DecodeFixed64(p + 50);
       if (r.update.id > last_id_.load()) last_id_ = r.update.id;
     }
+    if (r.update.op == UpdateOp::kLayout) continue;
     auto& slot = nodes_[r.update.node];
     NodeDelta delta = slot ? *slot : NodeDelta();
     Transition(r, &delta);

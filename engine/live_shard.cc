@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include "graph/graph.h"
 #include "graph/input.h"
 #include "graph/memory_plan.h"
+#include "graph/partition.h"
 #include "util/file.h"
 #include "util/metrics.h"
 
@@ -66,6 +68,25 @@ StatusOr<std::unique_ptr<layout::Shard>> OpenVersion(const std::string& dir, boo
   return std::move(store.shards[0]);
 }
 
+// Removes a split's half files (version 1, its delta, the version file) at each prefix.
+void RemoveHalves(const std::array<std::string, 2>& prefixes) {
+  std::error_code ec;
+  for (const auto& prefix : prefixes) {
+    fs::remove_all(prefix + ".v1", ec);
+    fs::remove(prefix + ".v1.delta", ec);
+    fs::remove(prefix + ".version", ec);
+  }
+}
+
+// The updates of `batch` for shard `half` of `count` (and the layout marks).
+std::vector<Update> HalfOf(const std::vector<Update>& batch, uint32_t count, uint32_t half) {
+  std::vector<Update> out;
+  for (const Update& u : batch) {
+    if (u.op == UpdateOp::kLayout || ShardOf(u.node, count) == half) out.push_back(u);
+  }
+  return out;
+}
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -89,6 +110,8 @@ StatusOr<std::unique_ptr<LiveShard>> LiveShard::Open(const layout::Shard* origin
     v->number = j["version"].get<int64_t>();
     v->through = j["through"].get<uint64_t>();
     ZIPG_ASSIGN_OR_RETURN(v->owned, OpenVersion(live->VersionDir(v->number), /*verify=*/true));
+  } else if (original == nullptr) {
+    return Status::NotFound(pointer + ": a shard the store does not hold needs a version");
   }
   // Versions the pointer does not name: an interrupted build, or files a crash left behind.
   const fs::path parent = fs::path(prefix).parent_path();
@@ -180,6 +203,19 @@ StatusOr<std::vector<bool>> LiveShard::Apply(const std::vector<Update>& batch) {
   auto v = Snapshot();
   ZIPG_ASSIGN_OR_RETURN(auto found, v->merged->Apply(batch));
   if (logging_) log_since_.push_back(batch);
+  if (halves_[0]) {
+    for (int i = 0; i < 2; ++i) {
+      auto applied = halves_[i]->Apply(HalfOf(batch, split_count_, split_halves_[i]));
+      if (!applied.ok()) {
+        // The split is dropped (asked again, it starts over); the shard itself is fine.
+        std::cerr << "zipg: shard " << prefix_ << ": a split's half failed to apply a batch ("
+                  << applied.status().ToString() << "); the split is dropped" << std::endl;
+        halves_ = {};
+        split_count_ = 0;
+        break;
+      }
+    }
+  }
   DeltaIndex& delta = v->merged->mutable_delta();
   retention_.Note(delta.last_id());
   const auto now = std::chrono::steady_clock::now();
@@ -208,16 +244,20 @@ uint64_t LiveShard::delta_bytes() const { return Snapshot()->merged->delta().byt
 
 size_t LiveShard::written_nodes() const { return Snapshot()->merged->delta().size(); }
 
-Status LiveShard::Build(const Version& v, const std::string& dir, json* summary) const {
+Status LiveShard::Build(const Version& v, const std::string& dir, json* summary,
+                        const std::function<bool(int64_t node)>& keep) const {
   const layout::Shard& base = v.owned ? *v.owned : *original_;
   const DeltaIndex& delta = v.merged->delta();
   const auto start = std::chrono::steady_clock::now();
+  auto kept = [&](int64_t id) { return keep == nullptr || keep(id); };
   // The written nodes, each as one snapshot of its delta, used for both of its parts: what the
   // LogStore holds (fetched first, so that property names the writes added are in the header;
   // held in memory: the delta's share of the shard, which the rebuild threshold bounds) and what
   // of the base is still live (read in the passes over the base below).
   std::vector<std::pair<int64_t, std::shared_ptr<const NodeDelta>>> written;
-  for (int64_t id : delta.Nodes()) written.emplace_back(id, delta.Lookup(id));
+  for (int64_t id : delta.Nodes()) {
+    if (kept(id)) written.emplace_back(id, delta.Lookup(id));
+  }
   auto written_delta = [&](int64_t id) -> const NodeDelta* {
     auto it = std::lower_bound(written.begin(), written.end(), id,
                                [](const auto& w, int64_t x) { return w.first < x; });
@@ -307,6 +347,7 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
     ZIPG_RETURN_IF_ERROR(base.nodes().ForEachNode(
         [&](int64_t id, Properties props) -> Status {
           if (cancelled_) return closing;
+          if (!kept(id)) return Status::OK();
           const NodeDelta* node = written_delta(id);
           if (node && node->props_dead) return Status::OK();
           ++nodes_out;
@@ -324,6 +365,7 @@ Status LiveShard::Build(const Version& v, const std::string& dir, json* summary)
     ZIPG_RETURN_IF_ERROR(base.edges().ForEachRecord(
         [&](const layout::EdgeFile::Record& r, std::vector<Edge> edges) -> Status {
           if (cancelled_) return closing;
+          if (!kept(r.src)) return Status::OK();
           if (!any || r.src != node_of) {  // records come by (src, type)
             node = written_delta(r.src);
             node_of = r.src;
@@ -393,6 +435,103 @@ StatusOr<json> LiveShard::Rebuild() {
   summary["build_seconds"] = Seconds(start);
   if (options_.rebuild_hook) options_.rebuild_hook(1);
   return Install(std::move(from), number, through, nullptr, start, std::move(summary));
+}
+
+StatusOr<json> LiveShard::Split(uint32_t count, std::array<uint32_t, 2> halves,
+                                std::array<std::string, 2> prefixes) {
+  ReadAt::Scope latest(0);
+  std::lock_guard rebuild(rebuild_mu_);
+  const auto start = std::chrono::steady_clock::now();
+  // 1. The snapshot, as for a rebuild.
+  std::shared_ptr<Version> from;
+  uint64_t through;
+  {
+    std::lock_guard lock(apply_mu_);
+    from = Snapshot();
+    through = from->merged->delta().last_id();
+    StartLogging();
+  }
+  std::array<std::unique_ptr<LiveShard>, 2> opened;
+  // Stops logging, closes and removes the halves (apply_mu_ not held).
+  auto abandon = [&](const Status& why) -> Status {
+    {
+      std::lock_guard lock(apply_mu_);
+      logging_ = false;
+      log_since_.clear();
+    }
+    opened = {};
+    RemoveHalves(prefixes);
+    return why;
+  };
+  if (options_.rebuild_hook) options_.rebuild_hook(0);
+  if (options_.await_commit) {
+    if (Status s = options_.await_commit(through); !s.ok()) return abandon(s);
+  }
+  // 2. The two builds, one after the other, no lock held; each half opened with a delta of
+  // floor `through`.
+  json summary = {{"count", count}, {"through", through}, {"halves", json::array()}};
+  for (int i = 0; i < 2; ++i) {
+    const auto built_at = std::chrono::steady_clock::now();
+    const std::string& prefix = prefixes[i];
+    RemoveHalves({prefix, prefix});
+    json half = {{"shard", halves[i]}};
+    const uint32_t number = halves[i];
+    Status s = Build(*from, prefix + ".v1", &half,
+                     [&](int64_t node) { return ShardOf(node, count) == number; });
+    if (s.ok()) {
+      const std::string pointer = json({{"version", 1}, {"through", through}}).dump() + "\n";
+      s = WriteFileAtomically(prefix + ".version",
+                              [&](const FileSink& sink) { return sink(pointer); });
+    }
+    if (!s.ok()) return abandon(s);
+    auto live = Open(nullptr, prefix, log_, options_);
+    if (!live.ok()) return abandon(live.status());
+    opened[i] = std::move(*live);
+    half["build_seconds"] = Seconds(built_at);
+    summary["halves"].push_back(std::move(half));
+  }
+  if (options_.rebuild_hook) options_.rebuild_hook(1);
+  // 3. Under the apply lock (so that no batch slips between): the batches applied since the
+  // snapshot, then the halves are attached.
+  size_t replayed = 0;
+  Status failed;
+  {
+    std::lock_guard lock(apply_mu_);
+    for (const auto& batch : log_since_) {
+      for (int i = 0; i < 2 && failed.ok(); ++i) {
+        failed = opened[i]->Apply(HalfOf(batch, count, halves[i])).status();
+      }
+      if (!failed.ok()) break;
+      replayed += batch.size();
+    }
+    if (failed.ok()) {
+      // Snapshots: the halves' bases hold what the builds read, some of it newer than `through`
+      // (as for a rebuild's swap): they answer reads from here on.
+      const uint64_t now = Snapshot()->merged->delta().last_id();
+      for (auto& half : opened) half->Snapshot()->merged->mutable_delta().RaiseFloor(now);
+      logging_ = false;
+      log_since_.clear();
+      halves_ = std::move(opened);
+      split_count_ = count;
+      split_halves_ = halves;
+    }
+  }
+  if (!failed.ok()) return abandon(failed);
+  summary["replayed"] = replayed;
+  summary["seconds"] = Seconds(start);
+  return summary;
+}
+
+std::array<std::unique_ptr<LiveShard>, 2> LiveShard::TakeHalves() {
+  std::lock_guard lock(apply_mu_);
+  split_count_ = 0;
+  return std::move(halves_);
+}
+
+std::optional<std::pair<uint32_t, std::array<uint32_t, 2>>> LiveShard::PreparedSplit() const {
+  std::lock_guard lock(apply_mu_);
+  if (!halves_[0]) return std::nullopt;
+  return std::make_pair(split_count_, split_halves_);
 }
 
 StatusOr<json> LiveShard::Adopt(int64_t number, uint64_t through, const std::string& fetched,

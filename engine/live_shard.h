@@ -22,6 +22,7 @@
 // so are rebuilds.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +47,8 @@ struct LiveShardOptions {
   // Memory a rebuild's compress may use, in bytes; 0: graph::Compress's default share of the
   // memory available.
   uint64_t rebuild_memory = 0;
-  // Tests: called by Rebuild with 0 after it took its snapshot and 1 after the build, before the
-  // swap (writes applied from it land during the build).
+  // Tests: called by Rebuild (and Split) with 0 after it took its snapshot and 1 after the
+  // build, before the swap (writes applied from it land during the build).
   std::function<void(int stage)> rebuild_hook;
   // Snapshots (docs/consistency.md): reads at a snapshot the LogStore handed out less than this
   // long ago are answered.
@@ -59,7 +61,9 @@ struct LiveShardOptions {
 
 class LiveShard {
  public:
-  // `original` (the store's shard, version 0) and `log` must outlive this.
+  // `original` (the store's shard, version 0) and `log` must outlive this. `original` may be null
+  // for a shard the store's files do not hold (a split's half): then `prefix`.version must name a
+  // version.
   static StatusOr<std::unique_ptr<LiveShard>> Open(const layout::Shard* original,
                                                    const std::string& prefix, FragmentSource* log,
                                                    LiveShardOptions options);
@@ -113,6 +117,20 @@ class LiveShard {
   StatusOr<std::string> ReadVersionFile(int64_t number, const std::string& path, uint64_t offset,
                                         uint64_t length) const;
 
+  // Prepares a split (docs/cluster-changes.md, step 4): from the live data at a snapshot, builds
+  // two new shards, each a version 1 at prefix `prefixes[i]` (its directory must exist) holding
+  // the nodes n with ShardOf(n, count) == `halves[i]`, opens them with the batches applied since
+  // the snapshot, and attaches them: from then on each batch applied here is applied to each
+  // half too, filtered (layout marks go to both). Replaces halves attached before. Returns the
+  // summary.
+  StatusOr<nlohmann::json> Split(uint32_t count, std::array<uint32_t, 2> halves,
+                                 std::array<std::string, 2> prefixes);
+  // The attached halves of a prepared split (null if none), detached: the caller serves them now
+  // (or drops them). Apply no longer forwards to them.
+  std::array<std::unique_ptr<LiveShard>, 2> TakeHalves();
+  // The shard count and halves of the attached split, if any.
+  std::optional<std::pair<uint32_t, std::array<uint32_t, 2>>> PreparedSplit() const;
+
   // Makes a rebuild under way (and every later one) stop soon with UNAVAILABLE (closing).
   void Cancel() { cancelled_ = true; }
 
@@ -143,8 +161,10 @@ class LiveShard {
       std::shared_ptr<Version> from, int64_t number, uint64_t through,
       const std::function<Status(MergedShard*, nlohmann::json*)>& catch_up,
       std::chrono::steady_clock::time_point start, nlohmann::json summary);
-  // Streams the live data of `v` into a new one-shard store at `dir`.
-  Status Build(const Version& v, const std::string& dir, nlohmann::json* summary) const;
+  // Streams the live data of `v` into a new one-shard store at `dir`: of every node, or of those
+  // `keep` says.
+  Status Build(const Version& v, const std::string& dir, nlohmann::json* summary,
+               const std::function<bool(int64_t node)>& keep = nullptr) const;
 
   const layout::Shard* const original_;
   const std::string prefix_;
@@ -160,9 +180,14 @@ class LiveShard {
   std::deque<std::shared_ptr<Version>> replaced_;
 
   // Serializes Apply and the swap; guards the two fields below.
-  std::mutex apply_mu_;
+  mutable std::mutex apply_mu_;
   std::atomic<bool> logging_{false};            // a rebuild is under way (read unlocked by Stats)
   std::vector<std::vector<Update>> log_since_;  // batches applied since its snapshot
+  // A prepared split: its count, the halves' numbers and the halves, which every applied batch
+  // reaches too (filtered).
+  uint32_t split_count_ = 0;
+  std::array<uint32_t, 2> split_halves_{};
+  std::array<std::unique_ptr<LiveShard>, 2> halves_;
 
   // Snapshots: the applied ids over time, the reads running at a snapshot, the last prune.
   RetentionClock retention_;

@@ -22,6 +22,7 @@
 #include "graph/compress.h"
 #include "graph/edge_list.h"
 #include "graph/graph.h"
+#include "graph/partition.h"
 #include "util/scratch_dir.h"
 #include "util/snapshot.h"
 
@@ -182,6 +183,8 @@ struct Writer {
         }
         return found;
       }
+      case UpdateOp::kLayout:
+        return false;
     }
     return false;
   }
@@ -589,6 +592,101 @@ TEST(LiveShardTest, RebuiltVersionsReadLikeTheModelUnderWrites) {
   auto damaged = LiveShard::Open(f.base.get(), prefix, &log, options);
   ASSERT_FALSE(damaged.ok());
   EXPECT_NE(damaged.status().ToString().find(prefix + ".version"), std::string::npos);
+}
+
+// A split (docs/cluster-changes.md, step 4): the two halves, built from a snapshot with writes
+// applied during the build and after it (forwarded to the halves, filtered), read like the model
+// restricted to their nodes; the layout mark gives both halves its id; detached, they take
+// their own writes, and reopened from their files they read the same.
+TEST(LiveShardTest, ASplitsHalvesReadLikeTheModelOfTheirNodes) {
+  Fixture f;
+  f.Build(13);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  Writer w(&f.model, &log);
+  std::mt19937_64 rng(14);
+  LiveShardOptions options;
+  options.rebuild_memory = 256 << 20;
+  LiveShard* target = nullptr;
+  auto apply_round = [&](const std::string& what) {
+    std::vector<bool> want;
+    auto found = target->Apply(w.Round(rng, &want));
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    EXPECT_EQ(*found, want) << what;
+  };
+  options.rebuild_hook = [&](int stage) {
+    apply_round(stage == 0 ? "after the snapshot" : "after the builds");
+  };
+  auto live = LiveShard::Open(f.base.get(), f.dir.File("shard-0"), &log, options);
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  target = live->get();
+  for (int round = 0; round < 4; ++round) apply_round("before the split");
+  if (HasFatalFailure()) return;
+  EXPECT_FALSE(target->PreparedSplit());
+  std::filesystem::create_directories(f.dir.File("split-2"));
+  const std::array<std::string, 2> prefixes = {f.dir.File("split-2/shard-0"),
+                                               f.dir.File("split-2/shard-1")};
+  auto summary = target->Split(2, {0, 1}, prefixes);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_GT((*summary)["replayed"].get<size_t>(), 0u) << summary->dump();
+  auto prepared = target->PreparedSplit();
+  ASSERT_TRUE(prepared);
+  EXPECT_EQ(prepared->first, 2u);
+  for (int round = 0; round < 3; ++round) apply_round("after the split");
+  if (HasFatalFailure()) return;
+  // The model restricted to one half's nodes.
+  auto half_model = [&](uint32_t half) {
+    Model m;
+    for (const auto& [key, edges] : f.model.edges) {
+      if (ShardOf(key.first, 2) == half) m.edges[key] = edges;
+    }
+    for (const auto& [id, p] : f.model.props) {
+      if (ShardOf(id, 2) == half) m.props[id] = p;
+    }
+    return m;
+  };
+  // The layout mark: no data, its id reaches both halves.
+  const Update mark{UpdateOp::kLayout, 2, 0, 0, 0, 0, ++w.last_id};
+  ASSERT_TRUE(target->Apply({mark}).ok());
+  auto halves = target->TakeHalves();
+  ASSERT_TRUE(halves[0] && halves[1]);
+  EXPECT_FALSE(target->PreparedSplit());
+  for (uint32_t h = 0; h < 2; ++h) {
+    EXPECT_EQ(halves[h]->last_id(), mark.id) << "half " << h;
+    EXPECT_EQ(halves[h]->version(), 1);
+    CheckAll(*halves[h]->Current(), half_model(h), rng, "half " + std::to_string(h));
+    if (HasFatalFailure()) return;
+  }
+  // Each half now takes the writes of its own nodes.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<bool> want;
+    const std::vector<Update> batch = w.Round(rng, &want);
+    for (uint32_t h = 0; h < 2; ++h) {
+      std::vector<Update> mine;
+      for (const Update& u : batch) {
+        if (ShardOf(u.node, 2) == h) mine.push_back(u);
+      }
+      ASSERT_TRUE(halves[h]->Apply(mine).ok());
+    }
+  }
+  for (uint32_t h = 0; h < 2; ++h) {
+    CheckAll(*halves[h]->Current(), half_model(h), rng, "half " + std::to_string(h) + " written");
+    if (HasFatalFailure()) return;
+  }
+  // Reopened from their files alone (no base of the store).
+  for (uint32_t h = 0; h < 2; ++h) {
+    const uint64_t last = halves[h]->last_id();
+    halves[h].reset();
+    options.rebuild_hook = nullptr;
+    auto reopened = LiveShard::Open(nullptr, prefixes[h], &log, options);
+    ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+    EXPECT_EQ((*reopened)->last_id(), last);
+    CheckAll(*(*reopened)->Current(), half_model(h), rng, "half " + std::to_string(h) + " reopened");
+    if (HasFatalFailure()) return;
+  }
+  // Without a version file, a shard the store does not hold cannot open.
+  auto none = LiveShard::Open(nullptr, f.dir.File("split-2/shard-7"), &log, options);
+  EXPECT_FALSE(none.ok());
 }
 
 // Snapshots (docs/consistency.md): reads at the id after each round of random writes, across

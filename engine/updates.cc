@@ -52,7 +52,7 @@ Status DecodeUpdates(std::string_view data, std::vector<Update>* updates,
   for (uint64_t i = 0; i < n; ++i, p += size) {
     Update u;
     const uint8_t op = static_cast<uint8_t>(p[0]);
-    if (op < 1 || op > 4) return Status::Corruption("unknown update op " + std::to_string(op));
+    if (op < 1 || op > 5) return Status::Corruption("unknown update op " + std::to_string(op));
     u.op = static_cast<UpdateOp>(op);
     u.node = static_cast<int64_t>(DecodeFixed64(p + 1));
     u.type = static_cast<int64_t>(DecodeFixed64(p + 9));
@@ -83,6 +83,8 @@ StatusOr<bool> FoundLive(const layout::Shard& data, const NodeUpdates* entry, co
       }
       return false;
     }
+    case UpdateOp::kLayout:
+      return false;
     case UpdateOp::kPutEdge:
     case UpdateOp::kDeleteEdge: {
       if (entry && entry->EdgeDead(u.type, u.dst)) return false;
@@ -111,6 +113,8 @@ void UpdateIndex::ApplyTo(const Update& u, bool found, NodeUpdates* entry) {
         auto& dsts = entry->dead_edges[u.type];
         dsts = dsts.Insert(u.dst, Unit{});
       }
+      break;
+    case UpdateOp::kLayout:
       break;
   }
 }

@@ -35,8 +35,16 @@ class Shard;
 
 namespace zipg::engine {
 
-// The four unconditional write operations of the log (docs/writes.md), as they reach a fragment.
-enum class UpdateOp : uint8_t { kPutNode = 1, kDeleteNode = 2, kPutEdge = 3, kDeleteEdge = 4 };
+// The four unconditional write operations of the log (docs/writes.md), as they reach a fragment,
+// and the layout mark of a split (docs/cluster-changes.md, step 4): no data, `node` holds the new
+// shard count; a base shard's delta records only its id.
+enum class UpdateOp : uint8_t {
+  kPutNode = 1,
+  kDeleteNode = 2,
+  kPutEdge = 3,
+  kDeleteEdge = 4,
+  kLayout = 5
+};
 
 struct Update {
   UpdateOp op = UpdateOp::kPutNode;
