@@ -199,18 +199,20 @@ StatusOr<std::vector<int64_t>> ClusterGraph::GetNodeIds(const Properties& proper
     ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, {static_cast<int32_t>(s)}, &plan));
   }
   std::vector<rpc::IdsCall> calls;
-  for (const auto& entry : plan) {  // not a structured binding: clang 14 cannot capture one
+  const uint32_t n = map->num_shards;  // the numbering of the plan's shards
+  for (const auto& entry : plan) {     // not a structured binding: clang 14 cannot capture one
     const auto& name = entry.first;
     const auto& work = entry.second;
-    calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
-      auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
+    calls.push_back([this, &name, &work, &properties, n]() -> StatusOr<std::vector<int64_t>> {
+      auto got =
+          rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties, n);
       if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
       // That server failed: its shards once more, each on another replica.
       std::map<uint32_t, std::vector<int32_t>> by_shard;
       for (int32_t s : work.items) by_shard[static_cast<uint32_t>(s)].push_back(s);
       return cluster::RetryOnOthers(
-          *view_, name, by_shard, [this, &properties](const cluster::ServerWork<int32_t>& w) {
-            return rpc::RemoteGraph(pools_->Get(w.endpoint)).LocalNodeIds(w.items, properties);
+          *view_, name, by_shard, [this, &properties, n](const cluster::ServerWork<int32_t>& w) {
+            return rpc::RemoteGraph(pools_->Get(w.endpoint)).LocalNodeIds(w.items, properties, n);
           });
     });
   }

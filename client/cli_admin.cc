@@ -4,6 +4,7 @@
 // (docs/writes.md, "Rebuilding a base shard"); otherwise each shard's delta size does it.
 // zipg admin move / unserve: a shard's copy moves from one shard server to another, or leaves one
 // (docs/cluster-changes.md, step 2).
+// zipg admin split: doubles the number of shards online (docs/cluster-changes.md, step 4).
 
 #include <algorithm>
 #include <chrono>
@@ -39,7 +40,12 @@ const char kUsage[] =
     "      none), and once TO serves it caught up, FROM stops serving it: never fewer serving\n"
     "      copies than before. Safe to run again after an interruption. Prints a JSON summary\n"
     "  zipg admin unserve (--connect HOST:PORT | --store DIR) --shard S --server NAME\n"
-    "      shard server NAME stops serving shard S (refused if no other server serves it)\n";
+    "      shard server NAME stops serving shard S (refused if no other server serves it)\n"
+    "  zipg admin split (--connect HOST:PORT | --store DIR) [--timeout-ms MS]\n"
+    "      doubles the number of shards, online: every shard server builds the two halves of\n"
+    "      each shard it hosts from its own copy, then the LogStore switches the cluster to the\n"
+    "      new count (writes wait a moment). Safe to run again after an interruption. Prints a\n"
+    "      JSON summary (docs/cluster-changes.md, step 4)\n";
 
 }  // namespace
 
@@ -208,6 +214,88 @@ StatusOr<json> MoveShard(Client& client, uint32_t shard, const std::string& from
   return out;
 }
 
+StatusOr<json> SplitShards(Client& client, const ClientOptions& options) {
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(options.timeout_ms);
+  ZIPG_ASSIGN_OR_RETURN(std::string text, client.ServerStatus());
+  const json status = json::parse(text, nullptr, false);
+  if (!status.is_object()) return Status::Internal("the cluster's status is not JSON");
+  // The count now: the smallest a shard server registers (a rerun after an interrupted switch
+  // finds some servers at the new count already).
+  uint32_t count = 0;
+  std::map<std::string, std::string> shard_servers;  // name -> endpoint
+  std::string logstore;
+  for (const auto& m : status.value("servers", json::array())) {
+    const std::string role = m.value("role", "");
+    if (role == "shard") {
+      const uint32_t n = m.value("num_shards", 0u);
+      if (n != 0 && (count == 0 || n < count)) count = n;
+      shard_servers[m.value("name", "")] = m.value("endpoint", "");
+    } else if (role == "logstore" && m.value("leader", true)) {
+      logstore = m.value("endpoint", "");
+    }
+  }
+  if (count == 0 || shard_servers.empty())
+    return Status::Unavailable("no shard server is registered");
+  if (logstore.empty()) return Status::Unavailable("no LogStore leader is registered");
+  const uint32_t target = 2 * count;
+  // 1. Every shard server prepares the halves of the shards it hosts, all at once.
+  json prepared = json::object();
+  {
+    std::vector<std::thread> threads;
+    std::mutex mu;
+    Status failed;
+    for (const auto& [name, endpoint] : shard_servers) {
+      threads.emplace_back([&, name = name, endpoint = endpoint] {
+        StatusOr<std::string> done = Status::Unavailable("not connected");
+        if (auto server = Connect(endpoint, options); server.ok()) {
+          done = (*server)->Split(target);
+        } else {
+          done = server.status();
+        }
+        std::lock_guard lock(mu);
+        if (!done.ok()) {
+          if (failed.ok())
+            failed = Status(done.status().code(), name + ": " + done.status().message());
+          return;
+        }
+        prepared[name] = json::parse(*done, nullptr, false);
+      });
+    }
+    for (auto& t : threads) t.join();
+    ZIPG_RETURN_IF_ERROR(failed);
+  }
+  const auto prepared_at = Clock::now();
+  // 2. The LogStore switches the cluster (a rerun after the switch: the LogStore says so).
+  ZIPG_ASSIGN_OR_RETURN(auto log, Connect(logstore, options));
+  ZIPG_ASSIGN_OR_RETURN(std::string switched_text, log->Split(target));
+  const auto switched_at = Clock::now();
+  // 3. Every shard server registered with the new count.
+  ZIPG_RETURN_IF_ERROR(
+      AwaitStatus(client, deadline,
+                  "some shard server has not switched to " + std::to_string(target) + " shards",
+                  [&](const auto&) {
+                    auto now = client.ServerStatus();
+                    if (!now.ok()) return false;
+                    const json doc = json::parse(*now, nullptr, false);
+                    if (!doc.is_object()) return false;
+                    for (const auto& m : doc.value("servers", json::array())) {
+                      if (m.value("role", "") == "shard" && m.value("num_shards", 0u) != target) {
+                        return false;
+                      }
+                    }
+                    return true;
+                  }));
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  return json{{"shards_before", count},
+              {"shards", target},
+              {"prepared", prepared},
+              {"switch", json::parse(switched_text, nullptr, false)},
+              {"prepare_seconds", secs(prepared_at - start)},
+              {"switch_seconds", secs(switched_at - prepared_at)},
+              {"seconds", secs(Clock::now() - start)}};
+}
+
 StatusOr<json> UnserveShard(Client& client, uint32_t shard, const std::string& server,
                             const ClientOptions& options) {
   ZIPG_ASSIGN_OR_RETURN(auto servers, ShardServers(client));
@@ -221,8 +309,9 @@ int RunAdmin(int argc, char** argv) {
   auto args = Args::Parse(argc, argv, 2, {});
   if (!args.ok()) return UsageError(args.status().message(), kUsage);
   const std::string what = args->positional().size() == 1 ? args->positional()[0] : "";
-  if (what != "compact" && what != "rebuild" && what != "move" && what != "unserve") {
-    return UsageError("admin needs a subcommand: compact, rebuild, move or unserve", kUsage);
+  if (what != "compact" && what != "rebuild" && what != "move" && what != "unserve" &&
+      what != "split") {
+    return UsageError("admin needs a subcommand: compact, rebuild, move, unserve or split", kUsage);
   }
   std::vector<std::string> flags = {"connect", "store", "timeout-ms"};
   if (what == "rebuild") flags.push_back("shards");
@@ -267,8 +356,9 @@ int RunAdmin(int argc, char** argv) {
   StatusOr<json> summary =
       what == "compact"   ? CompactAndWait(**client, options)
       : what == "rebuild" ? RebuildEverywhere(**client, shards, options)
-      : what == "move" ? MoveShard(**client, shard, *args->Get("from"), *args->Get("to"), options)
-                       : UnserveShard(**client, shard, *args->Get("server"), options);
+      : what == "move"  ? MoveShard(**client, shard, *args->Get("from"), *args->Get("to"), options)
+      : what == "split" ? SplitShards(**client, options)
+                        : UnserveShard(**client, shard, *args->Get("server"), options);
   if (!summary.ok()) return Fail(summary.status());
   std::cout << (summary->is_string() ? summary->get<std::string>() : summary->dump()) << "\n";
   return kExitOk;

@@ -529,6 +529,7 @@ int RunServe(int argc, char** argv) {
       j["refused_pushes"] = shard_graph->refused();
       j["commits"] = shard_graph->CommitStats();
       j["rebuilds"] = shard_graph->RebuildStats();
+      j["split"] = shard_graph->SplitStats();
       {
         std::lock_guard lock(fetch_mu);
         if (!fetch_reports.empty()) j["fetched"] = fetch_reports;
@@ -770,6 +771,30 @@ int RunServe(int argc, char** argv) {
     };
     auto handler = std::make_shared<logstore::LogStoreHandler>(cluster_graph.get(), log_store.get(),
                                                                status_document);
+    // A split's switch (docs/cluster-changes.md, step 4): the cluster's layout key, then writes
+    // wait (at most 10 s) until every shard of the new count has a registered replica.
+    auto publish_layout = [&view, etcd, prefix, every_shard_registered](uint32_t count) -> Status {
+      ZIPG_RETURN_IF_ERROR(
+          etcd->Put(cluster::LayoutKey(prefix), nlohmann::json{{"shards", count}}.dump()));
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (std::chrono::steady_clock::now() < deadline) {
+        auto current = (*view)->Current();
+        if (current->num_shards == count && every_shard_registered(*current)) return Status::OK();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      std::cerr << "zipg logstore: after 10 s, some shard of the " << count
+                << " has no registered replica; writes go on (its writes fail until one "
+                   "registers)"
+                << std::endl;
+      return Status::OK();
+    };
+    handler->SetLayoutPublisher(publish_layout);
+    // A split whose key a crash kept from etcd: published again.
+    if (const auto layout = log_store->Layout(); layout.size() > 1 && !log_options.standby) {
+      Status put = etcd->Put(cluster::LayoutKey(prefix),
+                             nlohmann::json{{"shards", layout.back().first}}.dump());
+      if (!put.ok()) return Fail(put);
+    }
     processor = std::make_shared<rpc::LogStoreServiceProcessor>(handler);
   } else {
     if (args->Has("store") || args->Has("shards")) {
@@ -877,6 +902,7 @@ int RunServe(int argc, char** argv) {
   // their versions, into the etcd entry.
   std::function<Status()> publish_shards = [&]() -> Status {
     std::lock_guard lock(info_mu);
+    info.num_shards = shard_graph->num_shards();  // changes at a split's switch
     info.shards = shard_graph->hosted();
     info.catching_up = shard_graph->CatchingUp();
     // Serving: some hosted shard answers reads, or none is hosted (a drained server).
@@ -923,9 +949,9 @@ int RunServe(int argc, char** argv) {
         [&, self](uint32_t s, uint64_t after) -> StatusOr<shard::FeedChunk> {
           auto current = (*view)->Current();
           ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, current->LogStore());
-          ZIPG_ASSIGN_OR_RETURN(
-              rpc::UpdateFeedChunk got,
-              rpc::RemoteGraph(pools.Get(logstore->endpoint)).UpdatesSince(s, after, self));
+          ZIPG_ASSIGN_OR_RETURN(rpc::UpdateFeedChunk got,
+                                rpc::RemoteGraph(pools.Get(logstore->endpoint))
+                                    .UpdatesSince(s, after, self, shard_graph->num_shards()));
           shard::FeedChunk chunk;
           chunk.included = got.included;
           ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &chunk.updates, nullptr));

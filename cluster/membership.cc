@@ -10,6 +10,8 @@ using nlohmann::json;
 
 std::string ClusterPrefix(const std::string& cluster) { return "/zipg/" + cluster + "/"; }
 
+std::string LayoutKey(const std::string& prefix) { return prefix + "layout"; }
+
 json MemberInfo::ToJson() const {
   json j = {{"name", name}, {"role", role}, {"endpoint", endpoint.ToString()}, {"pid", pid}};
   if (!metrics_url.empty()) j["metrics"] = metrics_url;
@@ -80,17 +82,28 @@ StatusOr<MemberInfo> MemberInfo::FromJson(const std::string& text) {
   }
 }
 
-std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members, int64_t revision) {
+std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members, int64_t revision,
+                                                uint32_t layout) {
   auto map = std::make_shared<ShardMap>();
   std::sort(members.begin(), members.end(),
             [](const MemberInfo& a, const MemberInfo& b) { return a.name < b.name; });
   map->members = std::move(members);
   map->revision = revision;
+  // The shard count: the cluster's layout key (after a split), else the smallest count a shard
+  // server registers. A server registered with a multiple of it (2^k times: split already)
+  // covers the map's shards whose every part it hosts; one with a smaller count (not switched
+  // yet) is left out (docs/cluster-changes.md, step 4).
+  map->num_shards = layout;
+  if (layout == 0) {
+    for (const auto& m : map->members) {
+      if (m.role != "shard" || m.num_shards == 0) continue;
+      if (map->num_shards == 0 || m.num_shards < map->num_shards) map->num_shards = m.num_shards;
+    }
+  }
   for (const auto& m : map->members) {
-    if (m.role != "shard") continue;
-    if (map->num_shards == 0) {
-      map->num_shards = m.num_shards;
-    } else if (m.num_shards != map->num_shards) {
+    if (m.role != "shard" || m.num_shards < map->num_shards) continue;
+    const uint32_t k = m.num_shards / map->num_shards;
+    if (m.num_shards % map->num_shards != 0 || (k & (k - 1)) != 0) {
       map->problem = "shard servers disagree on the shard count (" +
                      std::to_string(map->num_shards) + " vs " + std::to_string(m.num_shards) +
                      " at " + m.name + ")";
@@ -116,13 +129,23 @@ std::shared_ptr<const ShardMap> ShardMap::Build(std::vector<MemberInfo> members,
   }
   for (size_t i = 0; i < map->members.size(); ++i) {
     const auto& m = map->members[i];
-    if (m.role != "shard" || m.num_shards != map->num_shards) continue;
-    for (uint32_t s : m.shards) {
-      if (s >= map->num_shards) continue;
-      map->replicas[s].push_back(i);
-      const bool catching_up =
-          std::find(m.catching_up.begin(), m.catching_up.end(), s) != m.catching_up.end();
-      if (m.serving && !catching_up) map->owners[s].push_back(i);
+    if (m.role != "shard" || map->num_shards == 0 || m.num_shards < map->num_shards ||
+        m.num_shards % map->num_shards != 0) {
+      continue;
+    }
+    auto lists = [](const std::vector<uint32_t>& list, uint32_t s) {
+      return std::find(list.begin(), list.end(), s) != list.end();
+    };
+    for (uint32_t r = 0; r < map->num_shards; ++r) {
+      // Shard r of the map is shards r, r + n, r + 2n, ... of the member's count.
+      bool all = true, catching_up = false;
+      for (uint32_t t = r; t < m.num_shards && all; t += map->num_shards) {
+        all = lists(m.shards, t);
+        catching_up |= lists(m.catching_up, t);
+      }
+      if (!all) continue;
+      map->replicas[r].push_back(i);
+      if (m.serving && !catching_up) map->owners[r].push_back(i);
     }
   }
   return map;
@@ -302,6 +325,17 @@ std::shared_ptr<const ShardMap> ClusterView::Current() const {
 Status ClusterView::Reload() {
   int64_t revision = 0;
   ZIPG_ASSIGN_OR_RETURN(auto kvs, etcd_->GetPrefix(prefix_ + "servers/", &revision));
+  // The shard count after a split (docs/cluster-changes.md, step 4).
+  uint32_t layout = 0;
+  ZIPG_ASSIGN_OR_RETURN(auto layout_kv, etcd_->Get(LayoutKey(prefix_)));
+  if (layout_kv) {
+    const auto j = nlohmann::json::parse(layout_kv->value, nullptr, false);
+    if (j.is_object() && j.contains("shards") && j["shards"].is_number_unsigned()) {
+      layout = j["shards"].get<uint32_t>();
+    } else {
+      std::cerr << "ignoring " << layout_kv->key << ": not {\"shards\": N}\n";
+    }
+  }
   std::vector<MemberInfo> members;
   for (const auto& kv : kvs) {
     auto m = MemberInfo::FromJson(kv.value);
@@ -311,7 +345,7 @@ Status ClusterView::Reload() {
     }
     members.push_back(std::move(*m));
   }
-  auto map = ShardMap::Build(std::move(members), revision);
+  auto map = ShardMap::Build(std::move(members), revision, layout);
   std::lock_guard<std::mutex> lock(mu_);
   current_ = std::move(map);
   return Status::OK();
@@ -327,7 +361,7 @@ void ClusterView::WatchLoop() {
       from = current_->revision + 1;
     }
     Status s = etcd_->Watch(
-        prefix_ + "servers/", from,
+        prefix_, from,  // the members and the layout key
         [this](const std::vector<WatchEvent>&) {
           Status r = Reload();
           if (!r.ok()) std::cerr << "cluster view: " << r.ToString() << "\n";

@@ -30,6 +30,9 @@ namespace zipg::cluster {
 
 // The key prefix of a cluster: "/zipg/<name>/".
 std::string ClusterPrefix(const std::string& cluster);
+// The cluster's shard layout after a split, under `prefix`: {"shards": N}, written by the LogStore
+// leader (docs/cluster-changes.md, step 4).
+std::string LayoutKey(const std::string& prefix);
 
 struct MemberInfo {
   std::string name;
@@ -76,7 +79,9 @@ struct ShardMap {
   std::string problem;  // non-empty if the shard servers disagree on the store (e.g. shard count)
   int64_t revision = 0;
 
-  static std::shared_ptr<const ShardMap> Build(std::vector<MemberInfo> members, int64_t revision);
+  // `layout`: the count of the cluster's layout key (0: none).
+  static std::shared_ptr<const ShardMap> Build(std::vector<MemberInfo> members, int64_t revision,
+                                               uint32_t layout = 0);
   // The LogStore, or UNAVAILABLE.
   StatusOr<const MemberInfo*> LogStore() const;
   // Shards with no live server.

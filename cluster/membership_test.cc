@@ -97,11 +97,37 @@ TEST(PlacementTest, ReplicasOfAShardAreOnDifferentServersAndLoadsAreEven) {
 }
 
 TEST(ShardMapTest, DisagreeingShardCountsMakeEveryRouteUnavailable) {
-  auto map = ShardMap::Build({Shard("a", {0, 1}, 2), Shard("b", {2, 3}, 4)}, 1);
+  // 3 is no split of 2: no layout has both.
+  auto map = ShardMap::Build({Shard("a", {0, 1}, 2), Shard("b", {0, 1, 2}, 3)}, 1);
   EXPECT_FALSE(map->problem.empty());
   EXPECT_EQ(map->Pick(0).status().code(), StatusCode::kUnavailable);
   auto empty = ShardMap::Build({}, 1);
   EXPECT_EQ(empty->Pick(0).status().code(), StatusCode::kUnavailable);
+}
+
+// Around a split (docs/cluster-changes.md, step 4): before the layout key, the map has the
+// smallest count and a member that switched covers each of its shards whose every part it hosts;
+// after it, the map has the key's count and a member that has not switched is left out.
+TEST(ShardMapTest, MembersThatSwitchedCoverTheShardsOfTheOldCountUntilTheLayoutKey) {
+  const std::vector<MemberInfo> members = {Shard("a", {0, 1}, 2), Shard("b", {0, 1, 2, 3}, 4),
+                                           Shard("c", {1, 3}, 4), Shard("d", {0, 2, 3}, 4)};
+  auto before = ShardMap::Build(members, 1);
+  EXPECT_TRUE(before->problem.empty()) << before->problem;
+  ASSERT_EQ(before->num_shards, 2u);
+  auto names = [&](const ShardMap& m, const std::vector<size_t>& list) {
+    std::vector<std::string> out;
+    for (size_t i : list) out.push_back(m.members[i].name);
+    return out;
+  };
+  // Shard 0 of 2 is 0 and 2 of 4; shard 1 is 1 and 3.
+  EXPECT_EQ(names(*before, before->owners[0]), (std::vector<std::string>{"a", "b", "d"}));
+  EXPECT_EQ(names(*before, before->owners[1]), (std::vector<std::string>{"a", "b", "c"}));
+  auto after = ShardMap::Build(members, 1, /*layout=*/4);
+  EXPECT_TRUE(after->problem.empty()) << after->problem;
+  ASSERT_EQ(after->num_shards, 4u);
+  EXPECT_EQ(names(*after, after->owners[0]), (std::vector<std::string>{"b", "d"}));
+  EXPECT_EQ(names(*after, after->owners[1]), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(names(*after, after->replicas[3]), (std::vector<std::string>{"b", "c", "d"}));
 }
 
 // A shard being added to a serving server (docs/cluster-changes.md, step 2) gets updates but no

@@ -12,10 +12,11 @@ Status AddSearchCalls(const ClusterView& view, rpc::PoolSet* pools,
   auto map = view.Current();
   if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
   ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(*map, shards));
+  const uint32_t n = map->num_shards;  // the numbering of `shards`
   for (const auto& [name, work] : plan) {
     calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
       auto call = [&](const ServerWork<int32_t>& w) {
-        return rpc::RemoteGraph(pools->Get(w.endpoint)).LocalSearchNodeIds(w.items, q);
+        return rpc::RemoteGraph(pools->Get(w.endpoint)).LocalSearchNodeIds(w.items, q, n);
       };
       auto got = call(work);
       if (got.ok() || !RetryElsewhere(got.status())) return got;

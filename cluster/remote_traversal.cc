@@ -17,7 +17,14 @@ Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
   if (groups.empty()) return Status::OK();
   auto map = view.Current();
   auto plan = std::make_shared<WorkPlan<graph::Visit>>();
-  for (const auto& [s, visits] : groups) ZIPG_RETURN_IF_ERROR(AddWork(*map, s, visits, plan.get()));
+  // Grouped again by the map's count: a shard server's groups are by its own, which differs
+  // from the map's for a moment around a split (docs/cluster-changes.md, step 4).
+  if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
+  std::map<uint32_t, std::vector<graph::Visit>> by_map;
+  for (const auto& [s, visits] : groups) {
+    for (const graph::Visit& v : visits) by_map[ShardOf(v.node, map->num_shards)].push_back(v);
+  }
+  for (const auto& [s, visits] : by_map) ZIPG_RETURN_IF_ERROR(AddWork(*map, s, visits, plan.get()));
   auto shared_automaton = std::make_shared<const graph::PathAutomaton>(automaton);
   const auto deadline = budget.deadline();
   const uint64_t max_visits = budget.max_step_visits();
@@ -54,13 +61,15 @@ Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
                        const graph::TraversalBudget& budget, std::vector<rpc::IdsCall>* calls) {
   const auto deadline = budget.deadline();
   const uint64_t max_ids = budget.memory_bytes() / sizeof(int64_t);
-  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(*view.Current(), shards));
+  auto map = view.Current();
+  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(*map, shards));
+  const uint32_t n = map->num_shards;  // the numbering of `shards`
   for (const auto& [name, work] : plan) {
     calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
       auto call = [&](const ServerWork<int32_t>& w) {
         return rpc::RemoteGraph(pools->Get(w.endpoint))
             .TraverseSources(w.items, include_dsts, graph::TraversalBudget::RemainingMs(deadline),
-                             max_ids);
+                             max_ids, n);
       };
       auto got = call(work);
       if (got.ok() || !RetryElsewhere(got.status()) ||

@@ -44,9 +44,24 @@ LiveShard::LiveShard(const layout::Shard* original, std::string prefix, Fragment
       prefix_(std::move(prefix)),
       log_(log),
       options_(std::move(options)),
-      retention_(std::chrono::milliseconds(options_.snapshot_retention_ms)) {}
+      retention_(std::chrono::milliseconds(options_.snapshot_retention_ms)),
+      await_commit_(options_.await_commit) {}
 
 LiveShard::~LiveShard() = default;
+
+void LiveShard::SetAwaitCommit(std::function<Status(uint64_t id)> f) {
+  std::lock_guard lock(stats_mu_);
+  await_commit_ = std::move(f);
+}
+
+Status LiveShard::AwaitCommit(uint64_t id) const {
+  std::function<Status(uint64_t)> f;
+  {
+    std::lock_guard lock(stats_mu_);
+    f = await_commit_;
+  }
+  return f ? f(id) : Status::OK();
+}
 
 std::string LiveShard::VersionDir(int64_t k) const { return prefix_ + ".v" + std::to_string(k); }
 
@@ -421,9 +436,7 @@ StatusOr<json> LiveShard::Rebuild() {
   // The shard applies an update before the LogStore applies its data (docs/consistency.md): the
   // build must not read a pointer whose data is not there yet, or the new base would lack it
   // while the new delta starts after it (an acknowledged write lost; tests/snapshot_test.py).
-  if (options_.await_commit) {
-    if (Status s = options_.await_commit(through); !s.ok()) return Abandon(number, s);
-  }
+  if (Status s = AwaitCommit(through); !s.ok()) return Abandon(number, s);
 
   // 2. The build, with no lock held.
   json summary = {
@@ -464,9 +477,7 @@ StatusOr<json> LiveShard::Split(uint32_t count, std::array<uint32_t, 2> halves,
     return why;
   };
   if (options_.rebuild_hook) options_.rebuild_hook(0);
-  if (options_.await_commit) {
-    if (Status s = options_.await_commit(through); !s.ok()) return abandon(s);
-  }
+  if (Status s = AwaitCommit(through); !s.ok()) return abandon(s);
   // 2. The two builds, one after the other, no lock held; each half opened with a delta of
   // floor `through`.
   json summary = {{"count", count}, {"through", through}, {"halves", json::array()}};

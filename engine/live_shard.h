@@ -131,6 +131,10 @@ class LiveShard {
   // The shard count and halves of the attached split, if any.
   std::optional<std::pair<uint32_t, std::array<uint32_t, 2>>> PreparedSplit() const;
 
+  // Replaces options.await_commit (a split's half, which its parent's options made, waits on its
+  // own shard's commits once it serves).
+  void SetAwaitCommit(std::function<Status(uint64_t id)> f);
+
   // Makes a rebuild under way (and every later one) stop soon with UNAVAILABLE (closing).
   void Cancel() { cancelled_ = true; }
 
@@ -196,7 +200,10 @@ class LiveShard {
 
   std::mutex rebuild_mu_;  // one rebuild at a time
   std::atomic<bool> cancelled_{false};
-  mutable std::mutex stats_mu_;  // guards the two below
+  // options_.await_commit, or as set (SetAwaitCommit); guarded by stats_mu_.
+  std::function<Status(uint64_t id)> await_commit_;
+  Status AwaitCommit(uint64_t id) const;
+  mutable std::mutex stats_mu_;  // guards the two below and await_commit_
   uint64_t rebuilds_ = 0;
   nlohmann::json last_rebuild_;
 };

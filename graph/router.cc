@@ -26,7 +26,7 @@ template <typename Read>
 auto ShardRouter::ReadOwner(int64_t id, Read&& read)
     -> decltype(read(std::declval<const layout::ShardReader&>())) {
   std::optional<decltype(read(std::declval<const layout::ShardReader&>()))> answer;
-  ZIPG_RETURN_IF_ERROR(ReadNode(ShardOf(id, num_shards_), id, [&](const layout::ShardReader& s) {
+  ZIPG_RETURN_IF_ERROR(ReadNode(ShardOf(id, num_shards()), id, [&](const layout::ShardReader& s) {
     answer.emplace(read(s));
     return answer->status();
   }));
@@ -35,7 +35,7 @@ auto ShardRouter::ReadOwner(int64_t id, Read&& read)
 
 StatusOr<std::vector<int64_t>> ShardRouter::NodeIdsOnAllShards(const Properties& properties) {
   std::vector<int64_t> ids;
-  for (uint32_t i = 0; i < num_shards_; ++i) {
+  for (uint32_t i = 0; i < num_shards(); ++i) {
     ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(i));
     ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
     ids.insert(ids.end(), part.begin(), part.end());
@@ -57,8 +57,8 @@ StatusOr<std::vector<int64_t>> ShardRouter::SearchLocal(const std::vector<uint32
 }
 
 StatusOr<std::vector<int64_t>> ShardRouter::SearchOnAllShards(const NodeSearch& q) {
-  std::vector<uint32_t> all(num_shards_);
-  for (uint32_t i = 0; i < num_shards_; ++i) all[i] = i;
+  std::vector<uint32_t> all(num_shards());
+  for (uint32_t i = 0; i < num_shards(); ++i) all[i] = i;
   return SearchLocal(all, q);
 }
 
@@ -74,7 +74,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::FilterLocal(const std::vector<int64_
   for (int64_t id : ids) {
     ZIPG_RETURN_IF_ERROR(CheckId(id, "id"));
     // A filter reads many nodes and is not a single-object operation: no commit wait.
-    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(ShardOf(id, num_shards_)));
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(ShardOf(id, num_shards())));
     ZIPG_ASSIGN_OR_RETURN(bool ok, shard->NodeMatches(id, properties));
     if (ok) kept.push_back(id);
   }
@@ -117,7 +117,7 @@ StatusOr<std::vector<int64_t>> ShardRouter::GetNeighborIds(int64_t id, std::opti
                         }));
   if (properties.empty()) return neighbors;
   std::map<uint32_t, std::vector<int64_t>> groups;
-  for (int64_t dst : neighbors) groups[ShardOf(dst, num_shards_)].push_back(dst);
+  for (int64_t dst : neighbors) groups[ShardOf(dst, num_shards())].push_back(dst);
   ZIPG_ASSIGN_OR_RETURN(auto kept, FilterGroups(groups, properties));
   std::sort(kept.begin(), kept.end());
   return kept;
@@ -203,7 +203,7 @@ class ShardRouter::Expander final : public graph::FrontierExpander {
   StatusOr<std::vector<graph::Visit>> Expand(const graph::PathAutomaton& automaton,
                                              const std::vector<graph::Visit>& frontier,
                                              const graph::TraversalBudget& budget) override {
-    return router_->ExpandGroups(automaton, graph::GroupByShard(frontier, router_->num_shards_),
+    return router_->ExpandGroups(automaton, graph::GroupByShard(frontier, router_->num_shards()),
                                  budget);
   }
 
@@ -216,7 +216,8 @@ StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandLocal(const graph::PathAu
                                                              int64_t deadline_ms,
                                                              uint64_t max_visits) {
   for (const graph::Visit& v : visits) ZIPG_RETURN_IF_ERROR(CheckId(v.node, "node"));
-  return ExpandShards(automaton, graph::GroupByShard(visits, num_shards_), deadline_ms, max_visits);
+  return ExpandShards(automaton, graph::GroupByShard(visits, num_shards()), deadline_ms,
+                      max_visits);
 }
 
 StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandShards(
@@ -241,9 +242,9 @@ StatusOr<std::vector<int64_t>> ShardRouter::SourcesLocal(
     const layout::ShardReader::ListBounds& bounds) {
   std::vector<int64_t> out;
   for (uint32_t s : shards) {
-    if (s >= num_shards_) {
+    if (s >= num_shards()) {
       return Status::InvalidArgument("no shard " + std::to_string(s) + " in a store of " +
-                                     std::to_string(num_shards_));
+                                     std::to_string(num_shards()));
     }
     ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
     ZIPG_ASSIGN_OR_RETURN(auto part, shard->Sources(include_dsts, bounds));
@@ -263,8 +264,8 @@ StatusOr<std::vector<graph::Visit>> ShardRouter::ExpandGroups(
 
 StatusOr<std::vector<int64_t>> ShardRouter::SourcesOnAllShards(
     bool include_dsts, const graph::TraversalBudget& budget) {
-  std::vector<uint32_t> all(num_shards_);
-  for (uint32_t s = 0; s < num_shards_; ++s) all[s] = s;
+  std::vector<uint32_t> all(num_shards());
+  for (uint32_t s = 0; s < num_shards(); ++s) all[s] = s;
   return SourcesLocal(all, include_dsts, ListBoundsOf(budget));
 }
 

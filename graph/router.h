@@ -11,15 +11,16 @@
 // safe for concurrent use.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
-#include "layout/shard.h"
 #include "graph/api.h"
 #include "graph/traversal.h"
+#include "layout/shard.h"
 
 namespace zipg {
 
@@ -28,7 +29,7 @@ layout::ShardReader::ListBounds ListBoundsOf(const graph::TraversalBudget& budge
 
 class ShardRouter : public GraphApi {
  public:
-  uint32_t num_shards() const { return num_shards_; }
+  uint32_t num_shards() const { return num_shards_.load(std::memory_order_acquire); }
 
   StatusOr<std::optional<Properties>> GetNodeProperty(
       int64_t id, const std::vector<std::string>* names) override;
@@ -79,7 +80,8 @@ class ShardRouter : public GraphApi {
 
  protected:
   ShardRouter() = default;
-  void set_num_shards(uint32_t n) { num_shards_ = n; }
+  // A shard server's count changes once, at a split (shard/server.h).
+  void set_num_shards(uint32_t n) { num_shards_.store(n, std::memory_order_release); }
 
   // A shard for one operation: it stays open (a shard server may swap in a rebuilt version
   // meanwhile, engine/live_shard.h) while the reference is held.
@@ -121,7 +123,7 @@ class ShardRouter : public GraphApi {
   template <typename Read>
   auto ReadOwner(int64_t id, Read&& read)
       -> decltype(read(std::declval<const layout::ShardReader&>()));
-  uint32_t num_shards_ = 0;
+  std::atomic<uint32_t> num_shards_{0};
   graph::TraversalLimits traversal_limits_;
 };
 

@@ -69,6 +69,10 @@ std::string LogStore::StateText(const std::vector<Range>& shards,
   }
   json j = {{"shards", last}, {"logs", logs}, {"ends", ends}};
   if (!covers.empty()) j["covers"] = covers;
+  {
+    std::shared_lock lock(feeds_mu_);
+    if (layout_.size() > 1) j["layout"] = layout_;  // after a split (docs/cluster-changes.md)
+  }
   return j.dump() + "\n";
 }
 
@@ -165,6 +169,8 @@ Status LogStore::Recover(bool post) {
   LearnNames(PropertyNames::kEdge, options_.base_edge_names);
   std::vector<Range> shards;
   std::vector<int64_t> logs = {1};
+  // Without a split in STATE: the shard servers' count (the map's), from the first id on.
+  std::vector<std::pair<uint32_t, uint64_t>> layout = {{sink_->num_shards(), 0}};
   const std::string state_path = options_.dir + "/" + kStateName;
   if (fs::exists(state_path)) {
     ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(state_path));
@@ -183,6 +189,18 @@ Status LogStore::Recover(bool post) {
       ends_.clear();
       if (auto it = j.find("ends"); it != j.end()) {  // absent in directories of before 2026-11
         for (const auto& [g, n] : it->items()) ends_[std::stoll(g)] = n.get<uint64_t>();
+      }
+      if (auto it = j.find("layout"); it != j.end()) {  // after a split
+        layout = it->get<std::vector<std::pair<uint32_t, uint64_t>>>();
+        for (size_t k = 1; k < layout.size(); ++k) {
+          if (layout[k].first != 2 * layout[k - 1].first ||
+              layout[k].second <= layout[k - 1].second) {
+            return Status::Corruption(state_path + ": bad layout");
+          }
+        }
+        if (layout.empty() || layout.front().second != 0) {
+          return Status::Corruption(state_path + ": bad layout");
+        }
       }
     } catch (const std::exception& e) {
       return Status::Corruption(state_path + ": " + e.what());
@@ -227,16 +245,18 @@ Status LogStore::Recover(bool post) {
   // The feeds keep what older generations sent; the live logs' updates are appended again below.
   fs::create_directories(options_.dir + "/feed", ec);
   if (ec) return Status::IOError("cannot create " + options_.dir + "/feed: " + ec.message());
-  feeds_.clear();
-  for (uint32_t s = 0; s < sink_->num_shards(); ++s) {
-    ZIPG_ASSIGN_OR_RETURN(auto feed, UpdateFeed::Open(FeedPath(s), UpdateId(logs.front(), 0)));
-    sink_->SetPrev(s, feed->last_id());
-    feeds_.push_back(std::move(feed));
+  {
+    std::unique_lock lock(feeds_mu_);
+    feeds_.clear();
+    layout_ = layout;
   }
+  ZIPG_RETURN_IF_ERROR(OpenFeeds(layout.back().first, UpdateId(logs.front(), 0)));
   // Replay the logs in order; a frozen generation (two logs) is frozen again after its replay.
   // Per live log, per base shard: a feed record never spans generations, so the cut at open
-  // (by generation) keeps or drops whole records.
-  std::vector<std::vector<std::vector<Update>>> resend(logs.size());
+  // (by generation) keeps or drops whole records. Each update goes back into the feed of its
+  // shard when it was logged (the layout then), and is resent to the shard that owns its node
+  // now (after a split, the half).
+  std::vector<std::vector<std::vector<Update>>> resend(logs.size()), refeed(logs.size());
   memtable_ = std::make_unique<Memtable>();
   for (size_t i = 0; i < logs.size(); ++i) {
     const int64_t g = logs[i];
@@ -246,14 +266,16 @@ Status LogStore::Recover(bool post) {
     wal_options.sync = options_.sync;
     uint64_t index = 0;
     resend[i].resize(sink_->num_shards());
+    refeed[i].resize(sink_->num_shards());
     ZIPG_ASSIGN_OR_RETURN(auto wal,
                           Wal::Open(
                               WalPath(g),
                               [&](std::string_view payload) -> Status {
                                 LogRecord record;
                                 ZIPG_RETURN_IF_ERROR(DecodeRecord(payload, &record));
-                                resend[i][ShardOf(record.node, sink_->num_shards())].push_back(
-                                    NumberedUpdate(record, g, index));
+                                const Update u = NumberedUpdate(record, g, index);
+                                resend[i][ShardOf(record.node, sink_->num_shards())].push_back(u);
+                                refeed[i][ShardOf(record.node, CountAt(u.id))].push_back(u);
                                 LearnNames(record);
                                 return ApplyLocal(record, g, UpdateId(g, index++)).status();
                               },
@@ -280,15 +302,30 @@ Status LogStore::Recover(bool post) {
     if (!sent.ok() && sent.status().code() != StatusCode::kUnavailable) return sent.status();
     return Status::OK();
   };
-  for (const auto& log : resend) {
-    for (uint32_t s = 0; s < log.size(); ++s) {
-      for (size_t at = 0; at < log[s].size(); at += kResendChunk) {
-        const size_t end = std::min(log[s].size(), at + kResendChunk);
-        std::vector<Update> chunk(log[s].begin() + at, log[s].begin() + end);
-        ZIPG_RETURN_IF_ERROR(feeds_[s]->Append(chunk));
-        if (!post) continue;  // a standby's leader posts them
-        ZIPG_RETURN_IF_ERROR(send(s, std::move(chunk)));
+  for (size_t i = 0; i < logs.size(); ++i) {
+    for (uint32_t s = 0; s < refeed[i].size(); ++s) {
+      for (size_t at = 0; at < refeed[i][s].size(); at += kResendChunk) {
+        const size_t end = std::min(refeed[i][s].size(), at + kResendChunk);
+        ZIPG_RETURN_IF_ERROR(feeds_[s]->Append(
+            std::vector<Update>(refeed[i][s].begin() + at, refeed[i][s].begin() + end)));
       }
+    }
+    // The marks of splits that ended this generation (the cut above dropped them).
+    ZIPG_RETURN_IF_ERROR(AppendMarks(logs[i]));
+    if (!post) continue;  // a standby's leader posts them
+    for (uint32_t s = 0; s < resend[i].size(); ++s) {
+      for (size_t at = 0; at < resend[i][s].size(); at += kResendChunk) {
+        const size_t end = std::min(resend[i][s].size(), at + kResendChunk);
+        ZIPG_RETURN_IF_ERROR(
+            send(s, std::vector<Update>(resend[i][s].begin() + at, resend[i][s].begin() + end)));
+      }
+    }
+    // A split in this generation: its mark again on the old lanes, for a replica that did not
+    // switch before the crash.
+    for (const auto& [count, z] : Layout()) {
+      if (z == 0 || static_cast<int64_t>(z >> 32) != logs[i]) continue;
+      const Update mark{engine::UpdateOp::kLayout, static_cast<int64_t>(count), 0, 0, 0, 0, z};
+      for (uint32_t s = 0; s < count / 2; ++s) ZIPG_RETURN_IF_ERROR(send(s, {mark}));
     }
   }
   // An elected leader reaches every shard with its epoch before it takes a write, so that each
@@ -509,7 +546,12 @@ json LogStore::StatusJson() const {
   j["commit_notices"] = sink_->notices();
   j["behind_answers"] = sink_->behind_answers();
   uint64_t feed_bytes = 0;
-  for (const auto& feed : feeds_) feed_bytes += feed->size();
+  {
+    std::shared_lock lock(feeds_mu_);
+    for (const auto& feed : feeds_) feed_bytes += feed->size();
+    j["base_shards"] = layout_.back().first;
+    if (layout_.size() > 1) j["layout"] = layout_;
+  }
   j["feed_bytes"] = feed_bytes;
   j["epoch"] = epoch_.load();
   std::lock_guard lock(stats_mu_);

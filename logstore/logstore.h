@@ -184,8 +184,24 @@ class LogStore final : public GraphWriteApi {
     uint64_t head = 0;
     bool included = false;
   };
-  StatusOr<FeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member);
+  // `count`: the shard count the asker numbers shards by (0: the current one); across a split
+  // the feed of a half is read from its parent's (docs/cluster-changes.md, step 4).
+  StatusOr<FeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member,
+                                   uint32_t count = 0);
   static constexpr size_t kFeedChunkUpdates = 1 << 16;
+
+  // Splits every base shard in two (docs/cluster-changes.md, step 4): `count` must be twice the
+  // current count, and every shard server must have prepared the split (admin_split). Under the
+  // commit pause of a freeze: the layout [count from Z] goes into STATE and to the standby, the
+  // layout mark (id Z) into every feed and to every old lane, new lanes and feeds start at Z,
+  // then `publish` (the cluster's layout key, the wait for the servers) runs before writes go
+  // on, fanned out by `count`. Returns a JSON summary. Leader only.
+  StatusOr<nlohmann::json> Split(uint32_t count,
+                                 const std::function<Status(uint32_t count)>& publish);
+  // The shard layout: (count, the id of its layout mark; 0 for the first), oldest first.
+  std::vector<std::pair<uint32_t, uint64_t>> Layout() const;
+  // The mark a layout change numbers Z (no record has it: Z ends generation Z >> 32).
+  static constexpr uint64_t kLayoutIndex = 0xFFFFFFFEull;
 
   // Standby: applies one request of the leader's log shipping (logstore/ship.h): an append is
   // logged (with fdatasync) and applied if it starts where this standby is; a freeze switches
@@ -282,6 +298,17 @@ class LogStore final : public GraphWriteApi {
   std::string Refusal() const;
   std::string WalPath(int64_t generation) const;
   std::string FeedPath(uint32_t shard) const;
+  // The shard count in force for update `id` (layout_).
+  uint32_t CountAt(uint64_t id) const;
+  // Records a layout change to `count` at mark `z` (compact_mu_ held, no commit group in
+  // flight): layout_ and STATE, the sink's lanes, the new feeds, the mark in every feed that
+  // lacks it. Leader and standby.
+  Status ApplyLayout(uint32_t count, uint64_t z);
+  // Opens the feeds of shards [feeds_.size(), count), prev set from their last ids.
+  Status OpenFeeds(uint32_t count, uint64_t drop_from);
+  // Appends the mark of each layout change in generation `g` to every feed that lacks it (after
+  // the feeds are cut back and the live logs re-appended at Recover).
+  Status AppendMarks(int64_t g);
   // "shard-G", or "shard-F-G" for a merged shard; ShardDir is the directory.
   static std::string ShardName(const Range& range);
   std::string ShardDir(const Range& range) const;
@@ -444,7 +471,10 @@ class LogStore final : public GraphWriteApi {
 
   // Compaction: freeze the live generation (false if it is empty), then build its log shard.
   // `force`: a new generation even if the live log is empty (a takeover).
-  StatusOr<bool> Freeze(bool force = false);
+  // `in_pause`, if given, runs after the switch to the new generation (and its shipping) with
+  // the commit pause still held, with the frozen generation.
+  StatusOr<bool> Freeze(bool force = false,
+                        const std::function<Status(int64_t frozen)>& in_pause = nullptr);
   Status BuildFrozen(nlohmann::json* summary);
   // The compaction thread's step: build the frozen generation, or, with none frozen, freeze and
   // build the memtable if it is (still) past the memory threshold.
@@ -510,8 +540,13 @@ class LogStore final : public GraphWriteApi {
   // Records in wal-<generation_> so far: the next record's id is generation_ << 32 | this + 1.
   // Changed only by the group in stage 1 (and by Freeze, with no group in flight).
   std::atomic<uint64_t> records_in_generation_ = 0;
-  // Per base shard: every update sent to it (docs/replication.md, "The feed").
+  // Per base shard: every update sent to it (docs/replication.md, "The feed"). Grown by a split
+  // (with no commit group in flight) under feeds_mu_, which readers outside the commit
+  // pipeline (UpdatesSince, StatusJson) hold shared.
   std::vector<std::unique_ptr<UpdateFeed>> feeds_;
+  mutable std::shared_mutex feeds_mu_;
+  // The shard layout (Layout()), from STATE; guarded by feeds_mu_.
+  std::vector<std::pair<uint32_t, uint64_t>> layout_;
 
   // Guards the fragments below.
   mutable std::shared_mutex data_mu_;

@@ -81,7 +81,7 @@ LogStore::CommitPause::~CommitPause() {
   if (next_leader) next_leader->cv.notify_one();
 }
 
-StatusOr<bool> LogStore::Freeze(bool force) {
+StatusOr<bool> LogStore::Freeze(bool force, const std::function<Status(int64_t frozen)>& in_pause) {
   // Hold back new commit groups and wait for those in flight to be applied.
   CommitPause pause(this);
   if (wal_->size() == 0 && !force) return false;
@@ -118,6 +118,7 @@ StatusOr<bool> LogStore::Freeze(bool force) {
       (void)Degrade("the freeze of generation " + std::to_string(g) + ": " + mismatch);
     }
   }
+  if (in_pause) ZIPG_RETURN_IF_ERROR(in_pause(g));
   return true;
 }
 

@@ -290,18 +290,4 @@ StatusOr<std::vector<int64_t>> LogStore::SearchNodeIds(const NodeSearch& q) {
   return ids;
 }
 
-StatusOr<LogStore::FeedChunk> LogStore::UpdatesSince(uint32_t shard, uint64_t after,
-                                                     const std::string& member) {
-  if (shard >= feeds_.size()) {
-    return Status::InvalidArgument("no shard " + std::to_string(shard) + " in this store");
-  }
-  FeedChunk chunk;
-  // In this order: a batch the read below misses was appended after the check, so it is
-  // pushed to the member (docs/replication.md, "Catching up").
-  chunk.included = sink_->IsTarget(shard, member);
-  chunk.head = feeds_[shard]->last_id();
-  ZIPG_ASSIGN_OR_RETURN(chunk.updates, feeds_[shard]->Since(after, kFeedChunkUpdates));
-  return chunk;
-}
-
 }  // namespace zipg::logstore

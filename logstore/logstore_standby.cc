@@ -333,6 +333,16 @@ ShipReply LogStore::ApplyShipped(const ShipRequest& q) {
     if (Status s = InstallReseed(q); !s.ok()) return failed(s);
     return Position(ShipCode::kOk);
   }
+  if (q.kind == ShipKind::kLayout) {
+    std::lock_guard compacting(compact_mu_);
+    if (q.generation > shard::UpdateSender::kMaxLanes) {
+      return failed(Status::InvalidArgument("a layout of too many shards"));
+    }
+    if (Status s = ApplyLayout(static_cast<uint32_t>(q.generation), q.first_index); !s.ok()) {
+      return failed(s);
+    }
+    return Position(ShipCode::kOk);
+  }
   if (q.kind == ShipKind::kFreeze) {
     // The leader froze generation_ after first_index records and now logs generation_ + 1.
     if (q.generation != static_cast<uint64_t>(generation_) + 1 ||

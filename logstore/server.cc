@@ -41,10 +41,13 @@ void LogStoreHandler::log_node_ids(std::vector<int64_t>& _return,
 }
 
 void LogStoreHandler::updates_since(rpc::UpdateFeedChunk& _return, int32_t shard, int64_t after,
-                                    const std::string& member) {
-  if (shard < 0 || after < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard or id"));
-  auto chunk = rpc::ValueOrThrow(
-      store_->UpdatesSince(static_cast<uint32_t>(shard), static_cast<uint64_t>(after), member));
+                                    const std::string& member, int32_t num_shards) {
+  if (shard < 0 || after < 0 || num_shards < 0) {
+    rpc::ThrowIfError(Status::InvalidArgument("negative shard, id or count"));
+  }
+  auto chunk = rpc::ValueOrThrow(store_->UpdatesSince(static_cast<uint32_t>(shard),
+                                                      static_cast<uint64_t>(after), member,
+                                                      static_cast<uint32_t>(num_shards)));
   _return.updates = engine::EncodeUpdates(chunk.updates, nullptr, /*with_ids=*/true);
   _return.head = static_cast<int64_t>(chunk.head);
   _return.included = chunk.included;
@@ -56,12 +59,12 @@ void LogStoreHandler::filter_nodes(std::vector<int64_t>&, const std::vector<int6
 }
 
 void LogStoreHandler::local_node_ids(std::vector<int64_t>&, const std::vector<int32_t>&,
-                                     const std::map<std::string, std::string>&) {
+                                     const std::map<std::string, std::string>&, int32_t) {
   rpc::ThrowIfError(Status::InvalidArgument("local_node_ids is a shard server call"));
 }
 
 void LogStoreHandler::local_search_node_ids(std::vector<int64_t>&, const std::vector<int32_t>&,
-                                            const rpc::SearchRequest&) {
+                                            const rpc::SearchRequest&, int32_t) {
   rpc::ThrowIfError(Status::InvalidArgument("local_search_node_ids is a shard server call"));
 }
 
@@ -76,8 +79,13 @@ void LogStoreHandler::traverse_expand(rpc::Visits&, const std::vector<rpc::Trans
 }
 
 void LogStoreHandler::traverse_sources(std::vector<int64_t>&, const std::vector<int32_t>&, bool,
-                                       int64_t, int64_t) {
+                                       int64_t, int64_t, int32_t) {
   rpc::ThrowIfError(Status::InvalidArgument("traverse_sources is a shard server call"));
+}
+
+void LogStoreHandler::admin_split(std::string& _return, int32_t shards) {
+  if (shards <= 0) rpc::ThrowIfError(Status::InvalidArgument("the shard count must be positive"));
+  _return = rpc::ValueOrThrow(store_->Split(static_cast<uint32_t>(shards), publish_layout_)).dump();
 }
 
 void LogStoreHandler::admin_rebuild(std::string&, const std::vector<int32_t>&, const std::string&) {

@@ -32,19 +32,26 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
   void log_node_ids(std::vector<int64_t>& _return,
                     const std::map<std::string, std::string>& properties) override;
   void updates_since(rpc::UpdateFeedChunk& _return, int32_t shard, int64_t after,
-                     const std::string& member) override;
+                     const std::string& member, int32_t num_shards) override;
   void filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                      const std::map<std::string, std::string>& properties) override;
+                      const std::map<std::string, std::string>& properties,
+                      int32_t num_shards) override;
   void local_search_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                             const rpc::SearchRequest& search) override;
+                             const rpc::SearchRequest& search, int32_t num_shards) override;
   void log_search_node_ids(std::vector<int64_t>& _return,
                            const rpc::SearchRequest& search) override;
   void traverse_expand(rpc::Visits& _return, const std::vector<rpc::Transition>& automaton,
                        const rpc::Visits& visits, int64_t deadline_ms, int64_t max_visits) override;
   void traverse_sources(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                        bool include_dsts, int64_t deadline_ms, int64_t max_ids) override;
+                        bool include_dsts, int64_t deadline_ms, int64_t max_ids,
+                        int32_t num_shards) override;
+  // The split's switch (LogStore::Split), with `publish_layout` run before writes go on.
+  void admin_split(std::string& _return, int32_t shards) override;
+  void SetLayoutPublisher(std::function<Status(uint32_t count)> f) {
+    publish_layout_ = std::move(f);
+  }
   void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
                      const std::string& from_member) override;
   void rebuilt_version(std::string& _return, int32_t shard) override;
@@ -57,6 +64,7 @@ class LogStoreHandler final : public rpc::LogStoreServiceIf, public rpc::GraphHa
 
  private:
   LogStore* store_;
+  std::function<Status(uint32_t count)> publish_layout_;
 };
 
 }  // namespace zipg::logstore

@@ -32,7 +32,7 @@ bool DecodeRequest(std::string_view frame, uint64_t* sender, uint64_t* seq, Ship
   *seq = DecodeFixed64(p + 8);
   if (frame.size() < kRequestHeader) return false;
   const uint8_t kind = static_cast<uint8_t>(p[16]);
-  if (kind < 1 || kind > 5) return false;
+  if (kind < 1 || kind > 6) return false;
   r->kind = static_cast<ShipKind>(kind);
   r->epoch = DecodeFixed64(p + 17);
   r->generation = DecodeFixed64(p + 25);

@@ -39,7 +39,16 @@
 
 namespace zipg::logstore {
 
-enum class ShipKind : uint8_t { kAppend = 1, kFreeze = 2, kProbe = 3, kFile = 4, kInstall = 5 };
+// kLayout: a split (docs/cluster-changes.md, step 4): generation = the new shard count,
+// first_index = its mark's id.
+enum class ShipKind : uint8_t {
+  kAppend = 1,
+  kFreeze = 2,
+  kProbe = 3,
+  kFile = 4,
+  kInstall = 5,
+  kLayout = 6
+};
 enum class ShipCode : uint8_t { kError = 0, kOk = 1, kElsewhere = 2, kFenced = 3 };
 
 struct ShipRequest {

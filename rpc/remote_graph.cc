@@ -52,11 +52,13 @@ StatusOr<SearchResult> RemoteGraph::SearchNodeIds(const NodeSearch& q) {
 }
 
 StatusOr<std::vector<int64_t>> RemoteGraph::LocalSearchNodeIds(const std::vector<int32_t>& shards,
-                                                               const NodeSearch& q) {
+                                                               const NodeSearch& q,
+                                                               uint32_t num_shards) {
   std::vector<int64_t> ids;
   const auto request = ToThrift(q);
-  ZIPG_RETURN_IF_ERROR(pool_->Call(
-      [&](LogStoreServiceClient& c) { c.local_search_node_ids(ids, shards, request); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.local_search_node_ids(ids, shards, request, static_cast<int32_t>(num_shards));
+  }));
   return ids;
 }
 
@@ -132,11 +134,20 @@ StatusOr<std::vector<graph::Visit>> RemoteGraph::TraverseExpand(
 
 StatusOr<std::vector<int64_t>> RemoteGraph::TraverseSources(const std::vector<int32_t>& shards,
                                                             bool include_dsts, int64_t deadline_ms,
-                                                            uint64_t max_ids) {
+                                                            uint64_t max_ids, uint32_t num_shards) {
   std::vector<int64_t> r;
   ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
-    c.traverse_sources(r, shards, include_dsts, deadline_ms, static_cast<int64_t>(max_ids));
+    c.traverse_sources(r, shards, include_dsts, deadline_ms, static_cast<int64_t>(max_ids),
+                       static_cast<int32_t>(num_shards));
   }));
+  return r;
+}
+
+StatusOr<std::string> RemoteGraph::Split(uint32_t num_shards) {
+  std::string r;
+  ZIPG_RETURN_IF_ERROR(pool_->Call(
+      [&](LogStoreServiceClient& c) { c.admin_split(r, static_cast<int32_t>(num_shards)); },
+      false));
   return r;
 }
 
@@ -221,12 +232,14 @@ StatusOr<std::vector<int64_t>> RemoteGraph::FilterNodes(const std::vector<int64_
 }
 
 StatusOr<std::vector<int64_t>> RemoteGraph::LocalNodeIds(const std::vector<int32_t>& shards,
-                                                         const Properties& properties) {
+                                                         const Properties& properties,
+                                                         uint32_t num_shards) {
   ZIPG_RETURN_IF_ERROR(CheckRequestSize(0, &properties, nullptr));
   std::vector<int64_t> r;
   const auto props = ToThrift(properties);
-  ZIPG_RETURN_IF_ERROR(
-      pool_->Call([&](LogStoreServiceClient& c) { c.local_node_ids(r, shards, props); }));
+  ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
+    c.local_node_ids(r, shards, props, static_cast<int32_t>(num_shards));
+  }));
   return r;
 }
 
@@ -377,10 +390,12 @@ StatusOr<std::vector<int64_t>> RemoteGraph::LogNodeIds(const Properties& propert
 }
 
 StatusOr<UpdateFeedChunk> RemoteGraph::UpdatesSince(uint32_t shard, uint64_t after,
-                                                    const std::string& member) {
+                                                    const std::string& member,
+                                                    uint32_t num_shards) {
   UpdateFeedChunk r;
   ZIPG_RETURN_IF_ERROR(pool_->Call([&](LogStoreServiceClient& c) {
-    c.updates_since(r, static_cast<int32_t>(shard), static_cast<int64_t>(after), member);
+    c.updates_since(r, static_cast<int32_t>(shard), static_cast<int64_t>(after), member,
+                    static_cast<int32_t>(num_shards));
   }));
   return r;
 }

@@ -91,7 +91,9 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   // search_node_ids over the LogStore's fragments: the first q.limit + 1 ids, sorted.
   StatusOr<std::vector<int64_t>> LogSearchNodeIds(const NodeSearch& q);
   // The LogStore's update feed of a base shard after id `after`, for replica `member`.
-  StatusOr<UpdateFeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member);
+  // `num_shards`: the count `shard` is numbered by (0: the LogStore's).
+  StatusOr<UpdateFeedChunk> UpdatesSince(uint32_t shard, uint64_t after, const std::string& member,
+                                         uint32_t num_shards = 0);
   // One write_batch call: one outcome per write, in order (docs/writes.md, "Write batches"); a
   // transport failure fails the whole call.
   StatusOr<std::vector<StatusOr<bool>>> SendWriteBatch(const std::vector<BatchedWrite>& writes);
@@ -102,18 +104,21 @@ class RemoteGraph final : public GraphApi, public GraphWriteApi {
   // Shard-server sub-queries (ShardService).
   StatusOr<std::vector<int64_t>> FilterNodes(const std::vector<int64_t>& ids,
                                              const Properties& properties);
+  // Calls that list shards number them by `num_shards` (the caller's map's count).
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
-                                              const Properties& properties);
+                                              const Properties& properties, uint32_t num_shards);
   // search_node_ids over the listed shards of a shard server: the first q.limit + 1 ids, sorted.
   StatusOr<std::vector<int64_t>> LocalSearchNodeIds(const std::vector<int32_t>& shards,
-                                                    const NodeSearch& q);
+                                                    const NodeSearch& q, uint32_t num_shards);
   // One traversal step on a shard server (traverse_expand) and its sources (traverse_sources).
   StatusOr<std::vector<graph::Visit>> TraverseExpand(const graph::PathAutomaton& automaton,
                                                      const std::vector<graph::Visit>& visits,
                                                      int64_t deadline_ms, uint64_t max_visits);
   StatusOr<std::vector<int64_t>> TraverseSources(const std::vector<int32_t>& shards,
                                                  bool include_dsts, int64_t deadline_ms,
-                                                 uint64_t max_ids);
+                                                 uint64_t max_ids, uint32_t num_shards);
+  // admin_split: a shard server prepares the split to `num_shards`; the LogStore switches to it.
+  StatusOr<std::string> Split(uint32_t num_shards);
   // admin_rebuild: the listed shards of a shard server (all if empty), built there or adopted
   // from replica `from` (if not empty); JSON summaries.
   StatusOr<std::string> Rebuild(const std::vector<int32_t>& shards, const std::string& from = "");

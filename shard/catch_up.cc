@@ -59,11 +59,14 @@ void CatchUp::Run() {
     }
     bool again = false;
     for (uint32_t shard : behind) {
+      // A split's mark found in this shard's feed: the switch waits for the other shards'.
+      if (graph_->AwaitingSwitch(shard)) continue;
       const uint64_t refused_before = graph_->refused(shard);
       if (!CatchUpShard(shard)) {  // stopping, or woken again
         again = true;
         break;
       }
+      if (graph_->AwaitingSwitch(shard)) continue;
       if (!graph_->StartServing(shard, refused_before)) again = true;  // a push refused meanwhile
       const std::vector<uint32_t> now = graph_->CatchingUp();
       if (now != announced) {
@@ -113,6 +116,7 @@ bool CatchUp::CatchUpShard(uint32_t shard) {
       continue;
     }
     applied_ += chunk->updates.size();
+    if (graph_->AwaitingSwitch(shard)) return true;  // the rest after the switch, as its halves
     const bool refused = graph_->refused(shard) != refused_before;
     if (chunk->included && chunk->updates.empty() && !refused) return true;
     if (refused) ++refused_meanwhile;

@@ -23,14 +23,64 @@
 
 namespace zipg::shard {
 
+namespace {
+
+constexpr char kLayoutFile[] = "layout.json";
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     const std::string& dir, const std::vector<uint32_t>& shards, const GraphOpenOptions& options,
     const cluster::ClusterView* view, rpc::PoolSet* pools, const std::string& updates_dir_option,
     const RebuildOptions& rebuild) {
   std::unique_ptr<ServerGraph> g(new ServerGraph());
-  ZIPG_ASSIGN_OR_RETURN(g->store_, OpenStore(dir, options, &shards));
-  g->set_num_shards(g->store_.manifest.shards);
+  g->updates_dir_ = updates_dir_option.empty() ? dir + "/updates" : updates_dir_option;
+  std::error_code ec;
+  std::filesystem::create_directories(g->updates_dir_, ec);
+  if (ec) return Status::IOError("cannot create " + g->updates_dir_ + ": " + ec.message());
+  // After a split (docs/cluster-changes.md, step 4): the count and where the shards' files are.
+  uint32_t count = 0;
+  const std::string layout_path = g->updates_dir_ + "/" + kLayoutFile;
+  if (std::filesystem::exists(layout_path)) {
+    ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layout_path));
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (!j.is_object() || !j.contains("shards") || !j["shards"].is_number_unsigned() ||
+        !j.contains("dir") || !j["dir"].is_string() || j["shards"].get<uint32_t>() == 0 ||
+        j["shards"].get<uint32_t>() > kMaxSlots) {
+      return Status::Corruption(layout_path + R"(: expected {"shards": N, "dir": "split-N"})");
+    }
+    count = j["shards"].get<uint32_t>();
+    g->layout_dir_ = j["dir"].get<std::string>();
+  }
+  // Halves prepared for a split that did not switch before this start are dropped (asked
+  // again, the split starts over), and so are the directories of earlier layouts.
+  for (const auto& entry : std::filesystem::directory_iterator(g->updates_dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("split-", 0) == 0 && name != g->layout_dir_) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
   std::vector<uint32_t> hosted = shards;
+  const std::vector<uint32_t> none;
+  ZIPG_ASSIGN_OR_RETURN(g->store_, OpenStore(dir, options, count ? &none : &shards));
+  const uint32_t original = g->store_.manifest.shards;
+  if (count != 0) {
+    if (count % original != 0) {
+      return Status::Corruption(layout_path + ": " + std::to_string(count) +
+                                " shards is not a split of the store's " +
+                                std::to_string(original));
+    }
+    // The list names shards of the store as compressed: each one is now its parts.
+    hosted.clear();
+    for (uint32_t s : shards) {
+      if (s >= original) {
+        hosted.push_back(s);
+        continue;
+      }
+      for (uint32_t t = s; t < count; t += original) hosted.push_back(t);
+    }
+  }
+  g->set_num_shards(count ? count : original);
   std::sort(hosted.begin(), hosted.end());
   hosted.erase(std::unique(hosted.begin(), hosted.end()), hosted.end());
   g->view_ = view;
@@ -38,19 +88,20 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   g->store_dir_ = dir;
   g->open_options_ = options;
   g->log_ = std::make_unique<LogStoreSource>(view, pools, [p = g.get()](int64_t node) {
-    const Hosting* h = p->Slot(ShardOf(node, p->num_shards()));
+    const Hosting* h = p->NodeSlot(node);
     return h ? h->commits->committed() : uint64_t{0};
   });
-  g->updates_dir_ = updates_dir_option.empty() ? dir + "/updates" : updates_dir_option;
-  std::error_code ec;
-  std::filesystem::create_directories(g->updates_dir_, ec);
-  if (ec) return Status::IOError("cannot create " + g->updates_dir_ + ": " + ec.message());
   g->rebuild_ = rebuild;
-  g->num_slots_ = g->store_.manifest.shards;
-  g->slots_ = std::make_unique<std::atomic<Hosting*>[]>(g->num_slots_);
-  g->kept_.resize(g->num_slots_);
+  g->slots_ = std::make_unique<std::atomic<Hosting*>[]>(kMaxSlots);
+  g->kept_.resize(kMaxSlots);
   for (uint32_t s : hosted) {
-    ZIPG_ASSIGN_OR_RETURN(g->kept_[s], g->OpenHosting(s, std::move(g->store_.shards[s])));
+    if (s >= g->num_shards()) {
+      return Status::InvalidArgument("the store has " + std::to_string(g->num_shards()) +
+                                     " shards; there is no shard " + std::to_string(s));
+    }
+    ZIPG_ASSIGN_OR_RETURN(
+        g->kept_[s],
+        g->OpenHosting(s, count ? nullptr : std::move(g->store_.shards[s]), g->ShardPrefix(s)));
     g->kept_[s]->serving = true;  // until StopServing: a server without a LogStore (tests)
     g->slots_[s].store(g->kept_[s].get(), std::memory_order_release);
   }
@@ -60,9 +111,24 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   return g;
 }
 
+std::string ServerGraph::ShardPrefix(uint32_t shard) const {
+  const std::string dir = layout_dir_.empty() ? updates_dir_ : updates_dir_ + "/" + layout_dir_;
+  return dir + "/shard-" + std::to_string(shard);
+}
+
+ServerGraph::Hosting* ServerGraph::NodeSlot(int64_t id, uint32_t* shard) const {
+  for (;;) {
+    const uint32_t count = num_shards();
+    const uint32_t s = ShardOf(id, count);
+    Hosting* h = Slot(s);
+    if (num_shards() != count) continue;  // a split switched meanwhile: route again
+    if (shard) *shard = s;
+    return h;
+  }
+}
+
 StatusOr<std::unique_ptr<ServerGraph::Hosting>> ServerGraph::OpenHosting(
-    uint32_t s, std::unique_ptr<layout::Shard> base) {
-  const std::string prefix = updates_dir_ + "/shard-" + std::to_string(s);
+    uint32_t s, std::unique_ptr<layout::Shard> base, const std::string& prefix) {
   if (std::filesystem::exists(prefix + ".log")) {
     // The previous format kept deleted keys without the LogStore edges' timestamps, which
     // this one needs to order them (docs/writes.md, "The shard side").
@@ -72,6 +138,7 @@ StatusOr<std::unique_ptr<ServerGraph::Hosting>> ServerGraph::OpenHosting(
         "Rebuild the store with zipg compress and start with an empty " +
         updates_dir_);
   }
+  (void)s;
   auto h = std::make_unique<Hosting>();
   h->base = std::move(base);
   engine::LiveShardOptions live_options;
@@ -237,9 +304,9 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto feed = [this, map, shard](uint64_t after) -> StatusOr<std::vector<engine::Update>> {
     ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* logstore, map->LogStore());
-    ZIPG_ASSIGN_OR_RETURN(
-        rpc::UpdateFeedChunk got,
-        rpc::RemoteGraph(pools_->Get(logstore->endpoint)).UpdatesSince(shard, after, self_));
+    ZIPG_ASSIGN_OR_RETURN(rpc::UpdateFeedChunk got,
+                          rpc::RemoteGraph(pools_->Get(logstore->endpoint))
+                              .UpdatesSince(shard, after, self_, num_shards()));
     std::vector<engine::Update> updates;
     ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &updates, nullptr));
     return updates;
@@ -376,14 +443,18 @@ StatusOr<PushAnswer> ServerGraph::ApplyPush(uint32_t shard, uint64_t prev,
   {
     std::unique_lock gate(h->commits->gate());
     std::lock_guard lock(h->apply_mu);
-    if (prev <= h->live->last_id()) {
+    if (prev > h->live->last_id()) {
+      answer.behind = true;
+    } else {
       ZIPG_ASSIGN_OR_RETURN(answer.found, h->live->Apply(batch));
       h->commits->Applied(batch);
-      return answer;
     }
-    answer.behind = true;
   }
-  FellBehind(*h, /*count=*/true);
+  if (answer.behind) {
+    FellBehind(*h, /*count=*/true);
+  } else {
+    NoteLayoutMark(shard, batch);
+  }
   return answer;
 }
 
@@ -434,10 +505,13 @@ std::vector<uint32_t> ServerGraph::CatchingUp() const {
 Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch) {
   Hosting* h = Slot(shard);
   if (!h) return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
-  std::unique_lock gate(h->commits->gate());
-  std::lock_guard lock(h->apply_mu);
-  ZIPG_RETURN_IF_ERROR(h->live->Apply(batch).status());
-  h->commits->Applied(batch);
+  {
+    std::unique_lock gate(h->commits->gate());
+    std::lock_guard lock(h->apply_mu);
+    ZIPG_RETURN_IF_ERROR(h->live->Apply(batch).status());
+    h->commits->Applied(batch);
+  }
+  NoteLayoutMark(shard, batch);
   return Status::OK();
 }
 
@@ -458,8 +532,8 @@ void ServerGraph::ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed)
 }
 
 Status ServerGraph::Serve(uint32_t shard) {
-  if (shard >= num_slots_) {
-    return Status::InvalidArgument("the store has " + std::to_string(num_slots_) +
+  if (shard >= num_shards()) {
+    return Status::InvalidArgument("the store has " + std::to_string(num_shards()) +
                                    " shards; there is no shard " + std::to_string(shard));
   }
   std::lock_guard serialize(hosting_mu_);
@@ -469,16 +543,24 @@ Status ServerGraph::Serve(uint32_t shard) {
     std::lock_guard lock(kept_mu_);
     h = kept_[shard].get();
   }
+  if (!h && !layout_dir_.empty()) {
+    // A split's shard exists only as versions of its own (no files of the store hold it).
+    return Status::FailedPrecondition(
+        "shard " + std::to_string(shard) +
+        " was made by a split; serving it on a server that does not hold it is not built yet "
+        "(docs/cluster-changes.md, step 4)");
+  }
   if (!h) {  // never served by this process: its files, then its objects
     if (fetch_) ZIPG_RETURN_IF_ERROR(fetch_(shard).status());
     const std::vector<uint32_t> only = {shard};
     ZIPG_ASSIGN_OR_RETURN(OpenedStore opened, OpenStore(store_dir_, open_options_, &only));
-    if (opened.manifest.shards != num_slots_) {
+    if (opened.manifest.shards != num_shards()) {
       return Status::FailedPrecondition(
           store_dir_ + " now has " + std::to_string(opened.manifest.shards) +
-          " shards; this server opened it with " + std::to_string(num_slots_));
+          " shards; this server opened it with " + std::to_string(num_shards()));
     }
-    ZIPG_ASSIGN_OR_RETURN(auto made, OpenHosting(shard, std::move(opened.shards[shard])));
+    ZIPG_ASSIGN_OR_RETURN(auto made,
+                          OpenHosting(shard, std::move(opened.shards[shard]), ShardPrefix(shard)));
     std::lock_guard lock(kept_mu_);
     kept_[shard] = std::move(made);
     h = kept_[shard].get();
@@ -529,8 +611,10 @@ void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
   linearizable_ = on;
 }
 
-Status ServerGraph::ReadNode(uint32_t shard, int64_t id, const NodeRead& read) {
-  Hosting* h = Slot(shard);
+Status ServerGraph::ReadNode(uint32_t, int64_t id, const NodeRead& read) {
+  // By this server's own count: the router's may be from before a split's switch.
+  uint32_t shard = 0;
+  Hosting* h = NodeSlot(id, &shard);
   if (!linearizable_.load() || !h ||
       ReadAt::Current() != 0) {  // a snapshot's state is committed (LocalShard)
     return ShardRouter::ReadNode(shard, id, read);
@@ -641,15 +725,40 @@ StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
   return ShardRef(std::move(version));
 }
 
+StatusOr<std::vector<uint32_t>> ServerGraph::Resolve(const std::vector<int32_t>& shards,
+                                                     uint32_t count) const {
+  const uint32_t own = num_shards();
+  if (count == 0) count = own;
+  if (count > own) {
+    return Status::Unavailable("this server has " + std::to_string(own) +
+                               " shards; it has not switched to " + std::to_string(count) + " yet");
+  }
+  if (own % count != 0) {
+    return Status::InvalidArgument("shards numbered by " + std::to_string(count) +
+                                   " of a store of " + std::to_string(own));
+  }
+  std::vector<uint32_t> out;
+  for (int32_t s : shards) {
+    if (s < 0) return Status::InvalidArgument("negative shard number");
+    if (static_cast<uint32_t>(s) >= count) {
+      return Status::InvalidArgument("no shard " + std::to_string(s) + " of " +
+                                     std::to_string(count));
+    }
+    for (uint32_t t = static_cast<uint32_t>(s); t < own; t += count) out.push_back(t);
+  }
+  return out;
+}
+
 StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32_t>& shards,
-                                                         const Properties& properties) {
+                                                         const Properties& properties,
+                                                         uint32_t count) {
   if (properties.empty()) {
     return Status::InvalidArgument("get_node_ids needs at least one property");
   }
   std::vector<int64_t> ids;
-  for (int32_t s : shards) {
-    if (s < 0) return Status::InvalidArgument("negative shard number");
-    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(static_cast<uint32_t>(s)));
+  ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(shards, count));
+  for (uint32_t s : own) {
+    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
     ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
     ids.insert(ids.end(), part.begin(), part.end());
   }
@@ -661,8 +770,10 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
   std::vector<int32_t> local;
   cluster::WorkPlan<int32_t> remote;
   auto map = view_ ? view_->Current() : nullptr;
-  for (uint32_t s = 0; s < num_shards(); ++s) {
-    if (Slot(s)) {
+  // Numbered by the map's count (this server's may differ for a moment around a split).
+  const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
+  for (uint32_t s = 0; s < n; ++s) {
+    if (HostsAll(s, n)) {
       local.push_back(static_cast<int32_t>(s));
       continue;
     }
@@ -670,18 +781,19 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
     ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, {static_cast<int32_t>(s)}, &remote));
   }
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] { return LocalNodeIds(local, properties); });
+  calls.push_back([&] { return LocalNodeIds(local, properties, n); });
   for (const auto& entry : remote) {  // not a structured binding: clang 14 cannot capture one
     const auto& name = entry.first;
     const auto& work = entry.second;
-    calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
-      auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties);
+    calls.push_back([this, &name, &work, &properties, n]() -> StatusOr<std::vector<int64_t>> {
+      auto got =
+          rpc::RemoteGraph(pools_->Get(work.endpoint)).LocalNodeIds(work.items, properties, n);
       if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
       std::map<uint32_t, std::vector<int32_t>> by_shard;  // once more on other replicas
       for (int32_t s : work.items) by_shard[static_cast<uint32_t>(s)].push_back(s);
       return cluster::RetryOnOthers(
-          *view_, name, by_shard, [this, &properties](const cluster::ServerWork<int32_t>& w) {
-            return rpc::RemoteGraph(pools_->Get(w.endpoint)).LocalNodeIds(w.items, properties);
+          *view_, name, by_shard, [this, &properties, n](const cluster::ServerWork<int32_t>& w) {
+            return rpc::RemoteGraph(pools_->Get(w.endpoint)).LocalNodeIds(w.items, properties, n);
           });
     });
   }
@@ -698,20 +810,26 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
 }
 
 StatusOr<std::vector<int64_t>> ServerGraph::LocalSearchNodeIds(const std::vector<int32_t>& shards,
-                                                               const NodeSearch& q) {
-  std::vector<uint32_t> local;
-  for (int32_t s : shards) {
-    if (s < 0) return Status::InvalidArgument("negative shard number");
-    local.push_back(static_cast<uint32_t>(s));
-  }
+                                                               const NodeSearch& q,
+                                                               uint32_t count) {
+  ZIPG_ASSIGN_OR_RETURN(auto local, Resolve(shards, count));
   return SearchLocal(local, q);
 }
 
 StatusOr<std::vector<int64_t>> ServerGraph::SearchOnAllShards(const NodeSearch& q) {
-  std::vector<uint32_t> local, remote;
-  for (uint32_t s = 0; s < num_shards(); ++s) (Slot(s) ? local : remote).push_back(s);
+  std::vector<uint32_t> remote;
+  std::vector<int32_t> local;
+  auto map = view_ ? view_->Current() : nullptr;
+  const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
+  for (uint32_t s = 0; s < n; ++s) {
+    if (HostsAll(s, n)) {
+      local.push_back(static_cast<int32_t>(s));
+    } else {
+      remote.push_back(s);
+    }
+  }
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] { return SearchLocal(local, q); });
+  calls.push_back([&] { return LocalSearchNodeIds(local, q, n); });
   // The other shards' servers, and the LogStore for the nodes written since the load.
   if (!view_) return Status::Unavailable("no cluster view to find the other servers");
   ZIPG_RETURN_IF_ERROR(cluster::AddSearchCalls(*view_, pools_, remote, true, q, &calls));
@@ -723,24 +841,28 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
   std::vector<int64_t> local;
   cluster::WorkPlan<int64_t> remote;
   auto map = view_ ? view_->Current() : nullptr;
+  std::map<uint32_t, std::vector<int64_t>> by_map;  // the others, by the map's count
   for (const auto& [s, ids] : groups) {
     if (Slot(s)) {
       local.insert(local.end(), ids.begin(), ids.end());
       continue;
     }
-    if (!map) return Status::Unavailable("shard " + std::to_string(s) + " is not served here");
-    ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, ids, &remote));
+    if (!map || map->num_shards == 0) {
+      return Status::Unavailable("shard " + std::to_string(s) + " is not served here");
+    }
+    for (int64_t id : ids) by_map[ShardOf(id, map->num_shards)].push_back(id);
   }
+  for (const auto& [s, ids] : by_map) ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, ids, &remote));
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return FilterLocal(local, properties); });
   for (const auto& entry : remote) {  // not a structured binding: clang 14 cannot capture one
     const auto& name = entry.first;
     const auto& work = entry.second;
-    calls.push_back([this, &name, &work, &properties]() -> StatusOr<std::vector<int64_t>> {
+    calls.push_back([this, &name, &work, &properties, &map]() -> StatusOr<std::vector<int64_t>> {
       auto got = rpc::RemoteGraph(pools_->Get(work.endpoint)).FilterNodes(work.items, properties);
       if (got.ok() || !cluster::RetryElsewhere(got.status())) return got;
       std::map<uint32_t, std::vector<int64_t>> by_shard;  // once more on other replicas
-      for (int64_t id : work.items) by_shard[ShardOf(id, num_shards())].push_back(id);
+      for (int64_t id : work.items) by_shard[ShardOf(id, map->num_shards)].push_back(id);
       return cluster::RetryOnOthers(
           *view_, name, by_shard, [this, &properties](const cluster::ServerWork<int64_t>& w) {
             return rpc::RemoteGraph(pools_->Get(w.endpoint)).FilterNodes(w.items, properties);
@@ -772,10 +894,20 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
 
 StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
     bool include_dsts, const graph::TraversalBudget& budget) {
-  std::vector<uint32_t> local, remote;
-  for (uint32_t s = 0; s < num_shards(); ++s) (Slot(s) ? local : remote).push_back(s);
+  std::vector<uint32_t> remote;
+  std::vector<int32_t> local;
+  auto map = view_ ? view_->Current() : nullptr;
+  const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
+  for (uint32_t s = 0; s < n; ++s) {
+    if (HostsAll(s, n)) {
+      local.push_back(static_cast<int32_t>(s));
+    } else {
+      remote.push_back(s);
+    }
+  }
+  ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(local, n));
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] { return SourcesLocal(local, include_dsts, ListBoundsOf(budget)); });
+  calls.push_back([&] { return SourcesLocal(own, include_dsts, ListBoundsOf(budget)); });
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
     ZIPG_RETURN_IF_ERROR(
@@ -800,12 +932,10 @@ void ShardHandler::traverse_expand(rpc::Visits& _return,
 
 void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
                                     const std::vector<int32_t>& shards, bool include_dsts,
-                                    int64_t deadline_ms, int64_t max_ids) {
-  std::vector<uint32_t> which;
-  for (int32_t s : shards) {
-    if (s < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
-    which.push_back(static_cast<uint32_t>(s));
-  }
+                                    int64_t deadline_ms, int64_t max_ids, int32_t num_shards) {
+  if (num_shards < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard count"));
+  const std::vector<uint32_t> which =
+      rpc::ValueOrThrow(graph_->Resolve(shards, static_cast<uint32_t>(num_shards)));
   const graph::TraversalLimits& own = graph_->traversal_limits();
   layout::ShardReader::ListBounds bounds;
   bounds.deadline =
@@ -822,15 +952,24 @@ void ShardHandler::filter_nodes(std::vector<int64_t>& _return, const std::vector
 }
 
 void ShardHandler::local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                                  const std::map<std::string, std::string>& properties) {
-  _return = rpc::ValueOrThrow(graph_->LocalNodeIds(shards, rpc::FromThrift(properties)));
+                                  const std::map<std::string, std::string>& properties,
+                                  int32_t num_shards) {
+  if (num_shards < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard count"));
+  _return = rpc::ValueOrThrow(
+      graph_->LocalNodeIds(shards, rpc::FromThrift(properties), static_cast<uint32_t>(num_shards)));
 }
 
 void ShardHandler::local_search_node_ids(std::vector<int64_t>& _return,
                                          const std::vector<int32_t>& shards,
-                                         const rpc::SearchRequest& search) {
-  _return = rpc::ValueOrThrow(
-      graph_->LocalSearchNodeIds(shards, rpc::ValueOrThrow(rpc::FromThrift(search))));
+                                         const rpc::SearchRequest& search, int32_t num_shards) {
+  if (num_shards < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard count"));
+  _return = rpc::ValueOrThrow(graph_->LocalSearchNodeIds(
+      shards, rpc::ValueOrThrow(rpc::FromThrift(search)), static_cast<uint32_t>(num_shards)));
+}
+
+void ShardHandler::admin_split(std::string& _return, int32_t shards) {
+  if (shards <= 0) rpc::ThrowIfError(Status::InvalidArgument("the shard count must be positive"));
+  _return = rpc::ValueOrThrow(graph_->PrepareSplit(static_cast<uint32_t>(shards))).dump();
 }
 
 void ShardHandler::rebuilt_version(std::string& _return, int32_t shard) {
@@ -882,6 +1021,172 @@ void ShardHandler::admin_serve(int32_t shard) {
 void ShardHandler::admin_unserve(int32_t shard) {
   if (shard < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard number"));
   rpc::ThrowIfError(graph_->Unserve(static_cast<uint32_t>(shard)));
+}
+
+// --- Splits (docs/cluster-changes.md, step 4) ---
+
+bool ServerGraph::HostsAll(uint32_t shard, uint32_t count) const {
+  const uint32_t own = num_shards();
+  if (count > own) return false;
+  for (uint32_t t = shard; t < own; t += count) {
+    if (!Slot(t)) return false;
+  }
+  return true;
+}
+
+StatusOr<nlohmann::json> ServerGraph::PrepareSplit(uint32_t count) {
+  const uint32_t n = num_shards();
+  if (count == n && !layout_dir_.empty()) return nlohmann::json{{"already", true}};
+  if (count != 2 * n) {
+    return Status::InvalidArgument("a split doubles the shard count: " + std::to_string(n) +
+                                   " shards become " + std::to_string(2 * n) + ", not " +
+                                   std::to_string(count));
+  }
+  if (count > kMaxSlots) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxSlots) + " shards");
+  }
+  const std::string dir = "split-" + std::to_string(count);
+  std::error_code ec;
+  std::filesystem::create_directories(updates_dir_ + "/" + dir, ec);
+  if (ec) return Status::IOError("cannot create " + updates_dir_ + "/" + dir + ": " + ec.message());
+  nlohmann::json out = nlohmann::json::object();
+  for (uint32_t s : hosted()) {
+    Hosting* h = Slot(s);
+    if (!h) continue;
+    std::lock_guard lock(h->rebuild_mu);
+    if (auto prepared = h->live->PreparedSplit(); prepared && prepared->first == count) {
+      out[std::to_string(s)] = {{"already", true}};
+      continue;
+    }
+    const std::string base = updates_dir_ + "/" + dir + "/shard-";
+    ZIPG_ASSIGN_OR_RETURN(out[std::to_string(s)],
+                          h->live->Split(count, {s, s + n},
+                                         {base + std::to_string(s), base + std::to_string(s + n)}));
+  }
+  return out;
+}
+
+bool ServerGraph::AwaitingSwitch(uint32_t shard) const {
+  std::lock_guard lock(split_mu_);
+  return marked_.count(shard) > 0;
+}
+
+nlohmann::json ServerGraph::SplitStats() const {
+  nlohmann::json prepared = nlohmann::json::object();
+  for (uint32_t s : hosted()) {
+    const Hosting* h = Slot(s);
+    if (!h) continue;
+    if (auto p = h->live->PreparedSplit()) prepared[std::to_string(s)] = p->first;
+  }
+  std::lock_guard lock(split_mu_);
+  return {{"shards", num_shards()},
+          {"prepared", prepared},
+          {"marked", std::vector<uint32_t>(marked_.begin(), marked_.end())}};
+}
+
+void ServerGraph::NoteLayoutMark(uint32_t shard, const std::vector<engine::Update>& batch) {
+  uint32_t count = 0;
+  for (const engine::Update& u : batch) {
+    if (u.op == engine::UpdateOp::kLayout) count = static_cast<uint32_t>(u.node);
+  }
+  if (count == 0 || count != 2 * num_shards()) return;  // none, or one switched already
+  std::lock_guard lock(split_mu_);
+  marked_.insert(shard);
+  for (uint32_t s : hosted()) {
+    if (!marked_.count(s)) return;  // the marks of the other lanes come next
+  }
+  if (Status s = SwitchLayout(count); !s.ok()) {
+    fprintf(stderr, "zipg shard: the split to %u shards failed here: %s\n", count,
+            s.ToString().c_str());
+  }
+}
+
+Status ServerGraph::SwitchLayout(uint32_t count) {
+  std::lock_guard serialize(hosting_mu_);
+  const uint32_t n = num_shards();
+  if (count != 2 * n) return Status::OK();
+  const std::string dir = "split-" + std::to_string(count);
+  const auto start = std::chrono::steady_clock::now();
+  struct Halves {
+    uint32_t shard;
+    std::unique_ptr<Hosting> low, high;
+  };
+  std::vector<Halves> made;
+  for (uint32_t s : hosted()) {
+    Hosting* parent = Slot(s);
+    if (!parent) continue;
+    std::lock_guard rebuilding(parent->rebuild_mu);
+    auto halves = parent->live->TakeHalves();
+    if (!halves[0]) {
+      // Not prepared (this server restarted since, or was not asked): built now, from the
+      // parent as of the mark; the LogStore's switch waits for it.
+      fprintf(stderr,
+              "zipg shard: shard %u was not prepared for the split to %u; building its "
+              "halves now\n",
+              s, count);
+      std::error_code ec;
+      std::filesystem::create_directories(updates_dir_ + "/" + dir, ec);
+      // Every update up to the mark is committed (below): the build need not wait for a notice,
+      // which a server left out of the new map would never get.
+      parent->commits->Commit(parent->live->last_id());
+      const std::string base = updates_dir_ + "/" + dir + "/shard-";
+      ZIPG_RETURN_IF_ERROR(
+          parent->live
+              ->Split(count, {s, s + n}, {base + std::to_string(s), base + std::to_string(s + n)})
+              .status());
+      halves = parent->live->TakeHalves();
+    }
+    Halves h{s, std::make_unique<Hosting>(), std::make_unique<Hosting>()};
+    for (auto [hosting, live] : {std::pair{h.low.get(), &halves[0]}, {h.high.get(), &halves[1]}}) {
+      hosting->live = std::move(*live);
+      // Every update up to the mark is applied at the LogStore (its switch runs with no commit
+      // group in flight).
+      hosting->commits = std::make_unique<CommitTracker>(hosting->live->last_id());
+      // Every update up to the mark is committed: the LogStore switched with none in flight
+      // (and a server catching up found the mark after them in the feed). Reads need not wait
+      // for the next write's notice.
+      hosting->commits->Commit(hosting->live->last_id());
+      hosting->live->SetAwaitCommit([hosting](uint64_t id) {
+        return hosting->commits->AwaitCommitted(
+            id, std::chrono::steady_clock::now() + std::chrono::seconds(60));
+      });
+      hosting->serving = parent->serving.load();
+    }
+    made.push_back(std::move(h));
+  }
+  // Readers route by the count and then the slot (NodeSlot): the high halves first, then the
+  // count, then the low halves; a read between sees the parent or a half, both whole.
+  {
+    std::lock_guard lock(kept_mu_);
+    for (auto& h : made) {
+      kept_[h.shard + n] = std::move(h.high);
+      slots_[h.shard + n].store(kept_[h.shard + n].get(), std::memory_order_release);
+    }
+  }
+  set_num_shards(count);
+  std::vector<uint32_t> now;
+  {
+    std::lock_guard lock(kept_mu_);
+    for (auto& h : made) {
+      retired_.push_back(std::move(kept_[h.shard]));
+      kept_[h.shard] = std::move(h.low);
+      slots_[h.shard].store(kept_[h.shard].get(), std::memory_order_release);
+      now.push_back(h.shard);
+      now.push_back(h.shard + n);
+    }
+  }
+  std::sort(now.begin(), now.end());
+  std::atomic_store(&hosted_, std::make_shared<const std::vector<uint32_t>>(now));
+  layout_dir_ = dir;
+  marked_.clear();
+  const std::string text = nlohmann::json({{"shards", count}, {"dir", dir}}).dump() + "\n";
+  Status written = WriteFileAtomically(updates_dir_ + "/" + kLayoutFile,
+                                       [&](const FileSink& sink) { return sink(text); });
+  fprintf(
+      stderr, "zipg shard: switched to %u shards in %.1f ms\n", count,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  if (on_hosted_) on_hosted_();
+  return written;
 }
 
 }  // namespace zipg::shard

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -151,12 +152,28 @@ class ServerGraph final : public ShardRouter {
   // Bytes the hosted shards' delta indexes hold in memory.
   uint64_t AccountedBytes() const;
 
-  // get_node_ids on the listed shards, all hosted here; sorted.
+  // get_node_ids on the listed shards, all hosted here; sorted. `count`: the shard count the
+  // list is numbered by (Resolve).
   StatusOr<std::vector<int64_t>> LocalNodeIds(const std::vector<int32_t>& shards,
-                                              const Properties& properties);
+                                              const Properties& properties, uint32_t count = 0);
   // search_node_ids on the listed shards, all hosted here: the first q.limit + 1 ids, sorted.
   StatusOr<std::vector<int64_t>> LocalSearchNodeIds(const std::vector<int32_t>& shards,
-                                                    const NodeSearch& q);
+                                                    const NodeSearch& q, uint32_t count = 0);
+  // The shards of this server that make up the listed shards of a store of `count` shards (0:
+  // this server's count): the same ones, or after a split here, shard r of `count` is shards
+  // t with t mod count = r (docs/cluster-changes.md, step 4). UNAVAILABLE if `count` is larger
+  // than this server's (it has not switched yet: the caller tries another replica).
+  StatusOr<std::vector<uint32_t>> Resolve(const std::vector<int32_t>& shards, uint32_t count) const;
+
+  // Splits (docs/cluster-changes.md, step 4). Prepares the split to `count` (twice this server's
+  // count) of every hosted shard: its halves are built and kept current (engine/live_shard.h
+  // Split). Returns summaries by shard.
+  StatusOr<nlohmann::json> PrepareSplit(uint32_t count);
+  // {"shards": count, "prepared": {shard: count}, "marked": [...]}.
+  nlohmann::json SplitStats() const;
+  // Whether hosted shard `shard` has applied a split's layout mark and waits for the marks of
+  // the other hosted shards before the switch (a catch-up moves on to them).
+  bool AwaitingSwitch(uint32_t shard) const;
   // Snapshots are handed out by the LogStore, through aggregators.
   StatusOr<uint64_t> Snapshot() override {
     return Status::InvalidArgument(
@@ -208,7 +225,7 @@ class ServerGraph final : public ShardRouter {
 
   // One shard served here: its files, its writes, and whether it answers reads.
   struct Hosting {
-    std::unique_ptr<layout::Shard> base;
+    std::unique_ptr<layout::Shard> base;  // null for a split's half (its versions only)
     std::unique_ptr<engine::LiveShard> live;
     // Serializes the prev check with the apply, so pushes and feed reads apply in order.
     std::mutex apply_mu;
@@ -219,23 +236,43 @@ class ServerGraph final : public ShardRouter {
     std::atomic<uint64_t> refused{0};  // pushes refused as behind
     std::string rebuild_error;         // the last failure; guarded by ServerGraph::rebuild_mu_
   };
-  // Builds the Hosting of `shard` from files on disk.
+  // Builds the Hosting of `shard` from files on disk (its files and delta at `prefix`).
   StatusOr<std::unique_ptr<Hosting>> OpenHosting(uint32_t shard,
-                                                 std::unique_ptr<layout::Shard> base);
+                                                 std::unique_ptr<layout::Shard> base,
+                                                 const std::string& prefix);
+  // Where shard `shard`'s delta and versions live: <updates dir>/shard-<s>, or after a split
+  // <updates dir>/<layout dir>/shard-<s>.
+  std::string ShardPrefix(uint32_t shard) const;
   // Shard `shard`'s Hosting if it is served here now, else null. A pointer read stays valid
   // until the ServerGraph closes.
   Hosting* Slot(uint32_t shard) const {
-    return shard < num_slots_ ? slots_[shard].load(std::memory_order_acquire) : nullptr;
+    return shard < kMaxSlots ? slots_[shard].load(std::memory_order_acquire) : nullptr;
   }
+  // The Hosting that owns node `id` now (null if not hosted), consistent with a split's switch
+  // (which publishes the high halves, then the count, then the low halves).
+  Hosting* NodeSlot(int64_t id, uint32_t* shard = nullptr) const;
+  // After an applied batch: a layout mark of a split to twice this count (the LogStore's
+  // switch) is noted for `shard`; once every hosted shard has its mark, SwitchLayout.
+  void NoteLayoutMark(uint32_t shard, const std::vector<engine::Update>& batch);
+  // Each hosted shard's halves replace it (built now if they were not prepared), the count
+  // becomes `count`, layout.json is written, and on_hosted is called.
+  Status SwitchLayout(uint32_t count);
+  static constexpr uint32_t kMaxSlots = UpdateSender::kMaxLanes;
+  // Whether every part of shard `shard` of a store of `count` shards is hosted here.
+  bool HostsAll(uint32_t shard, uint32_t count) const;
 
   OpenedStore store_;  // its manifest (each shard's files live in its Hosting)
   std::string store_dir_;
   GraphOpenOptions open_options_;
   std::unique_ptr<LogStoreSource> log_;
   // By shard: the Hosting of a shard served here now (null: not served here). Published with
-  // release once built; never freed before the destructor.
+  // release once built; never freed before the destructor. kMaxSlots of them.
   std::unique_ptr<std::atomic<Hosting*>[]> slots_;
-  uint32_t num_slots_ = 0;
+  // After a split: the directory (in the updates dir) of the shards' files ("" before any).
+  std::string layout_dir_;       // guarded by hosting_mu_ (read unlocked only before serving)
+  mutable std::mutex split_mu_;  // guards marked_
+  std::set<uint32_t> marked_;    // hosted shards whose layout mark has been applied
+  std::vector<std::unique_ptr<Hosting>> retired_;  // split parents (guarded by kept_mu_)
   std::mutex hosting_mu_;       // serializes Serve and Unserve (held while a shard is fetched)
   mutable std::mutex kept_mu_;  // guards kept_
   std::vector<std::unique_ptr<Hosting>> kept_;  // by shard: every Hosting made, until closing
@@ -290,15 +327,18 @@ class ShardHandler final : public rpc::ShardServiceIf, public rpc::GraphHandler 
   void filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
                     const std::map<std::string, std::string>& properties) override;
   void local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                      const std::map<std::string, std::string>& properties) override;
+                      const std::map<std::string, std::string>& properties,
+                      int32_t num_shards) override;
   void local_search_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                             const rpc::SearchRequest& search) override;
+                             const rpc::SearchRequest& search, int32_t num_shards) override;
   void traverse_expand(rpc::Visits& _return, const std::vector<rpc::Transition>& automaton,
                        const rpc::Visits& visits, int64_t deadline_ms, int64_t max_visits) override;
   void traverse_sources(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,
-                        bool include_dsts, int64_t deadline_ms, int64_t max_ids) override;
+                        bool include_dsts, int64_t deadline_ms, int64_t max_ids,
+                        int32_t num_shards) override;
   void admin_rebuild(std::string& _return, const std::vector<int32_t>& shards,
                      const std::string& from_member) override;
+  void admin_split(std::string& _return, int32_t shards) override;
   void admin_serve(int32_t shard) override;
   void admin_unserve(int32_t shard) override;
   void rebuilt_version(std::string& _return, int32_t shard) override;

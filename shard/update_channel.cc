@@ -21,22 +21,35 @@ UpdateSender::UpdateSender(uint32_t num_shards, Locate locate, int retry_ms,
     : locate_(std::move(locate)),
       retry_ms_(retry_ms),
       security_(std::move(security)),
-      sender_id_(rpc::RandomSenderId()) {
-  for (uint32_t s = 0; s < num_shards; ++s) lanes_.push_back(std::make_unique<Lane>());
-  for (uint32_t s = 0; s < num_shards; ++s) {
+      sender_id_(rpc::RandomSenderId()),
+      lanes_(std::make_unique<std::unique_ptr<Lane>[]>(kMaxLanes)) {
+  (void)Grow(num_shards);
+}
+
+Status UpdateSender::Grow(uint32_t num_shards) {
+  std::lock_guard lock(grow_mu_);
+  if (num_shards > kMaxLanes) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxLanes) + " shards");
+  }
+  const uint32_t from = count_.load();
+  for (uint32_t s = from; s < num_shards; ++s) lanes_[s] = std::make_unique<Lane>();
+  for (uint32_t s = from; s < num_shards; ++s) {
     lanes_[s]->thread = std::thread([this, s] { Run(s); });
   }
+  if (num_shards > from) count_.store(num_shards, std::memory_order_release);
+  return Status::OK();
 }
 
 UpdateSender::~UpdateSender() {
   stopping_ = true;
-  for (auto& lane : lanes_) {
-    std::lock_guard lock(lane->mu);
-    lane->cv.notify_all();
+  const uint32_t n = count_.load();
+  for (uint32_t s = 0; s < n; ++s) {
+    std::lock_guard lock(lanes_[s]->mu);
+    lanes_[s]->cv.notify_all();
   }
-  for (auto& lane : lanes_) lane->thread.join();
-  for (auto& lane : lanes_) {
-    for (auto& p : lane->queue) {
+  for (uint32_t s = 0; s < n; ++s) lanes_[s]->thread.join();
+  for (uint32_t s = 0; s < n; ++s) {
+    for (auto& p : lanes_[s]->queue) {
       p->done.set_value({Status::Unavailable("LogStore is shutting down"), {}});
     }
   }
@@ -51,7 +64,7 @@ StatusOr<std::vector<bool>> UpdateSender::Send(uint32_t shard, std::vector<engin
 
 StatusOr<UpdateSender::Reply> UpdateSender::Post(uint32_t shard,
                                                  std::vector<engine::Update> updates) {
-  if (shard >= lanes_.size()) return Status::Internal("update for unknown shard");
+  if (shard >= num_shards()) return Status::Internal("update for unknown shard");
   if (fenced_) {
     return Status::Unavailable(
         "fenced: a newer LogStore leader has reached the shards; this one "
@@ -82,7 +95,7 @@ StatusOr<std::vector<bool>> UpdateSender::Await(Reply* reply, uint32_t shard,
 }
 
 void UpdateSender::SetPrev(uint32_t shard, uint64_t id) {
-  if (shard >= lanes_.size()) return;
+  if (shard >= num_shards()) return;
   // What the feed held before: delivered then, or its replicas are behind and catch up.
   lanes_[shard]->prev = id;
   lanes_[shard]->delivered = id;
@@ -92,7 +105,8 @@ void UpdateSender::SetApplied(uint64_t id) {
   if (id <= applied_.load()) return;
   applied_ = id;
   // Wake only the lanes with something new to tell: the shards the last groups touched.
-  for (auto& lane : lanes_) {
+  for (uint32_t s = 0; s < num_shards(); ++s) {
+    Lane* lane = lanes_[s].get();
     if (std::min(id, lane->delivered.load()) <= lane->told.load()) continue;
     // Taken and released so that a lane between its check and its wait sees the new id.
     { std::lock_guard lock(lane->mu); }
@@ -101,7 +115,8 @@ void UpdateSender::SetApplied(uint64_t id) {
 }
 
 void UpdateSender::NotifyIdle() {
-  for (auto& lane : lanes_) {
+  for (uint32_t s = 0; s < num_shards(); ++s) {
+    Lane* lane = lanes_[s].get();
     {
       std::lock_guard lock(lane->mu);
       lane->poke = true;
@@ -111,7 +126,7 @@ void UpdateSender::NotifyIdle() {
 }
 
 uint64_t UpdateSender::Committed(uint32_t shard) const {
-  if (shard >= lanes_.size()) return 0;
+  if (shard >= num_shards()) return 0;
   return std::min(applied_.load(), lanes_[shard]->delivered.load());
 }
 

@@ -69,7 +69,11 @@ class UpdateSender {
                rpc::FrameSecurity security = {});
   ~UpdateSender();
 
-  uint32_t num_shards() const { return static_cast<uint32_t>(lanes_.size()); }
+  uint32_t num_shards() const { return count_.load(std::memory_order_acquire); }
+  // Adds lanes up to `num_shards` (a split, docs/cluster-changes.md step 4; at most kMaxLanes).
+  // Their `prev` starts at 0: SetPrev before their first Post.
+  Status Grow(uint32_t num_shards);
+  static constexpr uint32_t kMaxLanes = 1 << 14;
 
   // Delivers the updates (all for base shard `shard`, ids ascending) and waits up to timeout_ms
   // for the replicas' answer: whether the base held a live version of what each targets. On
@@ -151,7 +155,11 @@ class UpdateSender {
   const int retry_ms_;
   const rpc::FrameSecurity security_;
   const uint64_t sender_id_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
+  // kMaxLanes slots, the first count_ of them made (a lane is never removed before the
+  // destructor), so that Grow does not move the lanes other threads use.
+  std::unique_ptr<std::unique_ptr<Lane>[]> lanes_;
+  std::atomic<uint32_t> count_{0};
+  std::mutex grow_mu_;  // serializes Grow
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> behind_{0};

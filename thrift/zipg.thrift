@@ -199,13 +199,16 @@ service GraphService {
 service ShardService extends GraphService {
   // The ids (all owned by shards this server hosts) whose node matches every pair; sorted.
   list<i64> filter_nodes(1: list<i64> ids, 2: PropertyMap properties) throws (1: GraphError error),
-  // get_node_ids over the listed shards, all hosted by this server; sorted.
-  list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties)
+  // get_node_ids over the listed shards, all hosted by this server; sorted. Calls that list
+  // shards number them as the caller's map does: `num_shards` is its shard count (0 or absent:
+  // the server's own). A server split since answers shard r of a smaller count from its shards
+  // t with t mod num_shards = r (docs/cluster-changes.md, step 4).
+  list<i64> local_node_ids(1: list<i32> shards, 2: PropertyMap properties, 3: i32 num_shards)
       throws (1: GraphError error),
   // search_node_ids over the listed shards, all hosted by this server: the first limit + 1 ids,
   // sorted (the extra one says that more exist).
-  list<i64> local_search_node_ids(1: list<i32> shards, 2: SearchRequest search)
-      throws (1: GraphError error),
+  list<i64> local_search_node_ids(1: list<i32> shards, 2: SearchRequest search,
+                                  3: i32 num_shards) throws (1: GraphError error),
   // One traversal step (docs/traversal.md): the successors of `visits` (every node owned by a
   // shard hosted here) under `automaton`, distinct, in any order. Fails with DEADLINE_EXCEEDED
   // once `deadline_ms` milliseconds have passed, RESOURCE_EXHAUSTED if there would be more than
@@ -216,7 +219,12 @@ service ShardService extends GraphService {
   // and with include_dsts also every destination of their live edges; sorted, distinct.
   // DEADLINE_EXCEEDED after deadline_ms, RESOURCE_EXHAUSTED past max_ids of them.
   list<i64> traverse_sources(1: list<i32> shards, 2: bool include_dsts, 3: i64 deadline_ms,
-                             4: i64 max_ids) throws (1: GraphError error),
+                             4: i64 max_ids, 5: i32 num_shards) throws (1: GraphError error),
+  // Splits every base shard in two (docs/cluster-changes.md, step 4); `shards` is the new count,
+  // twice the current one. A shard server prepares: builds the halves of each hosted shard and
+  // keeps them current. The LogStore leader switches the cluster to the new count (every shard
+  // server prepared first). Returns a JSON summary.
+  string admin_split(1: i32 shards) throws (1: GraphError error),
   // Rebuilds the listed shards hosted here (every hosted shard if none) now, folding their
   // writes into new compressed files (docs/writes.md, "Rebuilding a base shard"); with
   // from_member, adopts that replica's current version of each instead of building one. Returns
@@ -283,6 +291,7 @@ service LogStoreService extends ShardService {
   // search_node_ids over the LogStore's fragments: the first limit + 1 ids, sorted.
   list<i64> log_search_node_ids(1: SearchRequest search) throws (1: GraphError error),
   // The update feed of base shard `shard` after id `after`, for replica `member` catching up.
-  UpdateFeedChunk updates_since(1: i32 shard, 2: i64 after, 3: string member)
+  // `num_shards`: the count the member numbers its shards by (0: the LogStore's).
+  UpdateFeedChunk updates_since(1: i32 shard, 2: i64 after, 3: string member, 4: i32 num_shards)
       throws (1: GraphError error),
 }
