@@ -467,6 +467,14 @@ int RunServe(int argc, char** argv) {
     if (!g.ok()) return Fail(g.status());
     shard_graph = std::move(*g);
     shard_graph->set_traversal_limits(*traversal);
+    // A server with no shards yet (an added host) in a cluster split since the store was
+    // compressed takes the cluster's count (docs/cluster-changes.md, step 4).
+    if (shard_graph->hosted().empty()) {
+      const uint32_t count = (*view)->Current()->num_shards;
+      if (count > shard_graph->num_shards()) {
+        if (Status joined = shard_graph->JoinLayout(count); !joined.ok()) return Fail(joined);
+      }
+    }
     const std::string consistency = args->Get("read-consistency").value_or("linearizable");
     if (consistency != "linearizable" && consistency != "replica") {
       return UsageError("--read-consistency must be linearizable or replica", kUsage);

@@ -38,8 +38,10 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
   std::error_code ec;
   std::filesystem::create_directories(g->updates_dir_, ec);
   if (ec) return Status::IOError("cannot create " + g->updates_dir_ + ": " + ec.message());
-  // After a split (docs/cluster-changes.md, step 4): the count and where the shards' files are.
+  // After a split (docs/cluster-changes.md, step 4): the count, where the shards' files are, and
+  // the shards this server last hosted.
   uint32_t count = 0;
+  std::vector<uint32_t> recorded;
   const std::string layout_path = g->updates_dir_ + "/" + kLayoutFile;
   if (std::filesystem::exists(layout_path)) {
     ZIPG_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layout_path));
@@ -51,6 +53,12 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     }
     count = j["shards"].get<uint32_t>();
     g->layout_dir_ = j["dir"].get<std::string>();
+    if (j.contains("hosted") && j["hosted"].is_array()) {
+      for (const auto& s : j["hosted"]) {
+        if (!s.is_number_unsigned()) return Status::Corruption(layout_path + ": bad hosted list");
+        recorded.push_back(s.get<uint32_t>());
+      }
+    }
   }
   // Halves prepared for a split that did not switch before this start are dropped (asked
   // again, the split starts over), and so are the directories of earlier layouts.
@@ -70,14 +78,18 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
                                 " shards is not a split of the store's " +
                                 std::to_string(original));
     }
-    // The list names shards of the store as compressed: each one is now its parts.
-    hosted.clear();
-    for (uint32_t s : shards) {
-      if (s >= original) {
-        hosted.push_back(s);
-        continue;
+    // A list in the store's own numbering (every shard below its count: the command line of
+    // before the split) means what this server hosted last, as recorded; a list with a shard of
+    // the new numbering is taken as it is.
+    const bool old_numbering =
+        std::all_of(shards.begin(), shards.end(), [&](uint32_t s) { return s < original; });
+    if (old_numbering) {
+      hosted = recorded;
+      if (!shards.empty() && recorded.empty()) {  // a layout.json without the list
+        for (uint32_t s : shards) {
+          for (uint32_t t = s; t < count; t += original) hosted.push_back(t);
+        }
       }
-      for (uint32_t t = s; t < count; t += original) hosted.push_back(t);
     }
   }
   g->set_num_shards(count ? count : original);
@@ -253,12 +265,7 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
     if (m.name == from) peer = &m;
   }
   if (!peer) return Status::NotFound("no member " + from + " in the cluster");
-  rpc::RemoteGraph remote(pools_->Get(peer->endpoint));
-  ZIPG_ASSIGN_OR_RETURN(std::string text, remote.RebuiltVersion(static_cast<int32_t>(shard)));
-  const nlohmann::json listing = nlohmann::json::parse(text, nullptr, false);
-  if (!listing.is_object() || !listing.contains("version") || !listing.contains("files")) {
-    return Status::Internal(from + " answered rebuilt_version with " + text.substr(0, 200));
-  }
+  ZIPG_ASSIGN_OR_RETURN(const nlohmann::json listing, PeerVersion(shard, *peer));
   const int64_t number = listing["version"].get<int64_t>();
   const uint64_t through = listing["through"].get<uint64_t>();
   if (number <= live->version()) {  // adopted already (by the adoption loop) or built here
@@ -270,36 +277,8 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
     return last;
   }
   // The files, fetched into a directory of their own (removed if anything fails).
-  const std::string fetched = updates_dir_ + "/shard-" + std::to_string(shard) + ".fetch";
-  std::error_code ec;
-  std::filesystem::remove_all(fetched, ec);
-  uint64_t bytes = 0;
-  auto fetch = [&]() -> Status {
-    for (const auto& f : listing["files"]) {
-      const std::string path = f.at("path").get<std::string>();
-      const std::string file = fetched + "/" + path;
-      std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ec);
-      std::ofstream out(file, std::ios::binary | std::ios::trunc);
-      const uint64_t size = f.at("bytes").get<uint64_t>();
-      for (uint64_t at = 0; at < size;) {
-        ZIPG_ASSIGN_OR_RETURN(std::string chunk,
-                              remote.RebuiltChunk(static_cast<int32_t>(shard), number, path,
-                                                  static_cast<int64_t>(at), kFetchChunk));
-        if (chunk.empty()) return Status::Internal(from + ": " + path + " ends early");
-        out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-        at += chunk.size();
-        bytes += chunk.size();
-      }
-      out.close();
-      if (!out) return Status::IOError("cannot write " + file);
-      ZIPG_RETURN_IF_ERROR(SyncFile(file));
-    }
-    return Status::OK();
-  };
-  if (Status s = fetch(); !s.ok()) {
-    std::filesystem::remove_all(fetched, ec);
-    return s;
-  }
+  const std::string fetched = ShardPrefix(shard) + ".fetch";
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t bytes, FetchVersion(shard, *peer, listing, fetched));
   const double fetch_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   auto feed = [this, map, shard](uint64_t after) -> StatusOr<std::vector<engine::Update>> {
@@ -314,10 +293,96 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
   auto done =
       live->Adopt(number, through, fetched, feed,
                   {{"from", from}, {"fetched_bytes", bytes}, {"fetch_seconds", fetch_seconds}});
+  std::error_code ec;
   std::filesystem::remove_all(fetched, ec);  // left only if Adopt failed before moving it
   if (!done.ok()) return done;
   VersionsChanged(shard);
   return done;
+}
+
+StatusOr<nlohmann::json> ServerGraph::PeerVersion(uint32_t shard,
+                                                  const cluster::MemberInfo& peer) const {
+  ZIPG_ASSIGN_OR_RETURN(
+      std::string text,
+      rpc::RemoteGraph(pools_->Get(peer.endpoint)).RebuiltVersion(static_cast<int32_t>(shard)));
+  const nlohmann::json listing = nlohmann::json::parse(text, nullptr, false);
+  if (!listing.is_object() || !listing.contains("version") ||
+      !listing["version"].is_number_integer() || !listing.contains("through") ||
+      !listing["through"].is_number_unsigned() || !listing.contains("files") ||
+      !listing["files"].is_array()) {
+    return Status::Internal(peer.name + " answered rebuilt_version with " + text.substr(0, 200));
+  }
+  return listing;
+}
+
+StatusOr<uint64_t> ServerGraph::FetchVersion(uint32_t shard, const cluster::MemberInfo& peer,
+                                             const nlohmann::json& listing,
+                                             const std::string& into) const {
+  rpc::RemoteGraph remote(pools_->Get(peer.endpoint));
+  const int64_t number = listing["version"].get<int64_t>();
+  std::error_code ec;
+  std::filesystem::remove_all(into, ec);
+  uint64_t bytes = 0;
+  auto fetch = [&]() -> Status {
+    for (const auto& f : listing["files"]) {
+      const std::string path = f.at("path").get<std::string>();
+      const std::string file = into + "/" + path;
+      std::filesystem::create_directories(std::filesystem::path(file).parent_path(), ec);
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      const uint64_t size = f.at("bytes").get<uint64_t>();
+      for (uint64_t at = 0; at < size;) {
+        ZIPG_ASSIGN_OR_RETURN(std::string chunk,
+                              remote.RebuiltChunk(static_cast<int32_t>(shard), number, path,
+                                                  static_cast<int64_t>(at), kFetchChunk));
+        if (chunk.empty()) return Status::Internal(peer.name + ": " + path + " ends early");
+        out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+        at += chunk.size();
+        bytes += chunk.size();
+      }
+      out.close();
+      if (!out) return Status::IOError("cannot write " + file);
+      ZIPG_RETURN_IF_ERROR(SyncFile(file));
+    }
+    return Status::OK();
+  };
+  if (Status s = fetch(); !s.ok()) {
+    std::filesystem::remove_all(into, ec);
+    return s;
+  }
+  return bytes;
+}
+
+Status ServerGraph::FetchSplitShard(uint32_t shard) {
+  const std::string prefix = ShardPrefix(shard);
+  if (std::filesystem::exists(prefix + ".version")) return Status::OK();  // hosted here before
+  if (!view_)
+    return Status::Unavailable("no cluster view to find a replica of " + std::to_string(shard));
+  auto map = view_->Current();
+  if (map->num_shards != num_shards()) {
+    return Status::Unavailable("the cluster's map has " + std::to_string(map->num_shards) +
+                               " shards, this server " + std::to_string(num_shards()));
+  }
+  ZIPG_ASSIGN_OR_RETURN(const cluster::MemberInfo* peer, map->Pick(shard, self_));
+  ZIPG_ASSIGN_OR_RETURN(const nlohmann::json listing, PeerVersion(shard, *peer));
+  const int64_t number = listing["version"].get<int64_t>();
+  const uint64_t through = listing["through"].get<uint64_t>();
+  const std::string fetched = prefix + ".fetch";
+  ZIPG_ASSIGN_OR_RETURN(const uint64_t bytes, FetchVersion(shard, *peer, listing, fetched));
+  std::error_code ec;
+  const std::string dir = prefix + ".v" + std::to_string(number);
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::remove(dir + ".delta", ec);
+  std::filesystem::rename(fetched, dir, ec);
+  if (ec) return Status::IOError("cannot rename " + fetched + ": " + ec.message());
+  // Its delta starts at `through`; the catch-up reads the feed after it.
+  const std::string pointer =
+      nlohmann::json({{"version", number}, {"through", through}}).dump() + "\n";
+  ZIPG_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".version",
+                                           [&](const FileSink& sink) { return sink(pointer); }));
+  fprintf(stderr, "zipg shard: fetched shard %u (version %lld, %llu bytes) from %s\n", shard,
+          static_cast<long long>(number), static_cast<unsigned long long>(bytes),
+          peer->name.c_str());
+  return Status::OK();
 }
 
 void ServerGraph::VersionsChanged(uint32_t shard) {
@@ -544,11 +609,13 @@ Status ServerGraph::Serve(uint32_t shard) {
     h = kept_[shard].get();
   }
   if (!h && !layout_dir_.empty()) {
-    // A split's shard exists only as versions of its own (no files of the store hold it).
-    return Status::FailedPrecondition(
-        "shard " + std::to_string(shard) +
-        " was made by a split; serving it on a server that does not hold it is not built yet "
-        "(docs/cluster-changes.md, step 4)");
+    // A split's shard exists only as versions of its own (no files of the store hold it): a
+    // serving replica's current version, which then catches up from the feed.
+    ZIPG_RETURN_IF_ERROR(FetchSplitShard(shard));
+    ZIPG_ASSIGN_OR_RETURN(auto made, OpenHosting(shard, nullptr, ShardPrefix(shard)));
+    std::lock_guard lock(kept_mu_);
+    kept_[shard] = std::move(made);
+    h = kept_[shard].get();
   }
   if (!h) {  // never served by this process: its files, then its objects
     if (fetch_) ZIPG_RETURN_IF_ERROR(fetch_(shard).status());
@@ -572,6 +639,7 @@ Status ServerGraph::Serve(uint32_t shard) {
   auto now = std::make_shared<std::vector<uint32_t>>(hosted());
   now->insert(std::lower_bound(now->begin(), now->end(), shard), shard);
   std::atomic_store(&hosted_, std::shared_ptr<const std::vector<uint32_t>>(std::move(now)));
+  ZIPG_RETURN_IF_ERROR(WriteLayoutFile());
   if (on_hosted_) on_hosted_();
   if (on_behind_) on_behind_();
   return Status::OK();
@@ -602,6 +670,7 @@ Status ServerGraph::Unserve(uint32_t shard) {
   auto now = std::make_shared<std::vector<uint32_t>>(before);
   now->erase(std::find(now->begin(), now->end(), shard));
   std::atomic_store(&hosted_, std::shared_ptr<const std::vector<uint32_t>>(std::move(now)));
+  ZIPG_RETURN_IF_ERROR(WriteLayoutFile());
   if (on_hosted_) on_hosted_();
   return h->live->Sync();
 }
@@ -1034,6 +1103,32 @@ bool ServerGraph::HostsAll(uint32_t shard, uint32_t count) const {
   return true;
 }
 
+Status ServerGraph::WriteLayoutFile() const {
+  if (layout_dir_.empty()) return Status::OK();
+  const std::string text =
+      nlohmann::json({{"shards", num_shards()}, {"dir", layout_dir_}, {"hosted", hosted()}})
+          .dump() +
+      "\n";
+  return WriteFileAtomically(updates_dir_ + "/" + kLayoutFile,
+                             [&](const FileSink& sink) { return sink(text); });
+}
+
+Status ServerGraph::JoinLayout(uint32_t count) {
+  std::lock_guard serialize(hosting_mu_);
+  if (count == num_shards()) return Status::OK();
+  if (!hosted().empty() || !layout_dir_.empty() || count % num_shards() != 0 || count > kMaxSlots) {
+    return Status::FailedPrecondition("this server cannot take a layout of " +
+                                      std::to_string(count) + " shards");
+  }
+  const std::string dir = "split-" + std::to_string(count);
+  std::error_code ec;
+  std::filesystem::create_directories(updates_dir_ + "/" + dir, ec);
+  if (ec) return Status::IOError("cannot create " + updates_dir_ + "/" + dir + ": " + ec.message());
+  layout_dir_ = dir;
+  set_num_shards(count);
+  return WriteLayoutFile();
+}
+
 StatusOr<nlohmann::json> ServerGraph::PrepareSplit(uint32_t count) {
   const uint32_t n = num_shards();
   if (count == n && !layout_dir_.empty()) return nlohmann::json{{"already", true}};
@@ -1179,9 +1274,7 @@ Status ServerGraph::SwitchLayout(uint32_t count) {
   std::atomic_store(&hosted_, std::make_shared<const std::vector<uint32_t>>(now));
   layout_dir_ = dir;
   marked_.clear();
-  const std::string text = nlohmann::json({{"shards", count}, {"dir", dir}}).dump() + "\n";
-  Status written = WriteFileAtomically(updates_dir_ + "/" + kLayoutFile,
-                                       [&](const FileSink& sink) { return sink(text); });
+  Status written = WriteLayoutFile();
   fprintf(
       stderr, "zipg shard: switched to %u shards in %.1f ms\n", count,
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());

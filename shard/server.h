@@ -169,6 +169,11 @@ class ServerGraph final : public ShardRouter {
   // count) of every hosted shard: its halves are built and kept current (engine/live_shard.h
   // Split). Returns summaries by shard.
   StatusOr<nlohmann::json> PrepareSplit(uint32_t count);
+  // A server that hosts nothing yet (an added host) takes the cluster's count after a split: its
+  // shards are then fetched from replicas as versions (Serve).
+  Status JoinLayout(uint32_t count);
+  // After a split: <updates dir>/layout.json, {"shards", "dir", "hosted"} (atomically).
+  Status WriteLayoutFile() const;
   // {"shards": count, "prepared": {shard: count}, "marked": [...]}.
   nlohmann::json SplitStats() const;
   // Whether hosted shard `shard` has applied a split's layout mark and waits for the marks of
@@ -310,6 +315,14 @@ class ServerGraph final : public ShardRouter {
   // The serving replica of `shard` with the newest version newer than this one's ("" if none).
   std::string NewerPeer(uint32_t shard, const cluster::ShardMap* map) const;
   void VersionsChanged(uint32_t shard);
+  // The listing of `peer`'s current version of `shard` ({"version", "through", "files"}).
+  StatusOr<nlohmann::json> PeerVersion(uint32_t shard, const cluster::MemberInfo& peer) const;
+  // Fetches its files into directory `into` (synced; removed on failure); the bytes fetched.
+  StatusOr<uint64_t> FetchVersion(uint32_t shard, const cluster::MemberInfo& peer,
+                                  const nlohmann::json& listing, const std::string& into) const;
+  // After a split, a shard not held here: a serving replica's current version at
+  // ShardPrefix(shard) (its delta catches up from the feed after the version's `through`).
+  Status FetchSplitShard(uint32_t shard);
   RebuildOptions rebuild_;
   std::string updates_dir_;
   std::string self_;

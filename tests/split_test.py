@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """End-to-end test of `zipg admin split` (docs/cluster-changes.md, step 4) on a real local
-cluster: `zipg local start --servers 2 --replicas 2 --logstores 2` over a store of 2 shards
-(etcd, 2 shard servers each holding both shards, a LogStore leader and its standby, 2
+cluster: `zipg local start --servers 3 --replicas 2 --logstores 2` over a store of 2 shards
+(etcd, 3 shard servers holding 2 copies of each shard, a LogStore leader and its standby, 3
 aggregators). Every answer is compared with the plain-Python model of the contract with writes
 (write_model.WriteModel).
 
@@ -10,13 +10,16 @@ A. Random writes, a compaction, more writes: the written data lies in a log shar
 B. `zipg admin split` (2 -> 4 shards) while 4 clients write edges of their own nodes (spread
    over every shard) and read each node's count back after every write: no call fails and every
    answer equals the client's own state, through the switch. Afterwards both servers register
-   4 shards and host all of them, the LogStore and its standby report the layout, and every read
-   through the aggregators and asked of each replica directly equals the model.
+   4 shards and host the halves of what they hosted, the LogStore and its standby report the
+   layout, and every read through the aggregators and asked of each replica directly equals the
+   model.
 C. Writes after the split; kill -9 of a shard server, writes meanwhile, its restart: it reopens
    its halves from updates/layout.json and catches up from the LogStore's feed.
 D. kill -9 of the LogStore leader: the standby, which got the layout by log shipping, takes
    over and fans writes out by 4; the old leader rejoins as the standby.
-E. A second split (4 -> 8) under the same load; every read again.
+E. A second split (4 -> 8) under the same load; every read again. Then `zipg admin move` of a
+   half to a server that lacks it, under the load: it fetches a replica's version of the half
+   (no file of the store holds it) and catches up from the feed.
 F. A split (8 -> 16) while a shard server is down: the others switch; back, it finds the layout
    mark in the LogStore's feed, builds the halves of its copies then, catches up and serves.
 
@@ -40,7 +43,7 @@ rnd = random.Random(SEED)
 T = cluster_procs.TestSetup("split_test", __doc__)
 check, section, note = T.check, T.section, T.note
 TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
-SERVERS = ["shard-0", "shard-1"]
+SERVERS = ["shard-0", "shard-1", "shard-2"]
 LOAD_TYPE = 9  # the loaders' edges, a type random_write never uses
 CLIENTS = 4
 
@@ -127,12 +130,12 @@ class Loaders:
 
 
 def main():
-    section("setup: compress (2 shards), local start --servers 2 --replicas 2 --logstores 2")
+    section("setup: compress (2 shards), local start --servers 3 --replicas 2 --logstores 2")
     made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, 2, check)
     if made is None:
         return
     inp, nodes_csv, edges_csv, model = made
-    r, state = procs.local_start(check, "--servers", "2", "--replicas", "2", "--logstores", "2",
+    r, state = procs.local_start(check, "--servers", "3", "--replicas", "2", "--logstores", "2",
                                  "--lease-ttl", "2", "--memtable-mb", "0", "--no-verify",
                                  "--rebuild-delta", "0")
     if state is None:
@@ -168,6 +171,7 @@ def main():
     def split(label, before, after):
         """zipg admin split under the loaders; the registrations, the LogStores' layouts, every
         read through the aggregators and of each replica."""
+        hosted_before = {n: m.get("shards", []) for n, m in members().items() if n in SERVERS}
         loaders.start(model)
         time.sleep(0.5)
         t0 = time.monotonic()
@@ -195,9 +199,10 @@ def main():
              f"{stats['slowest_ms']:.0f} ms")
         current = members()
         for name in SERVERS:
-            m = current.get(name, {})
-            check(m.get("num_shards") == after and m.get("shards") == list(range(after)),
-                  f"{label}: {name} registers {after} shards: {short(m, 300)}")
+            m, had = current.get(name, {}), hosted_before.get(name, [])
+            want = sorted(t for s in had for t in (s, s + before))
+            check(m.get("num_shards") == after and m.get("shards") == want,
+                  f"{label}: {name} registers {after} shards, the halves of {had}: {short(m, 300)}")
         for name in view.logstores():
             shards, layout = logstore_shards(name)
             check(shards == after and layout and layout[-1][0] == after,
@@ -224,13 +229,15 @@ def main():
             layout = json.load(f)
     except (OSError, ValueError) as e:
         layout = repr(e)
-    check(layout == {"shards": 4, "dir": "split-4"}, f"B: server-0's layout.json: {layout}")
+    check(layout == {"shards": 4, "dir": "split-4", "hosted": members()["shard-0"]["shards"]},
+          f"B: server-0's layout.json: {layout}")
 
     # ---- C ------------------------------------------------------------------------------------
     section("C. writes after the split; kill -9 of a shard server and its restart")
     for k in range(100):
         cc.write(random_write(model, w, hot, universe), k)
     victim = members()["shard-1"]
+    had = victim.get("shards")
     argv = cluster_procs.cmdline(victim["pid"])
     os.kill(victim["pid"], signal.SIGKILL)
     for k in range(100):
@@ -239,8 +246,8 @@ def main():
     time.sleep(0.5)
     cc.wait_serving(SERVERS, 60)
     m = members().get("shard-1", {})
-    check(m.get("num_shards") == 4 and m.get("shards") == [0, 1, 2, 3],
-          f"C: the restarted shard-1 registers the 4 shards: {short(m, 300)}")
+    check(m.get("num_shards") == 4 and m.get("shards") == had,
+          f"C: the restarted shard-1 registers its halves {had}: {short(m, 300)}")
     cc.full_comparison("C")
     cc.compare_replicas("C", SERVERS)
 
@@ -264,12 +271,36 @@ def main():
     cc.full_comparison("D")
 
     # ---- E ------------------------------------------------------------------------------------
-    section("E. a second split, 4 -> 8, under the loaders")
+    section("E. a second split, 4 -> 8, under the loaders; a half moved")
     split("E", 4, 8)
+    current = members()
+    half = 7
+    holders = [n for n in SERVERS if half in current[n].get("shards", [])]
+    lacking = [n for n in SERVERS if half not in current[n].get("shards", [])]
+    if check(len(holders) == 2 and len(lacking) == 1, f"E: shard {half} on {holders}"):
+        loaders.start(model)
+        t0 = time.monotonic()
+        rc, summary, err = admin("move", "--connect", aggs[0], "--shard", str(half), "--from",
+                                 holders[0], "--to", lacking[0])
+        took = time.monotonic() - t0
+        stats, _ = loaders.stop(model)
+        check(rc == 0, f"E: move of shard {half}: rc {rc} {short(summary)} {err[-300:]!r}")
+        check(stats["wrong"] == 0, f"E: the loaders during the move: {stats['wrong']} wrong; "
+                                   + "\n      ".join(loaders.first_wrong))
+        now = members()
+        check(half in now[lacking[0]].get("shards", []) and
+              half not in now[holders[0]].get("shards", []),
+              f"E: after the move: {now[lacking[0]].get('shards')} "
+              f"{now[holders[0]].get('shards')}")
+        note(f"E: moved shard {half} from {holders[0]} to {lacking[0]} in {took:.2f} s under "
+             f"{stats['writes']} loader writes, slowest call {stats['slowest_ms']:.0f} ms")
+        cc.full_comparison("E moved")
+        cc.compare_replicas("E moved", SERVERS)
 
     # ---- F ------------------------------------------------------------------------------------
     section("F. a split while shard-1 is down: it splits its own copies when it is back")
     victim = members()["shard-1"]
+    had = victim.get("shards", [])
     argv = cluster_procs.cmdline(victim["pid"])
     procs.kill_and_wait([victim["pid"]], signal.SIGKILL)
     deadline = time.monotonic() + 15
@@ -277,7 +308,7 @@ def main():
         time.sleep(0.1)  # its lease lapses
     rc, summary, err = admin("split", "--connect", aggs[0])
     check(rc == 0 and (summary or {}).get("shards") == 16 and
-          sorted((summary or {}).get("prepared", {})) == ["shard-0"],
+          sorted((summary or {}).get("prepared", {})) == ["shard-0", "shard-2"],
           f"F: split with shard-1 down: rc {rc} {short(summary)} {err[-300:]!r}")
     for k in range(100):
         cc.write(random_write(model, w, hot, universe), k)
@@ -285,8 +316,9 @@ def main():
     time.sleep(0.5)
     cc.wait_serving(SERVERS, 120)
     m = members().get("shard-1", {})
-    check(m.get("num_shards") == 16 and m.get("shards") == list(range(16)),
-          f"F: shard-1 split its copies on its return: {short(m, 300)}")
+    want = sorted(t for s in had for t in (s, s + 8))
+    check(m.get("num_shards") == 16 and m.get("shards") == want,
+          f"F: shard-1 split its copies {had} on its return: {short(m, 300)}")
     cc.shards = 16
     cc.full_comparison("F")
     cc.compare_replicas("F", SERVERS)
