@@ -93,6 +93,11 @@ StatusOr<nlohmann::json> MoveShard(rpc::RemoteGraph& client, uint32_t shard,
                                    const std::string& from, const std::string& to,
                                    const ClientOptions& options);
 
+// Doubles the shards of the cluster `client` reaches (docs/cluster-changes.md, step 4): every
+// shard server prepares, then the LogStore leader switches; waits until every shard server
+// registers the new count. Its summary.
+StatusOr<nlohmann::json> SplitShards(rpc::RemoteGraph& client, const ClientOptions& options);
+
 // `zipg bench --mix hot` and `--mix load` (client/cli_bench_hot.cc).
 int RunHotBench(const std::vector<std::string>& endpoints, const Args& args);
 int RunLoadBench(const std::vector<std::string>& endpoints, const Args& args);

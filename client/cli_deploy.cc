@@ -115,8 +115,11 @@ const char kDeployUsage[] =
     "      even out the copies per host (then bytes): while a host has two copies more than\n"
     "      another, its largest shard the other lacks moves there, one move at a time; prints\n"
     "      the plan; --dry-run only prints it\n"
-    "  Each of move, add-host, remove-host and rebalance can be run again after an interruption:\n"
-    "  the spec records where it stopped.\n";
+    "  zipg deploy split --spec FILE [--timeout-ms MS] [--tls-*]\n"
+    "      double the shards online (as zipg admin split), then write the spec with the new\n"
+    "      count and each host's shards as its server registers them\n"
+    "  Each of move, add-host, remove-host, rebalance and split can be run again after an\n"
+    "  interruption: the spec records where it stopped (split: the cluster does).\n";
 
 std::vector<std::string> SplitList(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -262,13 +265,19 @@ class Node {
         return Fail(Status::InvalidArgument("host " + host_.name + " has no store at " + store_ +
                                             ": " + manifest.status().message()));
       }
-      if (manifest->shards != spec_.shards) {
+      // After `zipg deploy split` the spec counts 2^k times the store's shards, and the shards
+      // are the servers' own (docs/cluster-changes.md, step 4), not the store's files.
+      const uint32_t times = manifest->shards ? spec_.shards / manifest->shards : 0;
+      const bool split =
+          times > 1 && spec_.shards % manifest->shards == 0 && (times & (times - 1)) == 0;
+      if (manifest->shards != spec_.shards && !split) {
         return Fail(Status::InvalidArgument(
             "the store at " + store_ + " has " + std::to_string(manifest->shards) +
             " shards; the spec says " + std::to_string(spec_.shards)));
       }
       // A store built in parts (compress --shards A,B --of N) must hold this host's shards.
-      for (uint32_t s : host_.shards.value_or(std::vector<uint32_t>{})) {
+      for (uint32_t s :
+           split ? std::vector<uint32_t>{} : host_.shards.value_or(std::vector<uint32_t>{})) {
         if (!manifest->Holds(s)) {
           return Fail(Status::InvalidArgument(
               "host " + host_.name + " serves shard " + std::to_string(s) + " but the store at " +
@@ -992,12 +1001,13 @@ int RunDeploy(int argc, char** argv) {
   const std::string action = args->positional().empty() ? "" : args->positional()[0];
   // The actions and their positional arguments.
   const std::map<std::string, size_t> positional = {
-      {"plan", 1}, {"certs", 1},    {"start", 1},       {"stop", 1},     {"status", 1},
-      {"move", 4}, {"add-host", 3}, {"remove-host", 2}, {"rebalance", 1}};
+      {"plan", 1}, {"certs", 1},    {"start", 1},       {"stop", 1},      {"status", 1},
+      {"move", 4}, {"add-host", 3}, {"remove-host", 2}, {"rebalance", 1}, {"split", 1}};
   const auto it = positional.find(action);
   if (it == positional.end()) {
     return UsageError(
-        "deploy needs plan, certs, start, stop, status, move, add-host, remove-host or rebalance",
+        "deploy needs plan, certs, start, stop, status, move, add-host, remove-host, rebalance "
+        "or split",
         kDeployUsage);
   }
   if (args->positional().size() != it->second) {
@@ -1009,8 +1019,8 @@ int RunDeploy(int argc, char** argv) {
   }
   if (action == "plan") return Plan(*args);
   if (action == "certs") return Certs(*args);
-  const bool changes =
-      action == "move" || action == "add-host" || action == "remove-host" || action == "rebalance";
+  const bool changes = action == "move" || action == "add-host" || action == "remove-host" ||
+                       action == "rebalance" || action == "split";
   std::vector<std::string> flags = {"spec", "exec", "zipg", "wait", "reach-timeout"};
   if (changes) flags = WithTls(WithFlags(flags, {"timeout-ms"}));
   if (action == "add-host") flags.insert(flags.end(), {"roles", "store"});
@@ -1093,6 +1103,7 @@ int RunDeploy(int argc, char** argv) {
     if (action == "move") return DeployMove(ctx, p[1], p[2], p[3]);
     if (action == "add-host") return DeployAddHost(ctx, p[1], p[2], *args);
     if (action == "remove-host") return DeployRemoveHost(ctx, p[1]);
+    if (action == "split") return DeploySplit(ctx);
     return DeployRebalance(ctx, args->Has("dry-run"));
   }
   if (action == "stop") return d.Stop();

@@ -542,4 +542,52 @@ int DeployRebalance(const DeployContext& ctx, bool dry_run) {
   return kExitOk;
 }
 
+int DeploySplit(const DeployContext& ctx) {
+  const auto start = Clock::now();
+  auto spec = ClusterSpec::Load(ctx.spec_path);
+  if (!spec.ok()) return Fail(spec.status());
+  auto client = ConnectCluster(*spec, ctx.options);
+  if (!client.ok()) return Fail(client.status());
+  auto split = SplitShards(**client, ctx.options);
+  if (!split.ok()) return Fail(split.status());
+  // The spec: the new count, and each host's shards as its server registers them (a host whose
+  // server is not registered now gets the halves of what it had).
+  auto text = (*client)->ServerStatus();
+  if (!text.ok()) return Fail(text.status());
+  const json status = json::parse(*text, nullptr, false);
+  std::map<std::string, std::vector<uint32_t>> registered;
+  for (const auto& m : status.value("servers", json::array())) {
+    if (m.value("role", "") == "shard") {
+      registered[m.value("name", "")] = m.value("shards", std::vector<uint32_t>());
+    }
+  }
+  auto now = ClusterSpec::Load(ctx.spec_path);
+  if (!now.ok()) return Fail(now.status());
+  const uint32_t count = split->value("shards", 0u);
+  if (count > now->shards) {
+    const uint32_t before = now->shards;
+    for (SpecHost& h : now->hosts) {
+      if (!h.shards) continue;
+      auto it = registered.find(ClusterSpec::ShardServerName(h));
+      if (it != registered.end()) {
+        h.shards = it->second;
+        continue;
+      }
+      std::vector<uint32_t> halves;
+      for (uint32_t s : *h.shards) {
+        for (uint32_t t = s; t < count; t += before) halves.push_back(t);
+      }
+      std::sort(halves.begin(), halves.end());
+      h.shards = halves;
+    }
+    now->shards = count;
+    if (Status s = WriteSpec(ctx.spec_path, *now); !s.ok()) return Fail(s);
+  }
+  json out = *split;
+  out["spec_shards"] = now->shards;
+  out["seconds"] = Seconds(Clock::now() - start);
+  std::cout << out.dump() << "\n";
+  return kExitOk;
+}
+
 }  // namespace zipg::cli

@@ -185,6 +185,9 @@ StatusOr<nlohmann::json> FetchMissingShard(const std::string& store, uint32_t sh
                                            const std::string& self,
                                            const cluster::ClusterView* view, rpc::PoolSet* pools,
                                            const std::atomic<bool>* stopping) {
+  if (auto manifest = graph::ReadManifest(store); manifest.ok() && shard >= manifest->shards) {
+    return nlohmann::json();  // a split's shard: no file of the store holds it (ServerGraph)
+  }
   ZIPG_ASSIGN_OR_RETURN(const bool missing, shard::ShardMissing(store, shard));
   if (!missing) return nlohmann::json();
   std::cerr << "zipg serve: shard " << shard << " has no files in " << store

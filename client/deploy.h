@@ -35,5 +35,7 @@ int DeployAddHost(const DeployContext& ctx, const std::string& name, const std::
 int DeployRemoveHost(const DeployContext& ctx, const std::string& name);
 // zipg deploy rebalance [--dry-run].
 int DeployRebalance(const DeployContext& ctx, bool dry_run);
+// zipg deploy split: zipg admin split, then the spec's count and lists from the cluster.
+int DeploySplit(const DeployContext& ctx);
 
 }  // namespace zipg::cli

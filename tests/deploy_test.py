@@ -26,6 +26,8 @@ D. the etcd leader killed during closed-loop reads and writes: no failed call fo
 D3. `zipg deploy certs` for h5 (the CA kept), `zipg deploy add-host h5` (an empty store: it
    fetches the MANIFEST) and `zipg deploy rebalance` (h5 gets a copy; `deploy move`, run again
    for that move, and rebalance, run again, change nothing).
+D3b. `zipg deploy split`: 4 shards become 8 (docs/cluster-changes.md, step 4); the spec is
+   written with the new count and each host's halves. D4 and D5 then move halves.
 D4. `zipg deploy remove-host h4`: its copies move first, then its processes stop.
 D5. h2 killed with kill -9 (its etcd member and shard server) and its namespace deleted (the
    machine is gone): `zipg deploy remove-host h2`, once its leases expired, makes
@@ -225,6 +227,7 @@ def probe_status(endpoint, ctx=None, timeout=5.0):
 
 
 def main():
+    global SHARDS  # 8 after D3b
     net = Network()
     procs.network = net
     if net.netns:
@@ -342,6 +345,12 @@ def main():
         return out
 
     by_name = members()
+    # "Healthy" needs every shard served, not every server: shard-h4 registers once its fetch
+    # is done (its shards are served by the others meanwhile).
+    deadline = time.monotonic() + 30
+    while "shard-h4" not in by_name and time.monotonic() < deadline:
+        time.sleep(0.2)
+        by_name = members()
     servers = sorted(n for n, m in by_name.items() if m["role"] == "shard")
     holders = {s: sorted(n for n in servers if s in by_name[n]["shards"]) for s in range(SHARDS)}
     check(servers == [f"shard-{h}" for h in HOSTS], f"shard servers: {servers}")
@@ -681,6 +690,17 @@ def main():
     sess[1].close()
     sess[1] = Session(aggs[1], "agg-h5", SEED + 30)
     compare_replicas("D3", ["shard-h5"])
+
+    section("D3b. zipg deploy split: 4 -> 8 shards under load")
+    summary = change("D3b", "split")
+    check(summary.get("shards_before") == 4 and summary.get("shards") == 8 and
+          summary.get("spec_shards") == 8, f"D3b: deploy split: {short(summary, 600)}")
+    SHARDS = cc.shards = 8
+    check(placement()[2].get("shards") == 8, "D3b: the spec counts 8 shards")
+    check_placement("D3b")
+    note(f"D3b: split prepared in {summary.get('prepare_seconds', 0):.2f} s, switched in "
+         f"{summary.get('switch_seconds', 0) * 1000:.0f} ms (writes paused "
+         f"{(summary.get('switch') or {}).get('paused_ms', 0):.0f} ms)")
 
     section("D4. zipg deploy remove-host h4 (drained: its copies move first) under load")
     summary = change("D4", "remove-host", "h4")
