@@ -423,14 +423,7 @@ StatusOr<json> LiveShard::Rebuild() {
   std::lock_guard rebuild(rebuild_mu_);
   const auto start = std::chrono::steady_clock::now();
   // 1. The snapshot: every update up to `through` is in `from`; later ones are logged.
-  std::shared_ptr<Version> from;
-  uint64_t through;
-  {
-    std::lock_guard lock(apply_mu_);
-    from = Snapshot();
-    through = from->merged->delta().last_id();
-    StartLogging();
-  }
+  auto [from, through] = SnapshotAndLog();
   const int64_t number = from->number + 1;
   if (options_.rebuild_hook) options_.rebuild_hook(0);
   // The shard applies an update before the LogStore applies its data (docs/consistency.md): the
@@ -456,14 +449,7 @@ StatusOr<json> LiveShard::Split(uint32_t count, std::array<uint32_t, 2> halves,
   std::lock_guard rebuild(rebuild_mu_);
   const auto start = std::chrono::steady_clock::now();
   // 1. The snapshot, as for a rebuild.
-  std::shared_ptr<Version> from;
-  uint64_t through;
-  {
-    std::lock_guard lock(apply_mu_);
-    from = Snapshot();
-    through = from->merged->delta().last_id();
-    StartLogging();
-  }
+  auto [from, through] = SnapshotAndLog();
   std::array<std::unique_ptr<LiveShard>, 2> opened;
   // Stops logging, closes and removes the halves (apply_mu_ not held).
   auto abandon = [&](const Status& why) -> Status {
@@ -599,6 +585,14 @@ StatusOr<json> LiveShard::Adopt(int64_t number, uint64_t through, const std::str
   summary["through"] = through;
   summary["adopted"] = true;
   return Install(std::move(from), number, through, catch_up, start, std::move(summary));
+}
+
+std::pair<std::shared_ptr<LiveShard::Version>, uint64_t> LiveShard::SnapshotAndLog() {
+  std::lock_guard lock(apply_mu_);
+  auto from = Snapshot();
+  const uint64_t through = from->merged->delta().last_id();
+  StartLogging();
+  return {std::move(from), through};
 }
 
 void LiveShard::StartLogging() {

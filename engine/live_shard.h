@@ -156,6 +156,8 @@ class LiveShard {
   uint64_t OldestStartLocked() const;
   // Rebuild and Adopt: starts logging the batches applied from now on (apply_mu_ held).
   void StartLogging();
+  // Rebuild and Split: the current version and its last id, logging from there on.
+  std::pair<std::shared_ptr<Version>, uint64_t> SnapshotAndLog();
   void RemoveVersion(int64_t number) const;
   // Stops logging, removes version `number`'s files and returns `why`.
   Status Abandon(int64_t number, const Status& why);

@@ -41,6 +41,8 @@ struct Model {
       case UpdateOp::kDeleteEdge:
         edges.erase({r.node, r.type, r.dst});
         break;
+      case UpdateOp::kLayout:  // never a log record
+        break;
     }
   }
   // The node's edges (of `type`, or all if type < 0): by type, then the contract's order.

@@ -885,18 +885,24 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalSearchNodeIds(const std::vector
   return SearchLocal(local, q);
 }
 
-StatusOr<std::vector<int64_t>> ServerGraph::SearchOnAllShards(const NodeSearch& q) {
-  std::vector<uint32_t> remote;
-  std::vector<int32_t> local;
+uint32_t ServerGraph::SplitByHost(std::vector<int32_t>* local,
+                                  std::vector<uint32_t>* remote) const {
   auto map = view_ ? view_->Current() : nullptr;
   const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
   for (uint32_t s = 0; s < n; ++s) {
     if (HostsAll(s, n)) {
-      local.push_back(static_cast<int32_t>(s));
+      local->push_back(static_cast<int32_t>(s));
     } else {
-      remote.push_back(s);
+      remote->push_back(s);
     }
   }
+  return n;
+}
+
+StatusOr<std::vector<int64_t>> ServerGraph::SearchOnAllShards(const NodeSearch& q) {
+  std::vector<uint32_t> remote;
+  std::vector<int32_t> local;
+  const uint32_t n = SplitByHost(&local, &remote);
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return LocalSearchNodeIds(local, q, n); });
   // The other shards' servers, and the LogStore for the nodes written since the load.
@@ -965,15 +971,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
     bool include_dsts, const graph::TraversalBudget& budget) {
   std::vector<uint32_t> remote;
   std::vector<int32_t> local;
-  auto map = view_ ? view_->Current() : nullptr;
-  const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
-  for (uint32_t s = 0; s < n; ++s) {
-    if (HostsAll(s, n)) {
-      local.push_back(static_cast<int32_t>(s));
-    } else {
-      remote.push_back(s);
-    }
-  }
+  const uint32_t n = SplitByHost(&local, &remote);
   ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(local, n));
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return SourcesLocal(own, include_dsts, ListBoundsOf(budget)); });
@@ -1243,14 +1241,13 @@ Status ServerGraph::SwitchLayout(uint32_t count) {
       halves = parent->live->TakeHalves();
     }
     Halves h{s, std::make_unique<Hosting>(), std::make_unique<Hosting>()};
-    for (auto [hosting, live] : {std::pair{h.low.get(), &halves[0]}, {h.high.get(), &halves[1]}}) {
-      hosting->live = std::move(*live);
-      // Every update up to the mark is applied at the LogStore (its switch runs with no commit
-      // group in flight).
-      hosting->commits = std::make_unique<CommitTracker>(hosting->live->last_id());
+    for (int i = 0; i < 2; ++i) {
+      Hosting* hosting = i == 0 ? h.low.get() : h.high.get();
+      hosting->live = std::move(halves[i]);
       // Every update up to the mark is committed: the LogStore switched with none in flight
       // (and a server catching up found the mark after them in the feed). Reads need not wait
       // for the next write's notice.
+      hosting->commits = std::make_unique<CommitTracker>(hosting->live->last_id());
       hosting->commits->Commit(hosting->live->last_id());
       hosting->live->SetAwaitCommit([hosting](uint64_t id) {
         return hosting->commits->AwaitCommitted(

@@ -265,6 +265,9 @@ class ServerGraph final : public ShardRouter {
   static constexpr uint32_t kMaxSlots = UpdateSender::kMaxLanes;
   // Whether every part of shard `shard` of a store of `count` shards is hosted here.
   bool HostsAll(uint32_t shard, uint32_t count) const;
+  // The map's shards (this server's count without a map) into those hosted here whole and the
+  // others; the count they are numbered by.
+  uint32_t SplitByHost(std::vector<int32_t>* local, std::vector<uint32_t>* remote) const;
 
   OpenedStore store_;  // its manifest (each shard's files live in its Hosting)
   std::string store_dir_;

@@ -1,13 +1,16 @@
 // The shard server's per-shard serving (docs/cluster-changes.md, step 2): a shard added with
 // Serve answers reads only once it serves, and then as the store does (the embedded Graph over the
 // same files is the reference); a push that finds one shard behind stops that shard alone; the
-// refusals of Serve and Unserve; and shards added while reads and pushes run (for TSan).
+// refusals of Serve and Unserve; and shards added while reads and pushes run (for TSan). A split
+// (step 4) prepared and switched while reads and pushes run (for TSan).
 
 #include "shard/server.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -204,6 +207,109 @@ TEST_F(ServerGraphTest, ShardsAddedWhileReadsAndPushesRun) {
   EXPECT_GT(answered.load(), 0u);
   EXPECT_EQ(g->hosted(), std::vector<uint32_t>({0, 1, 2}));
   EXPECT_TRUE(g->serving());
+}
+
+// A split while readers count edges and a pusher deletes them (docs/cluster-changes.md, step 4):
+// the halves are prepared under the pushes, the marks (one id on every lane, as the LogStore
+// sends them) switch the server to 6 shards, and pushes go on in the new numbering. No read
+// fails or answers outside what the deletes allow; at the end, and after a reopen from
+// layout.json, every count is the store's less the deletes.
+TEST_F(ServerGraphTest, ASplitSwitchesWhileReadsAndPushesRun) {
+  auto g = Open({0, 1, 2});
+  ASSERT_TRUE(g);
+  std::map<int64_t, std::vector<int64_t>> live;  // src -> its base dsts not deleted yet
+  std::map<int64_t, int64_t> initial;
+  for (int64_t id = 0; id < kNodes; ++id) {
+    auto edges = reference_->AssocRange(id, 1, 0, 1000);
+    ASSERT_TRUE(edges.ok());
+    for (const Edge& e : *edges) live[id].push_back(e.dst);
+    initial[id] = static_cast<int64_t>(edges->size());
+  }
+  std::mutex mu;  // guards live, next_id, count
+  uint64_t next_id = 1;
+  uint32_t count = kShards;
+  std::atomic<bool> stop{false}, pause{false};
+  std::atomic<int> paused{0};
+  std::atomic<uint64_t> reads{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      while (!stop.load()) {
+        const int64_t id = static_cast<int64_t>(rng() % kNodes);
+        auto got = g->AssocCount(id, 1);
+        ++reads;
+        if (!got.ok() || *got > initial[id]) ++wrong;
+        (void)g->hosted();
+      }
+    });
+  }
+  std::thread pusher([&] {
+    std::mt19937_64 rng(7);
+    while (!stop.load()) {
+      if (pause.load()) {  // the LogStore's commit pause around the switch
+        paused = 1;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      paused = 0;
+      std::lock_guard lock(mu);
+      const int64_t src = static_cast<int64_t>(rng() % kNodes);
+      auto& dsts = live[src];
+      if (dsts.empty()) continue;
+      const int64_t dst = dsts.back();
+      dsts.pop_back();
+      engine::Update u{engine::UpdateOp::kDeleteEdge, src, 1, dst, 0, 0, next_id++};
+      const uint32_t shard = ShardOf(src, count);
+      auto r = g->ApplyPush(shard, g->LastId(shard), {u});
+      if (!r.ok() || r->behind) ++wrong;
+      g->ApplyCommit(shard, 0, u.id);  // the LogStore's commit notice
+    }
+  });
+  auto finish = [&] {
+    stop = true;
+    for (auto& t : readers) t.join();
+    pusher.join();
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  auto prepared = g->PrepareSplit(2 * kShards);
+  if (!prepared.ok()) finish();
+  ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+  EXPECT_EQ(g->num_shards(), kShards);  // prepared, not switched
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  pause = true;
+  while (paused.load() == 0) std::this_thread::yield();
+  {
+    std::lock_guard lock(mu);
+    const engine::Update mark{engine::UpdateOp::kLayout, 2 * kShards, 0, 0, 0, 0, next_id++};
+    for (uint32_t s = 0; s < kShards; ++s) {
+      auto r = g->ApplyPush(s, g->LastId(s), {mark});
+      if (!r.ok() || r->behind) ++wrong;
+    }
+    count = 2 * kShards;
+  }
+  EXPECT_EQ(g->num_shards(), 2 * kShards);
+  EXPECT_EQ(g->hosted(), std::vector<uint32_t>({0, 1, 2, 3, 4, 5}));
+  pause = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  finish();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(reads.load(), 0u);
+  auto counts_right = [&](ServerGraph& graph, const std::string& when) {
+    for (int64_t id = 0; id < kNodes; ++id) {
+      auto got = graph.AssocCount(id, 1);
+      ASSERT_TRUE(got.ok()) << when << ": " << got.status().ToString();
+      ASSERT_EQ(*got, static_cast<int64_t>(live[id].size())) << when << ": node " << id;
+    }
+  };
+  counts_right(*g, "after the switch");
+  if (HasFatalFailure()) return;
+  g.reset();
+  auto reopened = Open({0, 1, 2});  // the command line of before the split
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->num_shards(), 2 * kShards);
+  EXPECT_EQ(reopened->hosted(), std::vector<uint32_t>({0, 1, 2, 3, 4, 5}));
+  counts_right(*reopened, "reopened");
 }
 
 }  // namespace
