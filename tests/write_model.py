@@ -467,8 +467,8 @@ class ClusterCheck:
             t.join()
         return sum(bad)
 
-    def full_comparison(self, label):
-        reqs = node_reads(self.model, self.ids(), traversals=True)
+    def full_comparison(self, label, traversals=True):
+        reqs = node_reads(self.model, self.ids(), traversals=traversals)
         n = len(self.sessions)
         bad = self._compare_all([(s, reqs[k::n], label) for k, s in enumerate(self.sessions)])
         self.check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
