@@ -184,14 +184,14 @@ std::vector<std::string> Seeds() {
   w.properties = red;
   c.send_write_batch({w, w}), take();
   c.send_filter_nodes({1, 2, 3, 4}, red), take();
-  c.send_local_node_ids({0, 1, 2}, red), take();
-  c.send_local_search_node_ids({0, 1, 2}, search), take();
+  c.send_local_node_ids({0, 1, 2}, red, 3), take();
+  c.send_local_search_node_ids({0, 1, 2}, search, 0), take();
   zipg::rpc::Transition t;
   t.from_state = 0, t.type = 1, t.to_state = 1;
   zipg::rpc::Visits v;
   v.tags = {0, 0}, v.nodes = {1, 2}, v.states = {0, 0};
   c.send_traverse_expand({t}, v, 100, 1000), take();
-  c.send_traverse_sources({0, 1, 2}, true, 100, 1000), take();
+  c.send_traverse_sources({0, 1, 2}, true, 100, 1000, 3), take();
   c.send_admin_rebuild({0}, ""), take();
   c.send_rebuilt_version(0), take();
   c.send_rebuilt_chunk(0, 1, "manifest.json", 0, 100), take();
@@ -204,7 +204,7 @@ std::vector<std::string> Seeds() {
   c.send_fragment_edges_batch({ask}, 0), take();
   c.send_log_node_ids(red), take();
   c.send_log_search_node_ids(search), take();
-  c.send_updates_since(0, 0, "shard-a"), take();
+  c.send_updates_since(0, 0, "shard-a", 0), take();
   // Two calls on one connection.
   c.send_obj_get(1), c.send_assoc_count(0, 5), take();
   // The call context (docs/limits.md, "Deadlines"): a deadline among the arguments, and one

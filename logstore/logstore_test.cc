@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "graph/memory_plan.h"
+#include "graph/partition.h"
 #include "shard/fence.h"
 #include "shard/update_channel.h"
 #include "util/call_deadline.h"
@@ -1310,6 +1311,114 @@ TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
             std::string::npos);
   ASSERT_TRUE(leader.store().AssocAdd(Edge{1, 0, 1001, 5, {}}).ok());
   EXPECT_NE(Snapshot(leader.store(), {1}), Snapshot(standby->store(), {1}));
+}
+
+// A split (docs/cluster-changes.md, step 4): the layout mark in every feed, each feed read
+// across it in either numbering, the writes after it fanned out by the new count; the layout is
+// kept by a recovery, and reaches a standby: at once, and, for one away during the split, when the
+// leader catches it up.
+TEST(LogStoreTest, ASplitReachesTheFeedsARecoveryAndTheStandby) {
+  ScratchDir dir("logstore_split_test");
+  ASSERT_TRUE(dir.ok());
+  const std::string leader_dir = dir.path() + "/leader";
+  auto standby = std::make_unique<Harness>(dir.path() + "/standby", nullptr, 0,
+                                           [](LogStoreOptions* o) { o->standby = true; });
+  LogStore* standby_store = &standby->store();
+  auto receiver = ServeShipping(standby_store);
+  ASSERT_NE(receiver, nullptr);
+  const std::string endpoint = receiver->endpoint();
+  const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  auto open_leader = [&] {
+    return std::make_unique<Harness>(leader_dir, nullptr, 0, [&](LogStoreOptions* o) {
+      o->standby_endpoint = endpoint;
+      o->ship_timeout_ms = 300;
+      o->epoch = 4;
+    });
+  };
+  auto leader = open_leader();
+  ASSERT_TRUE(InSyncWithin(leader->store(), 10));
+  constexpr int64_t kNodes = 40;
+  for (int64_t src = 0; src < kNodes; ++src) {
+    ASSERT_TRUE(leader->store().AssocAdd(Edge{src, 0, 1, 1, {}}).ok());
+  }
+  auto split = leader->store().Split(2, nullptr);
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  const uint64_t z = (*split)["mark"].get<uint64_t>();
+  const std::vector<std::pair<uint32_t, uint64_t>> layout = {{1, 0}, {2, z}};
+  EXPECT_EQ(leader->store().Layout(), layout);
+  EXPECT_EQ(standby_store->Layout(), layout);
+  EXPECT_EQ(leader->store().StatusJson()["base_shards"], 2);
+  for (int64_t src = 0; src < kNodes; ++src) {
+    ASSERT_TRUE(leader->store().AssocAdd(Edge{src, 0, 2, 1, {}}).ok());
+  }
+  // Reads every chunk of `shard`'s feed after `after`, numbered by `count`.
+  auto read_all = [](LogStore& store, uint32_t shard, uint64_t after, uint32_t count) {
+    std::vector<engine::Update> out;
+    for (;;) {
+      auto chunk = store.UpdatesSince(shard, after, "m", count);
+      EXPECT_TRUE(chunk.ok()) << chunk.status().ToString();
+      if (!chunk.ok() || chunk->updates.empty()) return out;
+      out.insert(out.end(), chunk->updates.begin(), chunk->updates.end());
+      after = chunk->updates.back().id;
+      // A split past `count`: the asker switches before it reads on.
+      const auto& u = out.back();
+      if (u.op == UpdateOp::kLayout && static_cast<uint32_t>(u.node) > count) return out;
+    }
+  };
+  auto check_feeds = [&](LogStore& store, const std::string& when) {
+    for (uint32_t t = 0; t < 2; ++t) {
+      // Half t from the start: its writes before the split, the mark, its writes after.
+      const auto got = read_all(store, t, 0, 2);
+      int before = 0, marks = 0, after = 0;
+      uint64_t last = 0;
+      for (const auto& u : got) {
+        EXPECT_GT(u.id, last) << when;
+        last = u.id;
+        if (u.op == UpdateOp::kLayout) {
+          EXPECT_EQ(u.id, z) << when;
+          EXPECT_EQ(u.node, 2) << when;
+          ++marks;
+          continue;
+        }
+        EXPECT_EQ(ShardOf(u.node, 2), t) << when << ": node " << u.node << " in half " << t;
+        ++(u.id < z ? before : after);
+      }
+      int mine = 0;
+      for (int64_t src = 0; src < kNodes; ++src) mine += ShardOf(src, 2) == t;
+      EXPECT_EQ(before, mine) << when << ", half " << t;
+      EXPECT_EQ(marks, 1) << when << ", half " << t;
+      EXPECT_EQ(after, mine) << when << ", half " << t;
+    }
+    // Shard 0 of 1 (a server that has not switched): every write before the split, the mark;
+    // past the mark it must switch first.
+    const auto old = read_all(store, 0, 0, 1);
+    ASSERT_EQ(old.size(), static_cast<size_t>(kNodes) + 1) << when;
+    EXPECT_EQ(old.back().op, UpdateOp::kLayout) << when;
+    EXPECT_EQ(store.UpdatesSince(0, z, "m", 1).status().code(), StatusCode::kFailedPrecondition);
+  };
+  check_feeds(leader->store(), "the leader");
+  if (HasFatalFailure()) return;
+  // A recovery: the layout from STATE, the feeds (the mark appended again if its generation is
+  // replayed) answer the same.
+  leader.reset();
+  leader = open_leader();
+  EXPECT_EQ(leader->store().Layout(), layout);
+  check_feeds(leader->store(), "recovered");
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(InSyncWithin(leader->store(), 10));
+  // A standby away during the next split gets it when the leader catches it up.
+  receiver.reset();
+  auto second = leader->store().Split(4, nullptr);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(leader->store().StatusJson()["standby"]["sync"], "degraded");
+  ASSERT_TRUE(leader->store().AssocAdd(Edge{3, 0, 3, 1, {}}).ok());
+  EXPECT_EQ(standby_store->Layout(), layout);
+  receiver = ServeShipping(standby_store, port);
+  ASSERT_NE(receiver, nullptr);
+  ASSERT_TRUE(InSyncWithin(leader->store(), 20));
+  EXPECT_EQ(standby_store->Layout(), leader->store().Layout());
+  EXPECT_EQ(standby_store->Layout().size(), 3u);
+  EXPECT_EQ(standby_store->StatusJson()["base_shards"], 4);
 }
 
 // Snapshots (docs/consistency.md): a standby applies what its leader ships with the same ids and
