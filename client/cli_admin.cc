@@ -92,6 +92,7 @@ namespace {
 struct ShardServer {
   std::string endpoint;
   bool serving = false;
+  uint32_t num_shards = 0;
   std::vector<uint32_t> shards, catching_up;
 };
 
@@ -108,6 +109,7 @@ StatusOr<std::map<std::string, ShardServer>> ShardServers(Client& client) {
     s.serving = m.value("serving", false);
     s.shards = m.value("shards", std::vector<uint32_t>());
     s.catching_up = m.value("catching_up", std::vector<uint32_t>());
+    s.num_shards = m.value("num_shards", 0u);
   }
   return out;
 }
@@ -271,21 +273,13 @@ StatusOr<json> SplitShards(Client& client, const ClientOptions& options) {
   ZIPG_ASSIGN_OR_RETURN(std::string switched_text, log->Split(target));
   const auto switched_at = Clock::now();
   // 3. Every shard server registered with the new count.
-  ZIPG_RETURN_IF_ERROR(
-      AwaitStatus(client, deadline,
-                  "some shard server has not switched to " + std::to_string(target) + " shards",
-                  [&](const auto&) {
-                    auto now = client.ServerStatus();
-                    if (!now.ok()) return false;
-                    const json doc = json::parse(*now, nullptr, false);
-                    if (!doc.is_object()) return false;
-                    for (const auto& m : doc.value("servers", json::array())) {
-                      if (m.value("role", "") == "shard" && m.value("num_shards", 0u) != target) {
-                        return false;
-                      }
-                    }
-                    return true;
-                  }));
+  ZIPG_RETURN_IF_ERROR(AwaitStatus(
+      client, deadline,
+      "some shard server has not switched to " + std::to_string(target) + " shards",
+      [&](const auto& now) {
+        return std::all_of(now.begin(), now.end(),
+                           [&](const auto& server) { return server.second.num_shards == target; });
+      }));
   auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   return json{{"shards_before", count},
               {"shards", target},

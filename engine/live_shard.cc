@@ -49,6 +49,12 @@ LiveShard::LiveShard(const layout::Shard* original, std::string prefix, Fragment
 
 LiveShard::~LiveShard() = default;
 
+Status LiveShard::WriteVersionPointer(const std::string& prefix, int64_t number, uint64_t through) {
+  const std::string pointer = json({{"version", number}, {"through", through}}).dump() + "\n";
+  return WriteFileAtomically(prefix + ".version",
+                             [&](const FileSink& sink) { return sink(pointer); });
+}
+
 void LiveShard::SetAwaitCommit(std::function<Status(uint64_t id)> f) {
   std::lock_guard lock(stats_mu_);
   await_commit_ = std::move(f);
@@ -83,14 +89,12 @@ StatusOr<std::unique_ptr<layout::Shard>> OpenVersion(const std::string& dir, boo
   return std::move(store.shards[0]);
 }
 
-// Removes a split's half files (version 1, its delta, the version file) at each prefix.
-void RemoveHalves(const std::array<std::string, 2>& prefixes) {
+// Removes a split's half files at `prefix` (version 1, its delta, the version file).
+void RemoveHalf(const std::string& prefix) {
   std::error_code ec;
-  for (const auto& prefix : prefixes) {
-    fs::remove_all(prefix + ".v1", ec);
-    fs::remove(prefix + ".v1.delta", ec);
-    fs::remove(prefix + ".version", ec);
-  }
+  fs::remove_all(prefix + ".v1", ec);
+  fs::remove(prefix + ".v1.delta", ec);
+  fs::remove(prefix + ".version", ec);
 }
 
 // The updates of `batch` for shard `half` of `count` (and the layout marks).
@@ -453,13 +457,9 @@ StatusOr<json> LiveShard::Split(uint32_t count, std::array<uint32_t, 2> halves,
   std::array<std::unique_ptr<LiveShard>, 2> opened;
   // Stops logging, closes and removes the halves (apply_mu_ not held).
   auto abandon = [&](const Status& why) -> Status {
-    {
-      std::lock_guard lock(apply_mu_);
-      logging_ = false;
-      log_since_.clear();
-    }
+    StopLogging();
     opened = {};
-    RemoveHalves(prefixes);
+    for (const auto& prefix : prefixes) RemoveHalf(prefix);
     return why;
   };
   if (options_.rebuild_hook) options_.rebuild_hook(0);
@@ -470,16 +470,12 @@ StatusOr<json> LiveShard::Split(uint32_t count, std::array<uint32_t, 2> halves,
   for (int i = 0; i < 2; ++i) {
     const auto built_at = std::chrono::steady_clock::now();
     const std::string& prefix = prefixes[i];
-    RemoveHalves({prefix, prefix});
+    RemoveHalf(prefix);
     json half = {{"shard", halves[i]}};
     const uint32_t number = halves[i];
     Status s = Build(*from, prefix + ".v1", &half,
                      [&](int64_t node) { return ShardOf(node, count) == number; });
-    if (s.ok()) {
-      const std::string pointer = json({{"version", 1}, {"through", through}}).dump() + "\n";
-      s = WriteFileAtomically(prefix + ".version",
-                              [&](const FileSink& sink) { return sink(pointer); });
-    }
+    if (s.ok()) s = WriteVersionPointer(prefix, 1, through);
     if (!s.ok()) return abandon(s);
     auto live = Open(nullptr, prefix, log_, options_);
     if (!live.ok()) return abandon(live.status());
@@ -606,12 +602,14 @@ void LiveShard::RemoveVersion(int64_t number) const {
   fs::remove(DeltaPath(number), ec);
 }
 
+void LiveShard::StopLogging() {
+  std::lock_guard lock(apply_mu_);
+  logging_ = false;
+  log_since_.clear();
+}
+
 Status LiveShard::Abandon(int64_t number, const Status& why) {
-  {
-    std::lock_guard lock(apply_mu_);
-    logging_ = false;
-    log_since_.clear();
-  }
+  StopLogging();
   RemoveVersion(number);
   return why;
 }
@@ -654,11 +652,7 @@ StatusOr<json> LiveShard::Install(std::shared_ptr<Version> from, int64_t number,
     // one from here on (tests/snapshot_test.py found a delete after `through` folded in).
     next->merged->mutable_delta().RaiseFloor(next->merged->delta().last_id());
     if (failed.ok()) failed = next->merged->SyncDelta();
-    if (failed.ok()) {
-      const std::string pointer = json({{"version", number}, {"through", through}}).dump() + "\n";
-      failed = WriteFileAtomically(prefix_ + ".version",
-                                   [&](const FileSink& sink) { return sink(pointer); });
-    }
+    if (failed.ok()) failed = WriteVersionPointer(prefix_, number, through);
     if (failed.ok()) {
       from->remove_when_closed = {DeltaPath(from->number)};
       if (from->number > 0) from->remove_when_closed.push_back(VersionDir(from->number));

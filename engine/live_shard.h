@@ -131,6 +131,10 @@ class LiveShard {
   // The shard count and halves of the attached split, if any.
   std::optional<std::pair<uint32_t, std::array<uint32_t, 2>>> PreparedSplit() const;
 
+  // Writes `prefix`.version atomically: the shard at `prefix` is version `number`, holding every
+  // update up to `through` (the file Open reads).
+  static Status WriteVersionPointer(const std::string& prefix, int64_t number, uint64_t through);
+
   // Replaces options.await_commit (a split's half, which its parent's options made, waits on its
   // own shard's commits once it serves).
   void SetAwaitCommit(std::function<Status(uint64_t id)> f);
@@ -158,6 +162,8 @@ class LiveShard {
   void StartLogging();
   // Rebuild and Split: the current version and its last id, logging from there on.
   std::pair<std::shared_ptr<Version>, uint64_t> SnapshotAndLog();
+  // Stops logging the applied batches (a rebuild, adoption or split ended or failed).
+  void StopLogging();
   void RemoveVersion(int64_t number) const;
   // Stops logging, removes version `number`'s files and returns `why`.
   Status Abandon(int64_t number, const Status& why);

@@ -322,8 +322,7 @@ Status LogStore::Recover(bool post) {
     }
     // A split in this generation: its mark again on the old lanes, for a replica that did not
     // switch before the crash.
-    for (const auto& [count, z] : Layout()) {
-      if (z == 0 || static_cast<int64_t>(z >> 32) != logs[i]) continue;
+    for (const auto& [count, z] : SplitsEnding(logs[i])) {
       const Update mark{engine::UpdateOp::kLayout, static_cast<int64_t>(count), 0, 0, 0, 0, z};
       for (uint32_t s = 0; s < count / 2; ++s) ZIPG_RETURN_IF_ERROR(send(s, {mark}));
     }

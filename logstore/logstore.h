@@ -306,6 +306,8 @@ class LogStore final : public GraphWriteApi {
   Status ApplyLayout(uint32_t count, uint64_t z);
   // Opens the feeds of shards [feeds_.size(), count), prev set from their last ids.
   Status OpenFeeds(uint32_t count, uint64_t drop_from);
+  // The layout changes whose mark ends generation `g` (count, mark id).
+  std::vector<std::pair<uint32_t, uint64_t>> SplitsEnding(int64_t g) const;
   // Appends the mark of each layout change in generation `g` to every feed that lacks it (after
   // the feeds are cut back and the live logs re-appended at Recover).
   Status AppendMarks(int64_t g);

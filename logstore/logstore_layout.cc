@@ -39,9 +39,16 @@ Status LogStore::OpenFeeds(uint32_t count, uint64_t drop_from) {
   return Status::OK();
 }
 
-Status LogStore::AppendMarks(int64_t g) {
+std::vector<std::pair<uint32_t, uint64_t>> LogStore::SplitsEnding(int64_t g) const {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
   for (const auto& [count, z] : Layout()) {
-    if (z == 0 || static_cast<int64_t>(z >> 32) != g) continue;
+    if (z != 0 && static_cast<int64_t>(z >> 32) == g) out.emplace_back(count, z);
+  }
+  return out;
+}
+
+Status LogStore::AppendMarks(int64_t g) {
+  for (const auto& [count, z] : SplitsEnding(g)) {
     const Update mark{UpdateOp::kLayout, static_cast<int64_t>(count), 0, 0, 0, 0, z};
     std::shared_lock lock(feeds_mu_);
     for (uint32_t s = 0; s < count && s < feeds_.size(); ++s) {
@@ -73,8 +80,9 @@ Status LogStore::ApplyLayout(uint32_t count, uint64_t z) {
 StatusOr<json> LogStore::Split(uint32_t count, const std::function<Status(uint32_t)>& publish) {
   if (standby_) return Status::Unavailable("this LogStore is a standby: split through its leader");
   if (std::string why = Refusal(); !why.empty()) return Status::Unavailable(why);
-  const uint32_t before = Layout().back().first;
-  if (count == before && before != Layout().front().first) {
+  const auto layout = Layout();
+  const uint32_t before = layout.back().first;
+  if (count == before && before != layout.front().first) {
     return json{{"shards", count}, {"already", true}};  // a rerun after the switch
   }
   if (count != 2 * before) {

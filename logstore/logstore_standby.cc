@@ -104,8 +104,7 @@ Status LogStore::CatchUpStandby() {
     ZIPG_RETURN_IF_ERROR(
         ship(ShipKind::kFreeze, generation + 1, end != ends_.end() ? end->second : next, {}));
     // A split that ended that generation (its layout is in STATE, not in the log).
-    for (const auto& [count, z] : Layout()) {
-      if (z == 0 || static_cast<int64_t>(z >> 32) != g) continue;
+    for (const auto& [count, z] : SplitsEnding(g)) {
       ZIPG_ASSIGN_OR_RETURN(ShipReply r, ship_->Send(ShipKind::kLayout, epoch_, count, z, {},
                                                      options_.ship_timeout_ms));
       if (r.code != ShipCode::kOk) {

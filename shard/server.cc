@@ -113,7 +113,7 @@ StatusOr<std::unique_ptr<ServerGraph>> ServerGraph::Open(
     }
     ZIPG_ASSIGN_OR_RETURN(
         g->kept_[s],
-        g->OpenHosting(s, count ? nullptr : std::move(g->store_.shards[s]), g->ShardPrefix(s)));
+        g->OpenHosting(count ? nullptr : std::move(g->store_.shards[s]), g->ShardPrefix(s)));
     g->kept_[s]->serving = true;  // until StopServing: a server without a LogStore (tests)
     g->slots_[s].store(g->kept_[s].get(), std::memory_order_release);
   }
@@ -140,7 +140,7 @@ ServerGraph::Hosting* ServerGraph::NodeSlot(int64_t id, uint32_t* shard) const {
 }
 
 StatusOr<std::unique_ptr<ServerGraph::Hosting>> ServerGraph::OpenHosting(
-    uint32_t s, std::unique_ptr<layout::Shard> base, const std::string& prefix) {
+    std::unique_ptr<layout::Shard> base, const std::string& prefix) {
   if (std::filesystem::exists(prefix + ".log")) {
     // The previous format kept deleted keys without the LogStore edges' timestamps, which
     // this one needs to order them (docs/writes.md, "The shard side").
@@ -150,7 +150,6 @@ StatusOr<std::unique_ptr<ServerGraph::Hosting>> ServerGraph::OpenHosting(
         "Rebuild the store with zipg compress and start with an empty " +
         updates_dir_);
   }
-  (void)s;
   auto h = std::make_unique<Hosting>();
   h->base = std::move(base);
   engine::LiveShardOptions live_options;
@@ -375,10 +374,7 @@ Status ServerGraph::FetchSplitShard(uint32_t shard) {
   std::filesystem::rename(fetched, dir, ec);
   if (ec) return Status::IOError("cannot rename " + fetched + ": " + ec.message());
   // Its delta starts at `through`; the catch-up reads the feed after it.
-  const std::string pointer =
-      nlohmann::json({{"version", number}, {"through", through}}).dump() + "\n";
-  ZIPG_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".version",
-                                           [&](const FileSink& sink) { return sink(pointer); }));
+  ZIPG_RETURN_IF_ERROR(engine::LiveShard::WriteVersionPointer(prefix, number, through));
   fprintf(stderr, "zipg shard: fetched shard %u (version %lld, %llu bytes) from %s\n", shard,
           static_cast<long long>(number), static_cast<unsigned long long>(bytes),
           peer->name.c_str());
@@ -612,7 +608,7 @@ Status ServerGraph::Serve(uint32_t shard) {
     // A split's shard exists only as versions of its own (no files of the store hold it): a
     // serving replica's current version, which then catches up from the feed.
     ZIPG_RETURN_IF_ERROR(FetchSplitShard(shard));
-    ZIPG_ASSIGN_OR_RETURN(auto made, OpenHosting(shard, nullptr, ShardPrefix(shard)));
+    ZIPG_ASSIGN_OR_RETURN(auto made, OpenHosting(nullptr, ShardPrefix(shard)));
     std::lock_guard lock(kept_mu_);
     kept_[shard] = std::move(made);
     h = kept_[shard].get();
@@ -627,7 +623,7 @@ Status ServerGraph::Serve(uint32_t shard) {
           " shards; this server opened it with " + std::to_string(num_shards()));
     }
     ZIPG_ASSIGN_OR_RETURN(auto made,
-                          OpenHosting(shard, std::move(opened.shards[shard]), ShardPrefix(shard)));
+                          OpenHosting(std::move(opened.shards[shard]), ShardPrefix(shard)));
     std::lock_guard lock(kept_mu_);
     kept_[shard] = std::move(made);
     h = kept_[shard].get();
@@ -1111,6 +1107,24 @@ Status ServerGraph::WriteLayoutFile() const {
                              [&](const FileSink& sink) { return sink(text); });
 }
 
+std::string ServerGraph::SplitDir(uint32_t count) { return "split-" + std::to_string(count); }
+
+Status ServerGraph::MakeSplitDir(uint32_t count) const {
+  const std::string dir = updates_dir_ + "/" + SplitDir(count);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  return Status::OK();
+}
+
+StatusOr<nlohmann::json> ServerGraph::SplitHosted(Hosting& h, uint32_t shard, uint32_t count) {
+  ZIPG_RETURN_IF_ERROR(MakeSplitDir(count));
+  const uint32_t high = shard + count / 2;
+  const std::string base = updates_dir_ + "/" + SplitDir(count) + "/shard-";
+  return h.live->Split(count, {shard, high},
+                       {base + std::to_string(shard), base + std::to_string(high)});
+}
+
 Status ServerGraph::JoinLayout(uint32_t count) {
   std::lock_guard serialize(hosting_mu_);
   if (count == num_shards()) return Status::OK();
@@ -1118,11 +1132,8 @@ Status ServerGraph::JoinLayout(uint32_t count) {
     return Status::FailedPrecondition("this server cannot take a layout of " +
                                       std::to_string(count) + " shards");
   }
-  const std::string dir = "split-" + std::to_string(count);
-  std::error_code ec;
-  std::filesystem::create_directories(updates_dir_ + "/" + dir, ec);
-  if (ec) return Status::IOError("cannot create " + updates_dir_ + "/" + dir + ": " + ec.message());
-  layout_dir_ = dir;
+  ZIPG_RETURN_IF_ERROR(MakeSplitDir(count));
+  layout_dir_ = SplitDir(count);
   set_num_shards(count);
   return WriteLayoutFile();
 }
@@ -1138,10 +1149,6 @@ StatusOr<nlohmann::json> ServerGraph::PrepareSplit(uint32_t count) {
   if (count > kMaxSlots) {
     return Status::InvalidArgument("at most " + std::to_string(kMaxSlots) + " shards");
   }
-  const std::string dir = "split-" + std::to_string(count);
-  std::error_code ec;
-  std::filesystem::create_directories(updates_dir_ + "/" + dir, ec);
-  if (ec) return Status::IOError("cannot create " + updates_dir_ + "/" + dir + ": " + ec.message());
   // The builds run at nice 10, as the rebuild thread's do: reads come first.
   StatusOr<nlohmann::json> result = nlohmann::json::object();
   std::thread builder([&] {
@@ -1155,9 +1162,7 @@ StatusOr<nlohmann::json> ServerGraph::PrepareSplit(uint32_t count) {
         out[std::to_string(s)] = {{"already", true}};
         continue;
       }
-      const std::string base = updates_dir_ + "/" + dir + "/shard-";
-      auto done = h->live->Split(count, {s, s + n},
-                                 {base + std::to_string(s), base + std::to_string(s + n)});
+      auto done = SplitHosted(*h, s, count);
       if (!done.ok()) {
         result = done.status();
         return;
@@ -1209,7 +1214,6 @@ Status ServerGraph::SwitchLayout(uint32_t count) {
   std::lock_guard serialize(hosting_mu_);
   const uint32_t n = num_shards();
   if (count != 2 * n) return Status::OK();
-  const std::string dir = "split-" + std::to_string(count);
   const auto start = std::chrono::steady_clock::now();
   struct Halves {
     uint32_t shard;
@@ -1228,16 +1232,10 @@ Status ServerGraph::SwitchLayout(uint32_t count) {
               "zipg shard: shard %u was not prepared for the split to %u; building its "
               "halves now\n",
               s, count);
-      std::error_code ec;
-      std::filesystem::create_directories(updates_dir_ + "/" + dir, ec);
       // Every update up to the mark is committed (below): the build need not wait for a notice,
       // which a server left out of the new map would never get.
       parent->commits->Commit(parent->live->last_id());
-      const std::string base = updates_dir_ + "/" + dir + "/shard-";
-      ZIPG_RETURN_IF_ERROR(
-          parent->live
-              ->Split(count, {s, s + n}, {base + std::to_string(s), base + std::to_string(s + n)})
-              .status());
+      ZIPG_RETURN_IF_ERROR(SplitHosted(*parent, s, count).status());
       halves = parent->live->TakeHalves();
     }
     Halves h{s, std::make_unique<Hosting>(), std::make_unique<Hosting>()};
@@ -1280,7 +1278,7 @@ Status ServerGraph::SwitchLayout(uint32_t count) {
   }
   std::sort(now.begin(), now.end());
   std::atomic_store(&hosted_, std::make_shared<const std::vector<uint32_t>>(now));
-  layout_dir_ = dir;
+  layout_dir_ = SplitDir(count);
   marked_.clear();
   Status written = WriteLayoutFile();
   fprintf(

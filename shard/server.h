@@ -241,10 +241,15 @@ class ServerGraph final : public ShardRouter {
     std::atomic<uint64_t> refused{0};  // pushes refused as behind
     std::string rebuild_error;         // the last failure; guarded by ServerGraph::rebuild_mu_
   };
-  // Builds the Hosting of `shard` from files on disk (its files and delta at `prefix`).
-  StatusOr<std::unique_ptr<Hosting>> OpenHosting(uint32_t shard,
-                                                 std::unique_ptr<layout::Shard> base,
+  // Builds a Hosting from files on disk: `base` (null for a split's shard) and the delta and
+  // versions at `prefix`.
+  StatusOr<std::unique_ptr<Hosting>> OpenHosting(std::unique_ptr<layout::Shard> base,
                                                  const std::string& prefix);
+  // A split to `count` shards: its directory in the updates dir ("split-<count>"), made; and
+  // the halves of hosted shard `shard` built there and attached (LiveShard::Split).
+  static std::string SplitDir(uint32_t count);
+  Status MakeSplitDir(uint32_t count) const;
+  StatusOr<nlohmann::json> SplitHosted(Hosting& h, uint32_t shard, uint32_t count);
   // Where shard `shard`'s delta and versions live: <updates dir>/shard-<s>, or after a split
   // <updates dir>/<layout dir>/shard-<s>.
   std::string ShardPrefix(uint32_t shard) const;
