@@ -1,13 +1,14 @@
 #!/usr/bin/python3
-"""End-to-end test of a multi-host deployment (docs/deploy.md): four hosts and a client machine
+"""End-to-end test of a multi-host deployment (docs/deploy.md): three hosts and a client machine
 made of Linux network namespaces on a bridge, each with its own address; `zipg deploy certs`,
 `zipg deploy plan --replicas 2` (4 shards, each on two hosts), a copy of only the store files
-each host needs (h4 gets none: its shard server fetches its shards' files and the MANIFEST from
+each host needs (h3 gets none: its shard server fetches its shards' files and the MANIFEST from
 the other replicas over mutual TLS, docs/cluster-changes.md), and `zipg deploy start` with the
 netns transport (`ip netns exec NS`). TLS is
 on: mutual TLS on every Thrift connection and update channel link, etcd over https with
-client certificates. etcd has 3 members (on h1..h3), the LogStore runs on h1, aggregators on h3
-and h4. Every answer is compared with the plain-Python model of the contract with writes
+client certificates. etcd has 3 members (on h1..h3), the LogStore runs on h1, aggregators on h1
+and h3. Later a fourth host joins (D3), the shards split (D3b), a host leaves (D4) and a killed
+host is replaced by a fifth (D5). Every answer is compared with the plain-Python model of the contract with writes
 (write_model.WriteModel); the clients (`zipg query --batch`) run in the client namespace.
 
 Where namespaces cannot be made (not root, no `ip netns`), the same test runs with the hosts on
@@ -16,23 +17,26 @@ Where namespaces cannot be made (not root, no `ip netns`), the same test runs wi
 
 A. writes through both aggregators; every read through them, and every replica asked directly,
    equals the model. The Python client with the client certificate answers the same.
-B. kill -9 of one replica of every shard during a closed-loop read load (4 clients): 0 failed
-   reads, slowest read reported; writes while they are down; `zipg deploy start` restarts them:
+B. kill -9 of one replica of as many shards as can lose one together (with three hosts, every
+   shard of one host) during a closed-loop read load (4 clients): 0 failed reads, slowest read
+   reported; writes while they are down; `zipg deploy start` restarts them:
    they catch up from the LogStore's feed before serving, and each answers as the model.
 C. both replicas of shard 0 killed: its reads get UNAVAILABLE fast (time reported), the other
    shards answer; after the restart every acknowledged write is visible.
 D. the etcd leader killed during closed-loop reads and writes: no failed call for two lease
    TTLs; a shard server restarted meanwhile registers and serves. The member rejoins.
-D3. `zipg deploy certs` for h5 (the CA kept), `zipg deploy add-host h5` (an empty store: it
-   fetches the MANIFEST) and `zipg deploy rebalance` (h5 gets a copy; `deploy move`, run again
+D3. `zipg deploy certs` for h4 (the CA kept), `zipg deploy add-host h4` (shard server,
+   aggregator and etcd member; an empty store: it fetches the MANIFEST) and `zipg deploy
+   rebalance` (h4 gets copies; `deploy move`, run again
    for that move, and rebalance, run again, change nothing).
 D3b. `zipg deploy split`: 4 shards become 8 (docs/cluster-changes.md, step 4); the spec is
    written with the new count and each host's halves. D4 and D5 then move halves.
-D4. `zipg deploy remove-host h4`: its copies move first, then its processes stop.
+D4. `zipg deploy remove-host h3`: its copies move first, then its processes stop and its
+   live etcd member leaves through the member API.
 D5. h2 killed with kill -9 (its etcd member and shard server) and its namespace deleted (the
    machine is gone): `zipg deploy remove-host h2`, once its leases expired, makes
    its copies again from the other replicas and removes its etcd member; `zipg deploy add-host
-   h4` again, on an empty store, with an etcd member that joins through the member API;
+   h5`, a new machine with an empty store and an etcd member that joins through the member API;
    `zipg deploy rebalance`. Each of D3-D5 runs under a closed-loop read and write load through
    the live aggregators: no failed call; after each the spec's placement is the cluster's (two
    serving copies of every shard, none catching up, no move recorded); after D5 every replica
@@ -75,8 +79,9 @@ check, section, note = T.check, T.section, T.note
 TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
 TLS = os.path.join(TMP, "tls")
 SHARDS = 4
-HOSTS = ["h1", "h2", "h3", "h4"]  # in the plan
-NET_HOSTS = HOSTS + ["h5"]  # namespaces; h5 joins with zipg deploy add-host (D3)
+HOSTS = ["h1", "h2", "h3"]  # in the plan; h3 starts with an empty store
+EMPTY = "h3"
+NET_HOSTS = HOSTS + ["h4", "h5"]  # namespaces; h4 joins in D3, h5 replaces h2 in D5
 TAG = f"zt{os.getpid() % 100000}"  # names of the namespaces, bridge and veths (<= 15 chars)
 SUBNET = f"10.213.{os.getpid() % 250}"
 # The deployments' default. With 3 s, killing the etcd leader under load (D) made 2 of 5 runs fail
@@ -231,10 +236,10 @@ def main():
     net = Network()
     procs.network = net
     if net.netns:
-        note(f"network namespaces {TAG}-h1..h4 and {TAG}-c on bridge {TAG}br, {SUBNET}.0/24")
+        note(f"network namespaces {TAG}-h1..h5 and {TAG}-c on bridge {TAG}br, {SUBNET}.0/24")
     else:
         note(f"NOTE: network namespaces cannot be used here ({net.reason}); the hosts run on "
-             f"loopback addresses 127.77.0.1-4 instead")
+             f"loopback addresses 127.77.0.1-5 instead")
     client_zipg = net.client_command()
 
     section("setup: compress (4 shards), deploy certs, deploy plan, per-host stores, deploy start")
@@ -290,14 +295,14 @@ def main():
     check(sorted(needs) == HOSTS, f"plan lists files for every host: {sorted(needs)}")
     for h in spec["hosts"]:
         store = os.path.join(TMP, "hosts", h["name"], "store")
-        # h4 starts with an empty store: its shard server fetches what it needs.
-        for path in needs.get(h["name"], []) if h["name"] != "h4" else []:
+        # h3 starts with an empty store: its shard server fetches what it needs.
+        for path in needs.get(h["name"], []) if h["name"] != EMPTY else []:
             rel = os.path.relpath(path, STORE)
             os.makedirs(os.path.dirname(os.path.join(store, rel)), exist_ok=True)
             shutil.copy2(path, os.path.join(store, rel))
         h["store"] = store
-        if h["name"] in ("h1", "h2"):
-            h.pop("aggregator", None)  # two aggregators, on h3 and h4
+        if h["name"] == "h2":
+            h.pop("aggregator", None)  # two aggregators, on h1 and h3
     spec["lease_ttl"] = LEASE_TTL
     spec_path = os.path.join(TMP, "cluster.json")
     with open(spec_path, "w") as f:
@@ -329,7 +334,7 @@ def main():
     if not check(r.returncode == 0, f"deploy start: {r.stdout[-1500:]!r} {r.stderr[-1500:]!r}"):
         return
     note(f"deploy start: healthy after {time.monotonic() - t:.1f} s")
-    aggs = [f"{net.addresses[h]}:{base_port}" for h in ("h3", "h4")]
+    aggs = [f"{net.addresses[h]}:{base_port}" for h in ("h1", EMPTY)]
 
     def status_of(endpoint):
         r = run([client_zipg, "status", "--connect", endpoint, "--json", *CLIENT_TLS], timeout=60)
@@ -345,26 +350,26 @@ def main():
         return out
 
     by_name = members()
-    # "Healthy" needs every shard served, not every server: shard-h4 registers once its fetch
+    # "Healthy" needs every shard served, not every server: shard-h3 registers once its fetch
     # is done (its shards are served by the others meanwhile).
     deadline = time.monotonic() + 30
-    while "shard-h4" not in by_name and time.monotonic() < deadline:
+    while f"shard-{EMPTY}" not in by_name and time.monotonic() < deadline:
         time.sleep(0.2)
         by_name = members()
     servers = sorted(n for n, m in by_name.items() if m["role"] == "shard")
     holders = {s: sorted(n for n in servers if s in by_name[n]["shards"]) for s in range(SHARDS)}
     check(servers == [f"shard-{h}" for h in HOSTS], f"shard servers: {servers}")
     check(all(len(v) == 2 for v in holders.values()), f"two replicas per shard: {holders}")
-    h4_status = status_of(by_name.get("shard-h4", {}).get("endpoint", "none:0"))
-    fetched = h4_status.get("fetched") or {}
-    check(sorted(int(k) for k in fetched) == sorted(by_name.get("shard-h4", {}).get("shards", [])),
-          f"shard-h4 fetched each of its shards: {fetched}")
+    empty = by_name.get(f"shard-{EMPTY}", {})
+    fetched = status_of(empty.get("endpoint", "none:0")).get("fetched") or {}
+    check(sorted(int(k) for k in fetched) == sorted(empty.get("shards", [])),
+          f"shard-{EMPTY} fetched each of its shards: {fetched}")
     check(any(f.get("manifest") for f in fetched.values()), f"and the MANIFEST: {fetched}")
-    note("shard-h4 fetched " + ", ".join(
+    note(f"shard-{EMPTY} fetched " + ", ".join(
         f"shard {k}: {f.get('bytes')} B in {f.get('seconds', 0):.2f} s from {f.get('sources')}"
         for k, f in sorted(fetched.items())))
     check(sorted(n for n, m in by_name.items() if m["role"] == "aggregator") ==
-          ["aggregator-h3", "aggregator-h4"], f"aggregators: {sorted(by_name)}")
+          ["aggregator-h1", f"aggregator-{EMPTY}"], f"aggregators: {sorted(by_name)}")
     for n, m in by_name.items():
         host = n.split("-")[-1] if n != "logstore" else "h1"
         check(m["endpoint"].split(":")[0] == net.addresses[host],
@@ -374,7 +379,7 @@ def main():
         return write_model.Session(client_zipg, TMP, procs.sessions, endpoint, label, seed,
                                    extra=CLIENT_TLS)
 
-    sess = [Session(aggs[0], "agg-h3", SEED + 1), Session(aggs[1], "agg-h4", SEED + 2)]
+    sess = [Session(aggs[0], "agg-h1", SEED + 1), Session(aggs[1], f"agg-{EMPTY}", SEED + 2)]
     universe = sorted(set(inp.ids) | {7_000_001 + k for k in range(20)})
     hot = inp.node_ids[:8]
     w = random.Random(SEED + 3)
@@ -467,12 +472,19 @@ def main():
     section("B. kill -9 of one replica of every shard under a closed-loop read load")
     reads = requests(Model(*load_model(nodes_csv, edges_csv)), inp, random.Random(SEED + 4))
     frozen = model  # no write runs during the load: the model answers its reads
+    # One replica of each shard that can lose one while every shard keeps one (with three hosts
+    # and two replicas, a second victim would take both copies of the shards the two share).
     victims = []
     for sh in range(SHARDS):
-        if not any(n in victims for n in holders[sh]):
-            victims.append(holders[sh][0])
-    check(all(any(n not in victims for n in holders[sh]) for sh in range(SHARDS)),
-          f"B: victims {victims} leave a replica of every shard ({holders})")
+        for n in holders[sh]:
+            if any(v in holders[sh] for v in victims):
+                break
+            if all(any(m not in victims + [n] for m in holders[s]) for s in range(SHARDS)):
+                victims.append(n)
+    hit = [sh for sh in range(SHARDS) if any(v in holders[sh] for v in victims)]
+    check(all(any(n not in victims for n in holders[sh]) for sh in range(SHARDS)) and
+          len(hit) >= SHARDS // 2, f"B: victims {victims} leave a replica of every shard and "
+                                   f"take one of shards {hit} ({holders})")
     load = Load(4, reads, frozen)
     time.sleep(1.0)
     with load.lock:
@@ -649,27 +661,31 @@ def main():
             return sorted(m.get("name", "") for m in json.load(resp).get("members", []))
 
     load_base = 8_000_200
-    section("D3. zipg deploy add-host h5 (shard server, aggregator) and rebalance under load")
+    section("D3. zipg deploy add-host h4 (shard server, aggregator, etcd) and rebalance "
+            "under load")
     with open(os.path.join(TLS, "ca.pem"), "rb") as f:
         ca = f.read()
-    r = run([ZIPG, "deploy", "certs", "--hosts", "h5", "--addresses", net.addresses["h5"],
+    r = run([ZIPG, "deploy", "certs", "--hosts", "h4", "--addresses", net.addresses["h4"],
              "--out", TLS, "--days", "2"])
     with open(os.path.join(TLS, "ca.pem"), "rb") as f:
         check(r.returncode == 0 and f.read() == ca and b"the CA kept" in r.stdout,
-              f"D3: deploy certs for h5 kept the cluster's CA: {r.stdout!r} {r.stderr[-300:]!r}")
-    summary = change("D3", "add-host", "h5", net.addresses["h5"], "--roles", "shard,aggregator",
-                     "--store", os.path.join(TMP, "hosts", "h5", "store"))
+              f"D3: deploy certs for h4 kept the cluster's CA: {r.stdout!r} {r.stderr[-300:]!r}")
+    etcd_before = etcd_members()
+    summary = change("D3", "add-host", "h4", net.addresses["h4"], "--roles",
+                     "shard,aggregator,etcd", "--store", os.path.join(TMP, "hosts", "h4", "store"))
     node_processes()
     current = members()
-    check("shard-h5" in current and "aggregator-h5" in current,
-          f"D3: h5's servers registered: {sorted(current)}")
+    check("shard-h4" in current and "aggregator-h4" in current,
+          f"D3: h4's servers registered: {sorted(current)}")
+    check(etcd_members() == sorted(etcd_before + ["etcd-h4"]),
+          f"D3: etcd-h4 joined through the member API: {etcd_before} -> {etcd_members()}")
     summary = change("D3", "rebalance")
     placed = check_placement("D3")
     counts = {h: len(v) for h, v in placed.items() if v is not None}
-    check(len(placed.get("h5") or []) > 0 and max(counts.values()) - min(counts.values()) <= 1,
-          f"D3: rebalance gave h5 copies and evened them out: {counts}; {short(summary, 300)}")
+    check(len(placed.get("h4") or []) > 0 and max(counts.values()) - min(counts.values()) <= 1,
+          f"D3: rebalance gave h4 copies and evened them out: {counts}; {short(summary, 300)}")
     check(all((m.get("fetched") or {}).get("bytes", 0) > 0 for m in summary.get("moves", [])),
-          f"D3: h5 fetched each shard it was given: {short(summary, 400)}")
+          f"D3: h4 fetched each shard it was given: {short(summary, 400)}")
     with open(spec_path + ".lock", "a") as held:  # as another deploy command holds it
         fcntl.flock(held, fcntl.LOCK_EX)
         r = run([client_zipg, "deploy", "rebalance", "--spec", spec_path, *CLIENT_TLS],
@@ -685,11 +701,11 @@ def main():
         check(r.returncode == 0 and '"already":true' in r.stdout.decode(),
               f"D3: deploy move of a move done changes nothing: {r.stdout!r} "
               f"{r.stderr[-300:]!r}")
-    # h5's aggregator takes h4's place in the sessions and loads (h4 leaves next).
-    aggs[1] = f"{net.addresses['h5']}:{base_port}"
+    # h4's aggregator takes h3's place in the sessions and loads (h3 leaves next).
+    aggs[1] = f"{net.addresses['h4']}:{base_port}"
     sess[1].close()
-    sess[1] = Session(aggs[1], "agg-h5", SEED + 30)
-    compare_replicas("D3", ["shard-h5"])
+    sess[1] = Session(aggs[1], "agg-h4", SEED + 30)
+    compare_replicas("D3", ["shard-h4"])
 
     section("D3b. zipg deploy split: 4 -> 8 shards under load")
     summary = change("D3b", "split")
@@ -702,16 +718,20 @@ def main():
          f"{summary.get('switch_seconds', 0) * 1000:.0f} ms (writes paused "
          f"{(summary.get('switch') or {}).get('paused_ms', 0):.0f} ms)")
 
-    section("D4. zipg deploy remove-host h4 (drained: its copies move first) under load")
-    summary = change("D4", "remove-host", "h4")
+    section("D4. zipg deploy remove-host h3 (drained: its copies move first) under load")
+    etcd_before = etcd_members()
+    summary = change("D4", "remove-host", "h3")
     placed = check_placement("D4")
-    check("h4" not in placed and "shard-h4" not in members() and
-          "aggregator-h4" not in members(),
-          f"D4: h4 left the spec and the cluster: {sorted(placed)} {sorted(members())}")
-    left = run(["ip", "netns", "pids", f"{TAG}-h4"]).stdout.split() if net.netns else []
-    check(not left, f"D4: processes left on h4: {left}")
+    check("h3" not in placed and "shard-h3" not in members() and
+          "aggregator-h3" not in members(),
+          f"D4: h3 left the spec and the cluster: {sorted(placed)} {sorted(members())}")
+    check(summary.get("etcd_member") == "etcd-h3" and
+          etcd_members() == sorted(set(etcd_before) - {"etcd-h3"}),
+          f"D4: h3's live etcd member left: {etcd_before} -> {etcd_members()}")
+    left = run(["ip", "netns", "pids", f"{TAG}-h3"]).stdout.split() if net.netns else []
+    check(not left, f"D4: processes left on h3: {left}")
 
-    section("D5. a killed host replaced: h2 kill -9, remove-host h2, add-host h4 (etcd too)")
+    section("D5. a killed host replaced: h2 kill -9, remove-host h2, add-host h5 (etcd too)")
     before = etcd_members()
     for name, p in node_processes().items():
         if name.endswith("-h2"):
@@ -740,16 +760,19 @@ def main():
           f"D5: h2 {'could not' if net.netns else 'could'} be reached: {short(summary)}")
     check_placement("D5, h2 removed")
     after_remove = etcd_members()
-    # h4 comes back as a new machine: an empty store directory, and an etcd member.
-    summary = change("D5", "add-host", "h4", net.addresses["h4"], "--roles",
-                     "shard,aggregator,etcd", "--store", os.path.join(TMP, "hosts", "h4b", "store"))
+    # h5 replaces it: a new machine, an empty store directory, and an etcd member.
+    r = run([ZIPG, "deploy", "certs", "--hosts", "h5", "--addresses", net.addresses["h5"],
+             "--out", TLS, "--days", "2"])
+    check(r.returncode == 0, f"D5: deploy certs for h5: {r.stderr[-300:]!r}")
+    summary = change("D5", "add-host", "h5", net.addresses["h5"], "--roles",
+                     "shard,aggregator,etcd", "--store", os.path.join(TMP, "hosts", "h5", "store"))
     summary = change("D5", "rebalance")
-    placed = check_placement("D5, h4 added")
-    check(len(placed.get("h4") or []) > 0, f"D5: rebalance gave h4 copies: {placed}")
+    placed = check_placement("D5, h5 added")
+    check(len(placed.get("h5") or []) > 0, f"D5: rebalance gave h5 copies: {placed}")
     _, in_spec, _ = placement()
     names = etcd_members()
     check("etcd-h2" in before and "etcd-h2" not in after_remove and
-          names == sorted(f"etcd-{h}" for h in in_spec) and "etcd-h4" in names,
+          names == sorted(f"etcd-{h}" for h in in_spec) and "etcd-h5" in names,
           f"D5: etcd members {before} -> {after_remove} -> {names} (spec: {in_spec})")
     node_processes()
     compare_replicas("D5", [f"shard-{h}" for h, v in placed.items() if v])
