@@ -312,6 +312,12 @@ StatusOr<std::unique_ptr<ClusterView>> ClusterView::Start(std::shared_ptr<EtcdCl
   return v;
 }
 
+std::unique_ptr<ClusterView> ClusterView::Fixed(std::shared_ptr<const ShardMap> map) {
+  std::unique_ptr<ClusterView> view(new ClusterView());
+  view->current_ = std::move(map);
+  return view;
+}
+
 ClusterView::~ClusterView() {
   cancel_ = true;
   if (thread_.joinable()) thread_.join();

@@ -180,6 +180,8 @@ class ClusterView {
   // Reads the current members (fails if etcd cannot be read) and starts watching.
   static StatusOr<std::unique_ptr<ClusterView>> Start(std::shared_ptr<EtcdClient> etcd,
                                                       const std::string& prefix);
+  // A view that always shows `map` and watches nothing (tests; etcd() must not be called).
+  static std::unique_ptr<ClusterView> Fixed(std::shared_ptr<const ShardMap> map);
   ~ClusterView();
 
   std::shared_ptr<const ShardMap> Current() const;

@@ -771,6 +771,16 @@ Status ServerGraph::Answering(const Hosting& h) const {
   return Status::OK();
 }
 
+bool ServerGraph::OthersServe(uint32_t index) const {
+  if (view_ == nullptr) return false;
+  const auto map = view_->Current();
+  if (map->num_shards != num_shards() || index >= map->owners.size()) return false;
+  for (size_t m : map->owners[index]) {
+    if (map->members[m].name != self_) return true;
+  }
+  return false;
+}
+
 StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
   const Hosting* h = Slot(index);
   if (!h) return Status::Unavailable("shard " + std::to_string(index) + " is not served here");
@@ -783,8 +793,13 @@ StatusOr<ShardRouter::ShardRef> ServerGraph::LocalShard(uint32_t index) {
     return Status::InvalidArgument("at must be a sequence returned by snapshot, not " +
                                    std::to_string(static_cast<int64_t>(at)));
   }
-  const auto deadline = CallDeadline::Current().value_or(std::chrono::steady_clock::now() +
-                                                         std::chrono::milliseconds(kCommitWaitMs));
+  // A replica cut off from the LogStore's commit notices (a LogStore that has not yet seen it
+  // register, a partition) may never reach `at`. While another replica serves the shard, it
+  // waits half the call's time, so that the router's retry there (DEADLINE_EXCEEDED is retried
+  // elsewhere) has the other half.
+  const auto now = std::chrono::steady_clock::now();
+  auto deadline = CallDeadline::Current().value_or(now + std::chrono::milliseconds(kCommitWaitMs));
+  if (OthersServe(index)) deadline = now + (deadline - now) / 2;
   ZIPG_RETURN_IF_ERROR(h->commits->AwaitCommitted(at, deadline));
   ZIPG_ASSIGN_OR_RETURN(auto version, h->live->CurrentAt(at));
   return ShardRef(std::move(version));

@@ -188,6 +188,8 @@ class ServerGraph final : public ShardRouter {
 
  protected:
   StatusOr<ShardRef> LocalShard(uint32_t index) override;
+  // Whether the cluster map has a serving replica of shard `index` other than this server.
+  bool OthersServe(uint32_t index) const;
   Status ReadNode(uint32_t shard, int64_t id, const NodeRead& read) override;
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
   StatusOr<std::vector<int64_t>> SearchOnAllShards(const NodeSearch& q) override;

@@ -2,22 +2,27 @@
 // Serve answers reads only once it serves, and then as the store does (the embedded Graph over the
 // same files is the reference); a push that finds one shard behind stops that shard alone; the
 // refusals of Serve and Unserve; and shards added while reads and pushes run (for TSan). A split
-// (step 4) prepared and switched while reads and pushes run (for TSan).
+// (step 4) prepared and switched while reads and pushes run (for TSan). A read at a snapshot this
+// replica does not reach leaves the router time to ask another one.
 
 #include "shard/server.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <random>
 #include <thread>
 
+#include "cluster/membership.h"
 #include "graph/compress.h"
 #include "graph/graph.h"
 #include "graph/partition.h"
+#include "util/call_deadline.h"
 #include "util/scratch_dir.h"
+#include "util/snapshot.h"
 
 namespace zipg::shard {
 namespace {
@@ -140,6 +145,52 @@ TEST_F(ServerGraphTest, APushThatFindsOneShardBehindStopsThatShardAlone) {
   ASSERT_TRUE(fine.ok());
   EXPECT_FALSE(fine->behind);
   EXPECT_EQ(g->refused(), 1u);
+}
+
+// A read at a snapshot this replica has not reached (cut off from the commit notices) waits for
+// it until the call's deadline, or only half of the time left while another replica serves the
+// shard, so that the router's retry there (DEADLINE_EXCEEDED is retried elsewhere) fits.
+TEST_F(ServerGraphTest, ASnapshotNotReachedWaitsHalfTheCallWhileAnotherReplicaServes) {
+  const auto member = [](const std::string& name) {
+    cluster::MemberInfo m;
+    m.name = name;
+    m.role = "shard";
+    m.num_shards = kShards;
+    m.shards = {0};
+    return m;
+  };
+  for (const bool other : {false, true}) {
+    std::vector<cluster::MemberInfo> members = {member("self")};
+    if (other) members.push_back(member("other"));
+    auto view = cluster::ClusterView::Fixed(cluster::ShardMap::Build(members, 1));
+    auto opened = ServerGraph::Open(store(), {0}, {}, view.get(), &pools_,
+                                    dir_.File(other ? "updates-b" : "updates-a"));
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    ServerGraph& g = **opened;
+    g.SetSelf("self");
+    const int64_t node = NodeOf(0);
+    const uint64_t at = g.LastId(0) + 10;  // committed nowhere yet
+    {
+      ReadAt::Scope snapshot(at);
+      const auto start = std::chrono::steady_clock::now();
+      CallDeadline::Scope deadline(start + std::chrono::seconds(2));
+      auto got = g.ObjGet(node);
+      const auto waited = std::chrono::steady_clock::now() - start;
+      EXPECT_EQ(got.status().code(), StatusCode::kDeadlineExceeded) << got.status().ToString();
+      EXPECT_NE(got.status().message().find("not reached yet by this replica"), std::string::npos);
+      if (other) {
+        EXPECT_GE(waited, std::chrono::milliseconds(1000)) << "half of the call's time";
+        EXPECT_LT(waited, std::chrono::milliseconds(1900)) << "the rest is the router's";
+      } else {
+        EXPECT_GE(waited, std::chrono::milliseconds(1950)) << "the whole call's time";
+      }
+    }
+    // Once a notice commits it, the read at it answers as the store (no update came meanwhile).
+    g.ApplyCommit(0, 0, at);
+    ReadAt::Scope snapshot(at);
+    CallDeadline::Scope deadline(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+    EXPECT_TRUE(AnswersAsTheStore(g, node)) << (other ? "with" : "without") << " another replica";
+  }
 }
 
 TEST_F(ServerGraphTest, UnserveNeverLeavesAShardWithoutACopy) {

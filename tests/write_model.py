@@ -468,14 +468,17 @@ class ClusterCheck:
         return sum(bad)
 
     def full_comparison(self, label, traversals=True):
+        t = time.monotonic()
         reqs = node_reads(self.model, self.ids(), traversals=traversals)
         n = len(self.sessions)
         bad = self._compare_all([(s, reqs[k::n], label) for k, s in enumerate(self.sessions)])
         self.check(bad == 0, f"{label}: {bad} of {len(reqs)} answers through the aggregators differ")
-        self.note(f"{label}: {len(reqs)} reads through the aggregators, {bad} wrong")
+        self.note(f"{label}: {len(reqs)} reads through the aggregators, {bad} wrong "
+                  f"({time.monotonic() - t:.1f} s)")
 
     def compare_replicas(self, label, names):
         """Each replica, asked directly, answers the model for every node of its shards."""
+        t = time.monotonic()
         current = self.members()
         total = 0
         work = []
@@ -493,7 +496,8 @@ class ClusterCheck:
         for s, _, _ in work:
             s.close()
         self.check(bad == 0, f"{label}: {bad} of {total} direct replica answers differ")
-        self.note(f"{label}: {total} reads asked of {names} directly, {bad} wrong")
+        self.note(f"{label}: {total} reads asked of {names} directly, {bad} wrong "
+                  f"({time.monotonic() - t:.1f} s)")
 
     def wait_serving(self, names, timeout):
         """The members once every one of `names` serves (a failed check after `timeout` s)."""
