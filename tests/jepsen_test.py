@@ -3,7 +3,7 @@
 tests/jepsen/checker, zipg-check; tests/jepsen/README.md).
 
 A. One cluster (`zipg local start --servers 2 --replicas 2 --aggregators 2 --lease-ttl 2
-   --logstores 2`, reads linearizable, the default): four histories of 15 s, 8 clients on 6 node
+   --logstores 2`, reads linearizable, the default): four histories of 10 s, 8 clients on 6 node
    keys and 4 edge records (half reads), each with its own keys, under the nemeses none,
    pause-replica, kill-replica and kill-logstore. Each nemesis must act, each history must have
    enough ok operations, every fault must be undone (the killed members back, serving / in
@@ -11,7 +11,7 @@ A. One cluster (`zipg local start --servers 2 --replicas 2 --aggregators 2 --lea
 B. The negative control: a second cluster with `--read-consistency replica` (a shard replica
    answers reads with whatever it has applied, before the write is committed everywhere) under
    pause-replica, 10 clients on 2 node keys and 1 edge record, 3 reads in 4. zipg-check must find
-   a violation (exit 1) in one of at most 3 histories of 15 s: otherwise the workload or the
+   a violation (exit 1) in one of at most 3 histories of 10 s: otherwise the workload or the
    checker cannot see the anomalies A claims to be absent.
 
 Needs Go (the checker is built with `go build`): without it the test fails, it does not skip.
@@ -30,7 +30,7 @@ from cluster_procs import Report  # noqa: E402
 import jepsen  # noqa: E402
 
 SEED = 20261127
-SECONDS = 15
+SECONDS = 10
 NEMESES = ["none", "pause-replica", "kill-replica", "kill-logstore"]
 CONTROL_ATTEMPTS = 3
 

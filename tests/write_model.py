@@ -366,12 +366,18 @@ def value_searches(model, ids):
     return reqs
 
 
+# node_reads' rpqs: this many sources each (the answer's pairs say which source reached what, so
+# one rpq answers for all of them; a server searches them together, in a fraction of the time of
+# one call each: 2.0 s instead of 3.2 s for 400 ids under ASan, 2026-12-07).
+RPQ_SOURCES = 25
+
+
 def node_reads(model, ids, traversals=False):
     """Every read that shows a node's state in `model`: its properties, its neighbors, and each of
-    its edge lists whole with its count; with `traversals`, also a bfs (depth 3, any type) and an
-    rpq from it (TRAVERSAL_EXPR), which read other nodes' edges too, and value searches, which
-    read every shard and the LogStore (so none of these for a server asked directly about its
-    own shards, nor while some shard is down)."""
+    its edge lists whole with its count; with `traversals`, also a bfs (depth 3, any type) from
+    each, an rpq (TRAVERSAL_EXPR) from each, RPQ_SOURCES sources per request, which read other
+    nodes' edges too, and value searches, which read every shard and the LogStore (so none of
+    these for a server asked directly about its own shards, nor while some shard is down)."""
     reqs = value_searches(model, ids) if traversals else []
     for i in ids:
         reqs.append({"op": "obj_get", "id": i})
@@ -381,7 +387,10 @@ def node_reads(model, ids, traversals=False):
             reqs.append({"op": "assoc_count", "id": i, "type": t})
         if traversals:
             reqs.append({"op": "bfs", "id": i, "max_depth": 3})
-            reqs.append({"op": "rpq", "expr": TRAVERSAL_EXPR, "sources": [i]})
+    if traversals:
+        ids = list(ids)
+        for k in range(0, len(ids), RPQ_SOURCES):
+            reqs.append({"op": "rpq", "expr": TRAVERSAL_EXPR, "sources": ids[k:k + RPQ_SOURCES]})
     return reqs
 
 
