@@ -33,6 +33,9 @@ constexpr char kSearchMagic[] = "ZIPGNSFX";
 constexpr uint32_t kSearchVersion = 1;
 // Bytes of records read at a time by a scan.
 constexpr uint64_t kScanChunkBytes = 1 << 20;
+// Searches whose occurrences times this exceed the text's bytes read the values instead of
+// locating (NodeFile::SearchValues).
+constexpr uint64_t kScanBytesPerOccurrence = 4096;
 // First guess of a header's length: k = 40 dense properties with values < 64 bytes need 81.
 constexpr uint64_t kHeaderGuess = 96;
 }  // namespace
@@ -662,7 +665,20 @@ StatusOr<std::vector<int64_t>> NodeFile::SearchValues(std::string_view pattern, 
   if (property != nullptr && !number) return std::vector<int64_t>();  // no such property here
   std::vector<uint32_t> records;
   if (indexed && search_) {
-    ZIPG_RETURN_IF_ERROR(search_->Find(pattern, match, number, max_hits, &records));
+    // Locating walks up to sample_rate LF steps per occurrence (about 0.3 us each); reading
+    // every value costs about 4 ns per byte of text. A pattern with more occurrences than
+    // that trade-off allows is answered by reading the values instead (docs/search.md, "Cost
+    // model"); past max_hits, the index refuses it as before.
+    const bool locates = match == SearchMatch::kContains || match == SearchMatch::kSuffix;
+    const uint64_t occurrences = locates ? search_->Count(pattern, match, number) : 0;
+    if (locates && occurrences <= max_hits &&
+        occurrences * kScanBytesPerOccurrence > text_->size()) {
+      for (size_t p = 0; p < names_.size(); ++p) {
+        if (covered_[p] && (property == nullptr || number == p)) scan[p] = true;
+      }
+    } else {
+      ZIPG_RETURN_IF_ERROR(search_->Find(pattern, match, number, max_hits, &records));
+    }
   }
   std::vector<int64_t> ids;
   ids.reserve(records.size());

@@ -40,6 +40,8 @@ constexpr uint8_t kDigit0 = 0xF8;        // property digits: 0xF8..0xFF, base 8
 constexpr uint32_t kMaxDigits = 11;      // enough for any uint32 property number
 // Rows located between two looks at the call deadline.
 constexpr uint64_t kDeadlineEvery = 1024;
+// Searches with at least this many occurrences remember the ones they pass (8 bytes each).
+constexpr uint64_t kMemoizeFrom = 32;
 
 using WaveletTree = sdsl::wt_huff<sdsl::rrr_vector<63>>;
 using PropertyTree = sdsl::wt_int<sdsl::rrr_vector<63>>;
@@ -428,20 +430,36 @@ Status SuffixIndex::Find(std::string_view pattern, SearchMatch match,
     const auto deadline = CallDeadline::Current();
     keys.reserve(end - begin);
     const uint64_t max_steps = std::min<uint64_t>(r.sample_rate, r.max_value_len) + 1;
+    // A walk back from one occurrence passes the rows of the occurrences before it in its value
+    // (their rows are in [begin, end)): each such row is remembered with its key, and a later
+    // walk that reaches one stops there. So the steps of a dense pattern are at most those from
+    // the last occurrence of each sampled stretch, not one walk per occurrence.
+    const bool memoize = end - begin >= kMemoizeFrom;
+    std::vector<uint64_t> located;  // key + 1 of occurrence row begin + i, 0 if not located yet
+    if (memoize) located.assign(end - begin, 0);
+    std::vector<uint64_t> passed;  // occurrence rows the current walk went through
     for (uint64_t row = begin; row < end; ++row) {
       if (deadline && (row - begin) % kDeadlineEvery == kDeadlineEvery - 1 &&
           CallDeadline::Clock::now() > *deadline) {
         return Status::DeadlineExceeded("search: the call's deadline passed while locating " +
                                         std::to_string(end - begin) + " occurrences");
       }
-      uint64_t at = row;
+      uint64_t at = row, key;
+      passed.clear();
       for (uint64_t step = 0;; ++step) {
         if (at >= first_key && at < first_key + r.keys) {
-          keys.push_back(at - first_key);
+          key = at - first_key;
           break;
         }
+        if (memoize && at >= begin && at < end) {
+          if (located[at - begin] != 0) {
+            key = located[at - begin] - 1;
+            break;
+          }
+          passed.push_back(at);
+        }
         if (r.sampled[at]) {
-          keys.push_back(r.sample_values[r.sampled_rank(at)]);
+          key = r.sample_values[r.sampled_rank(at)];
           break;
         }
         if (step == max_steps) {
@@ -450,6 +468,8 @@ Status SuffixIndex::Find(std::string_view pattern, SearchMatch match,
         const auto [rank, c] = r.bwt.inverse_select(at);
         at = r.starts[c] + rank;
       }
+      keys.push_back(key);
+      for (uint64_t p : passed) located[p - begin] = key + 1;
     }
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());

@@ -47,6 +47,8 @@ E. strangers: plaintext to a TLS port, TLS without a client certificate, a certi
    to etcd: each is refused and learns nothing; members are still served.
 F. `zipg deploy stop` leaves no process in any namespace; the namespaces are removed.
 
+The long variant: ZIPG_DEPLOY_SCALE=10 (a graph of 3,000 nodes and 30,000 edges; docs/testing.md).
+
 Usage: deploy_test.py PATH/TO/zipg        (exit status 0 if everything passed)"""
 import fcntl
 import json
@@ -88,6 +90,9 @@ SUBNET = f"10.213.{os.getpid() % 250}"
 # (2026-11-27): a replica's lease is only surely alive until its last refresh's send time plus the
 # TTL (docs/consistency.md), and an election under load with a refresh due took longer than that.
 LEASE_TTL = 5
+# The long variant: ZIPG_DEPLOY_SCALE=K makes the graph K times larger (300 K nodes, 3000 K edges):
+# every comparison asks K times as many reads, and the moves and the split carry K times the data.
+SCALE = int(os.environ.get("ZIPG_DEPLOY_SCALE", "1"))
 CLIENT_TLS = ["--tls-ca", os.path.join(TLS, "ca.pem"), "--tls-cert",
               os.path.join(TLS, "client.pem"), "--tls-key", os.path.join(TLS, "client.key")]
 
@@ -243,7 +248,7 @@ def main():
     client_zipg = net.client_command()
 
     section("setup: compress (4 shards), deploy certs, deploy plan, per-host stores, deploy start")
-    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, SHARDS, check)
+    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, SHARDS, check, scale=SCALE)
     if made is None:
         return
     inp, nodes_csv, edges_csv, model = made

@@ -302,11 +302,12 @@ def node_props(r):
     return {n: wvalue(r) for n in r.sample(PROP_NAMES, r.randint(0, 4))}
 
 
-def compressed_input(zipg, tmp, store, rnd, shards, check):
-    """A random edge-case input (graph_model.Input: 300 nodes, 3000 edges) written to `tmp` and
-    compressed into `store` with `shards` shards: (input, nodes.csv, edges.csv, its WriteModel),
-    or None after a failed check."""
-    inp = Input(rnd, num_ids=400, num_nodes=300, num_edges=3000, id_range=5000)
+def compressed_input(zipg, tmp, store, rnd, shards, check, scale=1):
+    """A random edge-case input (graph_model.Input: 300 nodes, 3000 edges, times `scale`) written
+    to `tmp` and compressed into `store` with `shards` shards: (input, nodes.csv, edges.csv, its
+    WriteModel), or None after a failed check."""
+    inp = Input(rnd, num_ids=400 * scale, num_nodes=300 * scale, num_edges=3000 * scale,
+                id_range=5000 * scale)
     nodes_csv, edges_csv = inp.write(tmp)
     r = subprocess.run([zipg, "compress", "--nodes", nodes_csv, "--edges", edges_csv, "--out",
                         store, "--shards", str(shards)], capture_output=True, timeout=300)
