@@ -1210,10 +1210,21 @@ nlohmann::json ServerGraph::SplitStats() const {
 
 void ServerGraph::NoteLayoutMark(uint32_t shard, const std::vector<engine::Update>& batch) {
   uint32_t count = 0;
+  uint64_t mark = 0;
   for (const engine::Update& u : batch) {
-    if (u.op == engine::UpdateOp::kLayout) count = static_cast<uint32_t>(u.node);
+    if (u.op == engine::UpdateOp::kLayout) {
+      count = static_cast<uint32_t>(u.node);
+      mark = u.id;
+    }
   }
   if (count == 0 || count != 2 * num_shards()) return;  // none, or one switched already
+  // The LogStore posts the mark with no write in flight: every update up to it is committed.
+  // Reads at snapshots before it need not wait for this server's other marks (its switch) and
+  // the new lanes' first notices.
+  if (Hosting* h = Slot(shard); h != nullptr && mark != 0) {
+    h->layout_mark = mark;
+    h->commits->Commit(mark);
+  }
   std::lock_guard lock(split_mu_);
   marked_.insert(shard);
   for (uint32_t s : hosted()) {
@@ -1261,7 +1272,7 @@ Status ServerGraph::SwitchLayout(uint32_t count) {
       // (and a server catching up found the mark after them in the feed). Reads need not wait
       // for the next write's notice.
       hosting->commits = std::make_unique<CommitTracker>(hosting->live->last_id());
-      hosting->commits->Commit(hosting->live->last_id());
+      hosting->commits->Commit(std::max(hosting->live->last_id(), parent->layout_mark.load()));
       hosting->live->SetAwaitCommit([hosting](uint64_t id) {
         return hosting->commits->AwaitCommitted(
             id, std::chrono::steady_clock::now() + std::chrono::seconds(60));

@@ -241,7 +241,9 @@ class ServerGraph final : public ShardRouter {
     std::mutex rebuild_mu;  // one rebuild or adoption at a time
     std::atomic<bool> serving{false};
     std::atomic<uint64_t> refused{0};  // pushes refused as behind
-    std::string rebuild_error;         // the last failure; guarded by ServerGraph::rebuild_mu_
+    // The id of the split's layout mark once applied here (every update up to it is committed).
+    std::atomic<uint64_t> layout_mark{0};
+    std::string rebuild_error;  // the last failure; guarded by ServerGraph::rebuild_mu_
   };
   // Builds a Hosting from files on disk: `base` (null for a split's shard) and the delta and
   // versions at `prefix`.

@@ -330,14 +330,31 @@ TEST_F(ServerGraphTest, ASplitSwitchesWhileReadsAndPushesRun) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   pause = true;
   while (paused.load() == 0) std::this_thread::yield();
+  uint64_t mark_id = 0;
   {
     std::lock_guard lock(mu);
     const engine::Update mark{engine::UpdateOp::kLayout, 2 * kShards, 0, 0, 0, 0, next_id++};
+    mark_id = mark.id;
     for (uint32_t s = 0; s < kShards; ++s) {
       auto r = g->ApplyPush(s, g->LastId(s), {mark});
       if (!r.ok() || r->behind) ++wrong;
+      if (s == 0) {
+        // Every update up to the mark is committed (the LogStore posts it with no write in
+        // flight): a read at it answers before the server switches, with no commit notice.
+        ReadAt::Scope at(mark.id);
+        CallDeadline::Scope deadline(std::chrono::steady_clock::now() +
+                                     std::chrono::milliseconds(500));
+        auto got = g->ObjGet(NodeOf(0));
+        EXPECT_TRUE(got.ok()) << "before the switch: " << got.status().ToString();
+      }
     }
     count = 2 * kShards;
+  }
+  for (int64_t id = 0; id < kNodes; ++id) {  // and so does every half after it
+    ReadAt::Scope at(mark_id);
+    CallDeadline::Scope deadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(500));
+    auto got = g->ObjGet(id);
+    ASSERT_TRUE(got.ok()) << "node " << id << " at the mark: " << got.status().ToString();
   }
   EXPECT_EQ(g->num_shards(), 2 * kShards);
   EXPECT_EQ(g->hosted(), std::vector<uint32_t>({0, 1, 2, 3, 4, 5}));
