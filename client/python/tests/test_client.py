@@ -1393,7 +1393,8 @@ class ClientTest(unittest.TestCase):
         def about_node(k, q, e):
             """Whether q is asked again here: the searches whose answer e has the node, and one
             in ten of the others (every search is compared in the test above; asked twice here,
-            the 440 took 30 s under ASan, most of it in the short patterns' locates)."""
+            the 440 took 30 s under ASan, most of it locating short patterns' occurrences, before
+            such searches read the values instead: docs/search.md)."""
             if q["op"] != "search_node_ids":
                 return True
             return node in e.get("ok", {}).get("ids", []) or k % 10 == 0
