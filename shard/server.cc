@@ -853,7 +853,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
   // Numbered by the map's count (this server's may differ for a moment around a split).
   const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
   for (uint32_t s = 0; s < n; ++s) {
-    if (HostsAll(s, n)) {
+    if (ServesAll(s, n)) {
       local.push_back(static_cast<int32_t>(s));
       continue;
     }
@@ -901,7 +901,7 @@ uint32_t ServerGraph::SplitByHost(std::vector<int32_t>* local,
   auto map = view_ ? view_->Current() : nullptr;
   const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
   for (uint32_t s = 0; s < n; ++s) {
-    if (HostsAll(s, n)) {
+    if (ServesAll(s, n)) {
       local->push_back(static_cast<int32_t>(s));
     } else {
       remote->push_back(s);
@@ -929,7 +929,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
   auto map = view_ ? view_->Current() : nullptr;
   std::map<uint32_t, std::vector<int64_t>> by_map;  // the others, by the map's count
   for (const auto& [s, ids] : groups) {
-    if (Slot(s)) {
+    if (ServesHere(s)) {
       local.insert(local.end(), ids.begin(), ids.end());
       continue;
     }
@@ -964,7 +964,7 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
     const graph::TraversalBudget& budget) {
   std::map<uint32_t, std::vector<graph::Visit>> local, remote;
   for (const auto& [s, visits] : groups) {
-    (Slot(s) ? local : remote)[s] = visits;
+    (ServesHere(s) ? local : remote)[s] = visits;
   }
   std::vector<rpc::ListCall<graph::Visit>> calls;
   calls.push_back([&] {
@@ -1103,11 +1103,16 @@ void ShardHandler::admin_unserve(int32_t shard) {
 
 // --- Splits (docs/cluster-changes.md, step 4) ---
 
-bool ServerGraph::HostsAll(uint32_t shard, uint32_t count) const {
+bool ServerGraph::ServesHere(uint32_t shard) const {
+  const Hosting* h = Slot(shard);
+  return h != nullptr && h->serving.load();
+}
+
+bool ServerGraph::ServesAll(uint32_t shard, uint32_t count) const {
   const uint32_t own = num_shards();
   if (count > own) return false;
   for (uint32_t t = shard; t < own; t += count) {
-    if (!Slot(t)) return false;
+    if (!ServesHere(t)) return false;
   }
   return true;
 }

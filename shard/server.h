@@ -272,9 +272,13 @@ class ServerGraph final : public ShardRouter {
   // becomes `count`, layout.json is written, and on_hosted is called.
   Status SwitchLayout(uint32_t count);
   static constexpr uint32_t kMaxSlots = UpdateSender::kMaxLanes;
-  // Whether every part of shard `shard` of a store of `count` shards is hosted here.
-  bool HostsAll(uint32_t shard, uint32_t count) const;
-  // The map's shards (this server's count without a map) into those hosted here whole and the
+  // Whether shard `shard` is hosted here and answers reads. The cross-shard steps (filters,
+  // expansions, listings, searches) run a shard here only then: one still catching up here is
+  // asked of a replica that serves it, as if it were not hosted here.
+  bool ServesHere(uint32_t shard) const;
+  // Whether every part of shard `shard` of a store of `count` shards serves here (ServesHere).
+  bool ServesAll(uint32_t shard, uint32_t count) const;
+  // The map's shards (this server's count without a map) into those served here whole and the
   // others; the count they are numbered by.
   uint32_t SplitByHost(std::vector<int32_t>* local, std::vector<uint32_t>* remote) const;
 

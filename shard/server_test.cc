@@ -3,7 +3,9 @@
 // same files is the reference); a push that finds one shard behind stops that shard alone; the
 // refusals of Serve and Unserve; and shards added while reads and pushes run (for TSan). A split
 // (step 4) prepared and switched while reads and pushes run (for TSan). A read at a snapshot this
-// replica does not reach leaves the router time to ask another one.
+// replica does not reach leaves the router time to ask another one. A cross-shard step (a filter
+// of neighbors, a traversal's expansion) asks a serving replica for a shard still
+// catching up here.
 
 #include "shard/server.h"
 
@@ -20,6 +22,7 @@
 #include "graph/compress.h"
 #include "graph/graph.h"
 #include "graph/partition.h"
+#include "rpc/server.h"
 #include "util/call_deadline.h"
 #include "util/scratch_dir.h"
 #include "util/snapshot.h"
@@ -191,6 +194,66 @@ TEST_F(ServerGraphTest, ASnapshotNotReachedWaitsHalfTheCallWhileAnotherReplicaSe
     CallDeadline::Scope deadline(std::chrono::steady_clock::now() + std::chrono::seconds(2));
     EXPECT_TRUE(AnswersAsTheStore(g, node)) << (other ? "with" : "without") << " another replica";
   }
+}
+
+// Found by deploy_test's long variant: while a host's copies were re-made elsewhere, a
+// get_neighbor_ids with a filter reached a server that serves shard 0 and was catching up a new
+// copy of shard 1; it checked the neighbors on shard 1 on that copy (UNAVAILABLE), though another
+// server served shard 1. Every cross-shard step now asks a serving replica for such a shard.
+TEST_F(ServerGraphTest, ACrossShardStepAsksAServingReplicaForAShardCatchingUpHere) {
+  // "other" serves shards 1 and 2 over RPC.
+  auto other = ServerGraph::Open(store(), {1, 2}, {}, nullptr, &pools_, dir_.File("updates-o"));
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  auto handler = std::make_shared<ShardHandler>(
+      other->get(), []() -> StatusOr<std::string> { return std::string("{}"); });
+  auto server = rpc::RpcServer::Start(std::make_shared<rpc::ShardServiceProcessor>(handler), {});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+
+  // "self" serves shard 0 and catches up a new copy of shard 1.
+  const auto member = [](const std::string& name, std::vector<uint32_t> shards, int port) {
+    cluster::MemberInfo m;
+    m.name = name;
+    m.role = "shard";
+    m.num_shards = kShards;
+    m.shards = std::move(shards);
+    m.endpoint = {"127.0.0.1", port};
+    return m;
+  };
+  std::vector<cluster::MemberInfo> members = {member("self", {0, 1}, 1),
+                                              member("other", {1, 2}, (*server)->port())};
+  members[0].catching_up = {1};
+  auto view = cluster::ClusterView::Fixed(cluster::ShardMap::Build(members, 1));
+  auto self = ServerGraph::Open(store(), {0}, {}, view.get(), &pools_, dir_.File("updates-s"));
+  ASSERT_TRUE(self.ok()) << self.status().ToString();
+  ServerGraph& g = **self;
+  g.SetSelf("self");
+  ASSERT_TRUE(g.Serve(1).ok());
+  ASSERT_EQ(g.CatchingUp(), std::vector<uint32_t>({1}));
+
+  int asked = 0;
+  for (int64_t id = 0; id < kNodes; ++id) {
+    if (ShardOf(id, kShards) != 0) continue;
+    // Its neighbors (on every shard) with the name of node `id`'s first neighbor.
+    auto all = reference_->GetNeighborIds(id, std::nullopt, {});
+    ASSERT_TRUE(all.ok());
+    if (all->empty()) continue;
+    auto first = reference_->GetNodeProperty(all->front(), nullptr);
+    ASSERT_TRUE(first.ok() && first->has_value());
+    ASSERT_EQ((**first).size(), 1u);
+    const Properties filter = {(**first)[0]};
+    auto want = reference_->GetNeighborIds(id, std::nullopt, filter);
+    auto got = g.GetNeighborIds(id, std::nullopt, filter);
+    ASSERT_TRUE(got.ok()) << "node " << id << ": " << got.status().ToString();
+    EXPECT_EQ(*got, *want) << "node " << id;
+
+    auto bfs_want = reference_->Bfs(id, std::nullopt, 3, 1000);
+    auto bfs_got = g.Bfs(id, std::nullopt, 3, 1000);
+    ASSERT_TRUE(bfs_got.ok()) << "node " << id << ": " << bfs_got.status().ToString();
+    EXPECT_EQ(*bfs_got, *bfs_want) << "node " << id;
+    ++asked;
+  }
+  EXPECT_GT(asked, 50);
+  EXPECT_EQ(g.ObjGet(NodeOf(1)).status().code(), StatusCode::kUnavailable);  // still catching up
 }
 
 TEST_F(ServerGraphTest, UnserveNeverLeavesAShardWithoutACopy) {
