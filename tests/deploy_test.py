@@ -441,7 +441,8 @@ def main():
                         self.written.append(q)
                     if not ok:
                         self.failed += 1
-                        check(False, f"call under load: {short(q, 200)} -> {short(got)}")
+                        check(False, f"call under load: {short(q, 200)} -> {short(got)}; "
+                                     f"want {short(want)}")
                     if dt > self.slowest:
                         self.slowest, self.slowest_req = dt, q
             s.close()

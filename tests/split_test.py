@@ -8,8 +8,10 @@ aggregators). Every answer is compared with the plain-Python model of the contra
 A. Random writes, a compaction, more writes: the written data lies in a log shard and in the
    memtable.
 B. `zipg admin split` (2 -> 4 shards) while 4 clients write edges of their own nodes (spread
-   over every shard) and read each node's count back after every write: no call fails and every
-   answer equals the client's own state, through the switch. Afterwards both servers register
+   over every shard) and read each node's count back after every write, and a fifth asks
+   search_node_ids (every match kind, small limits: truncated answers) whose answers those writes
+   do not change: no call fails and every answer equals the client's own state or the model,
+   through the switch. Afterwards both servers register
    4 shards and host the halves of what they hosted, the LogStore and its standby report the
    layout, and every read through the aggregators and asked of each replica directly equals the
    model (bfs and rpq from every node after B and F; the node reads after every step).
@@ -36,6 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_procs  # noqa: E402
 import write_model  # noqa: E402
+from graph_model import search_requests  # noqa: E402
 from write_model import acceptable, random_write, raw_status, shard_of, short  # noqa: E402
 
 SEED = 20261202
@@ -63,16 +66,19 @@ class Loaders:
         self.held = {}  # (src) -> set of dsts, across runs
         self.next = {}  # src -> the next dst
 
-    def start(self, model):
+    def start(self, model, searches=()):
         """Starts the clients from the model's edges of their sources (other writes may have
-        deleted some: an obj_delete takes every edge)."""
+        deleted some: an obj_delete takes every edge), and a searcher asking `searches` ((request,
+        answer) pairs no loader write changes) in turn."""
         for src in self.sources:
             self.held[src] = set(model.neighbors(src, LOAD_TYPE))
         self.halt.clear()
         self.first_wrong = []
-        self.stats = {"writes": 0, "reads": 0, "wrong": 0, "slowest_ms": 0.0}
+        self.stats = {"writes": 0, "reads": 0, "searches": 0, "wrong": 0, "slowest_ms": 0.0}
         self.started = time.monotonic()
         self.threads = [threading.Thread(target=self._run, args=(k,)) for k in range(CLIENTS)]
+        if searches:
+            self.threads.append(threading.Thread(target=self._search, args=(list(searches),)))
         for th in self.threads:
             th.start()
 
@@ -128,6 +134,25 @@ class Loaders:
             self.loaded.extend(done)
         s.close()
 
+    def _search(self, searches):
+        s = self.new_session(self.endpoints[-1], "searcher", SEED + 50)
+        k = 0
+        while not self.halt.is_set():
+            q, want = searches[k % len(searches)]
+            k += 1
+            t0 = time.monotonic()
+            got = s.call(q)
+            ms = (time.monotonic() - t0) * 1000
+            with self.lock:
+                self.stats["searches"] += 1
+                self.stats["slowest_ms"] = max(self.stats["slowest_ms"], ms)
+                if not acceptable(got, want):
+                    self.stats["wrong"] += 1
+                    if len(self.first_wrong) < 5:
+                        self.first_wrong.append(f"searcher: {short(q)} -> {short(got)}; want "
+                                                f"{short(want)}")
+        s.close()
+
 
 def main():
     section("setup: compress (2 shards), local start --servers 3 --replicas 2 --logstores 2")
@@ -172,7 +197,9 @@ def main():
         """zipg admin split under the loaders; the registrations, the LogStores' layouts, every
         read through the aggregators and of each replica."""
         hosted_before = {n: m.get("shards", []) for n, m in members().items() if n in SERVERS}
-        loaders.start(model)
+        searches = [(q, model.run(q)) for q in search_requests(model, inp, random.Random(SEED))
+                    if "error" not in model.run(q)]
+        loaders.start(model, searches)
         time.sleep(0.5)
         t0 = time.monotonic()
         rc, summary, err = admin("split", "--connect", aggs[0])
@@ -188,14 +215,16 @@ def main():
         check(all(v == "ok" for v in (switch.get("marks") or {"-": "none"}).values()) and
               len(switch.get("marks", {})) == before,
               f"{label}: every old lane took the layout mark: {short(switch)}")
-        check(stats["wrong"] == 0 and stats["writes"] > 0,
-              f"{label}: the loaders: {stats['wrong']} wrong of {stats['writes']} writes; first: "
+        check(stats["wrong"] == 0 and stats["writes"] > 0 and stats["searches"] > 0,
+              f"{label}: the loaders: {stats['wrong']} wrong of {stats['writes']} writes and "
+              f"{stats['searches']} searches; first: "
               + "\n      ".join(loaders.first_wrong))
         note(f"{label}: split {before} -> {after} in {took:.2f} s (prepare "
              f"{summary.get('prepare_seconds', 0):.2f} s, switch "
              f"{summary.get('switch_seconds', 0) * 1000:.0f} ms, writes paused "
              f"{switch.get('paused_ms', 0):.0f} ms); loaders: {stats['writes']} writes and "
-             f"{stats['reads']} count reads in {ran:.1f} s, {stats['wrong']} wrong, slowest call "
+             f"{stats['reads']} count reads and {stats['searches']} searches in {ran:.1f} s, "
+             f"{stats['wrong']} wrong, slowest call "
              f"{stats['slowest_ms']:.0f} ms")
         current = members()
         for name in SERVERS:
