@@ -16,7 +16,7 @@ packages=(
   thrift-compiler libthrift-dev libboost-dev libevent-dev
   libdivsufsort-dev libsdsl-dev libxxhash-dev libzstd-dev
   etcd-server etcd-client
-  libcurl4-openssl-dev curl nlohmann-json3-dev openssl iproute2
+  libcurl4-openssl-dev curl nlohmann-json3-dev openssl iproute2 iptables libnetfilter-queue-dev
   prometheus-cpp-dev libcpp-httplib-dev prometheus chromium chromium-driver
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-thrift python3-venv python3-pip python3-setuptools python3-wheel

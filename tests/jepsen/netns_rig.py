@@ -112,6 +112,8 @@ class Network:
         self.addresses = {}
         self.client_ns = f"{self.tag}-c"
         self.made, self.links = [], []
+        self.devices = {}            # namespace -> its end of its veth pair
+        self.delayers = {}           # namespace -> the net_delay process holding its egress
         self.cuts = set()            # frozenset({a, b}) of the host pairs cut now
         self.lock = threading.Lock()
         self.log = []                # every route added and removed: (monotonic, text)
@@ -165,6 +167,7 @@ class Network:
                 self._ip("link", "set", peer, "netns", ns)
                 self._ip("link", "set", veth, "master", bridge)
                 self._ip("link", "set", veth, "up")
+                self.devices[ns] = peer
                 self._ip("-n", ns, "addr", "add", f"{self.subnet}.{k}/24", "dev", peer)
                 self._ip("-n", ns, "link", "set", peer, "up")
                 self._ip("-n", ns, "link", "set", "lo", "up")
@@ -274,6 +277,52 @@ class Network:
                 raise OSError(f"partition routes left after healing: {left}")
             return n
 
+    # ---- delay ----------------------------------------------------------------------------------
+
+    def _egress_rule(self, ns, action):
+        return run(["ip", "netns", "exec", ns, "iptables-legacy", "-w", action, "OUTPUT", "-o",
+                    self.devices[ns], "-j", "NFQUEUE", "--queue-num", "0", "--queue-bypass"],
+                   timeout=30)
+
+    def delay(self, tool, us):
+        """Every packet leaving each namespace (hosts and client) over the bridge is held `us`
+        microseconds (one way; a round trip between two namespaces gains 2 us): an iptables
+        NFQUEUE rule on its veth and `tool` (build/tests/net_delay) releasing the packets, since
+        this kernel has no netem. Traffic inside a namespace is not delayed. Replaces any delay
+        in place; raises OSError if a rule or a daemon cannot be set up."""
+        self.undelay()
+        if us <= 0:
+            return
+        for ns in self.made:
+            proc = subprocess.Popen(["ip", "netns", "exec", ns, tool, "--delay-us", str(us)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.delayers[ns] = proc
+            line = proc.stdout.readline().strip()
+            if line != "ready":
+                raise OSError(f"net_delay in {ns}: {line or proc.stderr.read().strip()}")
+            r = self._egress_rule(ns, "-A")
+            if r.returncode != 0:
+                raise OSError(f"iptables in {ns}: {r.stderr.decode().strip()}")
+        self.log.append((time.monotonic(), f"delay {us} us"))
+
+    def undelay(self):
+        """Removes the delay: the rules, then the daemons (which release what they hold).
+        Returns {namespace: the daemon's last line (packets delayed, lateness)}."""
+        out = {}
+        for ns, proc in list(self.delayers.items()):
+            self._egress_rule(ns, "-D")
+            proc.terminate()
+            try:
+                rest, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rest, err = proc.communicate()
+            out[ns] = (rest.strip().splitlines() or [err.strip()])[-1]
+            del self.delayers[ns]
+        if out:
+            self.log.append((time.monotonic(), "delay removed"))
+        return out
+
     # ---- the end --------------------------------------------------------------------------------
 
     def pids_inside(self):
@@ -291,6 +340,10 @@ class Network:
             self.heal()
         except Exception as e:  # noqa: BLE001
             print(f"netns rig cleanup: healing the partitions: {e}", flush=True)
+        try:
+            self.undelay()
+        except Exception as e:  # noqa: BLE001
+            print(f"netns rig cleanup: removing the delay: {e}", flush=True)
         for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
             pids = self.pids_inside()
             for p in pids:
