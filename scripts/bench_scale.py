@@ -9,9 +9,15 @@ every aggregator (`zipg bench`, from the client namespace), and bfs shipped to t
 servers received and sent (their status documents). These per-operation costs are what the
 model in docs/scale.md is built from.
 
+With --delays D1,D2,... (microseconds, one way) each host count runs the mixes once per delay:
+every packet leaving a namespace over the bridge is held D (netns_rig.Network.delay, through
+NFQUEUE and build/tests/net_delay, since this kernel has no netem), so a round trip between hosts
+gains 2D. Mixes with one connection (e.g. tao:1,write:1) measure the latency the model predicts.
+
 Usage (root, for the namespaces):
   /usr/bin/python3 scripts/bench_scale.py --zipg build/client/zipg --store STORE
       [--hosts 2,4,6] [--mixes tao:8,graphsearch:8,write:16] [--duration 10] [--out FILE.json]
+      [--delays 0,200,1000 [--net-delay build/tests/net_delay]]
 STORE: a compressed store whose shard count the host counts divide well (e.g. 12 shards).
 Each configuration takes about a minute (deploy, measure, stop). Prints one line per run and,
 with --out, writes every run as JSON."""
@@ -188,8 +194,16 @@ def main():
     p.add_argument("--mixes", default="tao:8,graphsearch:8,write:16,traversal:1")
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--out")
+    p.add_argument("--delays", default="0", help="one-way delays in microseconds")
+    p.add_argument("--net-delay", help="the delay daemon (default: tests/net_delay beside zipg's "
+                   "build)")
     a = p.parse_args()
     zipg, store = os.path.abspath(a.zipg), os.path.abspath(a.store)
+    delays = [int(d) for d in a.delays.split(",")]
+    tool = os.path.abspath(a.net_delay or os.path.join(os.path.dirname(os.path.dirname(zipg)),
+                                                       "tests", "net_delay"))
+    if any(delays) and not os.access(tool, os.X_OK):
+        sys.exit(f"--delays needs the delay daemon: {tool} is not there (ninja net_delay)")
     results = []
     for hosts in [int(h) for h in a.hosts.split(",")]:
         work = tempfile.mkdtemp(prefix=f"zipg-scale-{hosts}-")
@@ -199,12 +213,18 @@ def main():
             took = dep.start()
             print(f"{hosts} hosts: deployed in {took:.1f} s; aggregators {dep.aggregators}",
                   flush=True)
-            for item in a.mixes.split(","):
-                mix, conns = item.split(":")
-                res = measure(dep, mix, int(conns), a.duration)
-                res.update({"hosts": hosts, "mix": mix, "connections": int(conns)})
-                results.append(res)
-                print(json.dumps(res), flush=True)
+            for delay in delays:
+                dep.net.delay(tool, delay)
+                for item in a.mixes.split(","):
+                    mix, conns = item.split(":")
+                    res = measure(dep, mix, int(conns), a.duration)
+                    res.update({"hosts": hosts, "mix": mix, "connections": int(conns),
+                                "delay_us": delay})
+                    results.append(res)
+                    print(json.dumps(res), flush=True)
+                held = dep.net.undelay()
+                if held:
+                    print(f"   delay {delay} us: {sorted(held.values())[-1]}", flush=True)
         except RigError as e:
             sys.exit(f"the namespace rig cannot be built here: {e}")
         finally:
