@@ -723,6 +723,8 @@ def main():
     note(f"D3b: split prepared in {summary.get('prepare_seconds', 0):.2f} s, switched in "
          f"{summary.get('switch_seconds', 0) * 1000:.0f} ms (writes paused "
          f"{(summary.get('switch') or {}).get('paused_ms', 0):.0f} ms)")
+    # Every server's halves, asked directly (h3's copies, fetched when it started, leave in D4).
+    compare_replicas("D3b", sorted(n for n, m in members().items() if m["role"] == "shard"))
 
     section("D4. zipg deploy remove-host h3 (drained: its copies move first) under load")
     etcd_before = etcd_members()

@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 
 from graph_model import (CODES, COMMON, EDGE_PROPS, INT64_MAX, NODE_PROPS, TYPES, Input,  # noqa: F401
-                         Model, load_model, same, value)
+                         Model, load_model, same, search_requests, value)
 
 # Raw Thrift status() (framed, strict binary protocol): a cheap poll that counts as one call.
 def tstr(s):
@@ -487,18 +487,23 @@ class ClusterCheck:
                   f"({time.monotonic() - t:.1f} s)")
 
     def compare_replicas(self, label, names):
-        """Each replica, asked directly, answers the model for every node of its shards."""
+        """Each replica, asked directly, answers the model for every node of its shards, and for
+        40 searches (a server answers a search from its own copies of the shards it serves and
+        asks the others for the rest: a copy of its own that lacks a match shows)."""
         t = time.monotonic()
         current = self.members()
         total = 0
         work = []
+        searches = [q for q in search_requests(self.model, None, random.Random(label))
+                    if "ok" in self.model.run(q)]
+        searches = random.Random(label).sample(searches, min(40, len(searches)))
         for name in names:
             m = current.get(name)
             if not self.check(m and m.get("serving"), f"{label}: {name} registered and serving: "
                                                       f"{m}"):
                 continue
             mine = [i for i in self.ids() if shard_of(i, self.shards) in m["shards"]]
-            reqs = node_reads(self.model, mine)
+            reqs = node_reads(self.model, mine) + searches
             total += len(reqs)
             work.append((self.new_session(m["endpoint"], f"direct-{name}-{label}"), reqs,
                          f"{label}: {name} directly"))
