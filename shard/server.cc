@@ -677,6 +677,10 @@ void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
 }
 
 Status ServerGraph::ReadNode(uint32_t, int64_t id, const NodeRead& read) {
+  return Settled([&] { return ReadNodeOnce(id, read); });
+}
+
+Status ServerGraph::ReadNodeOnce(int64_t id, const NodeRead& read) {
   // By this server's own count: the router's may be from before a split's switch.
   uint32_t shard = 0;
   Hosting* h = NodeSlot(id, &shard);
@@ -835,15 +839,17 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32
   if (properties.empty()) {
     return Status::InvalidArgument("get_node_ids needs at least one property");
   }
-  std::vector<int64_t> ids;
-  ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(shards, count));
-  for (uint32_t s : own) {
-    ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
-    ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
-    ids.insert(ids.end(), part.begin(), part.end());
-  }
-  std::sort(ids.begin(), ids.end());
-  return ids;
+  return Settled([&]() -> StatusOr<std::vector<int64_t>> {
+    std::vector<int64_t> ids;
+    ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(shards, count));
+    for (uint32_t s : own) {
+      ZIPG_ASSIGN_OR_RETURN(ShardRef shard, LocalShard(s));
+      ZIPG_ASSIGN_OR_RETURN(auto part, shard->GetNodeIds(properties));
+      ids.insert(ids.end(), part.begin(), part.end());
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  });
 }
 
 StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties& properties) {
@@ -892,8 +898,10 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
 StatusOr<std::vector<int64_t>> ServerGraph::LocalSearchNodeIds(const std::vector<int32_t>& shards,
                                                                const NodeSearch& q,
                                                                uint32_t count) {
-  ZIPG_ASSIGN_OR_RETURN(auto local, Resolve(shards, count));
-  return SearchLocal(local, q);
+  return Settled([&]() -> StatusOr<std::vector<int64_t>> {
+    ZIPG_ASSIGN_OR_RETURN(auto local, Resolve(shards, count));
+    return SearchLocal(local, q);
+  });
 }
 
 uint32_t ServerGraph::SplitByHost(std::vector<int32_t>* local,
@@ -940,7 +948,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
   }
   for (const auto& [s, ids] : by_map) ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, ids, &remote));
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] { return FilterLocal(local, properties); });
+  calls.push_back([&] { return Settled([&] { return FilterLocal(local, properties); }); });
   for (const auto& entry : remote) {  // not a structured binding: clang 14 cannot capture one
     const auto& name = entry.first;
     const auto& work = entry.second;
@@ -962,13 +970,20 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
     const graph::PathAutomaton& automaton,
     const std::map<uint32_t, std::vector<graph::Visit>>& groups,
     const graph::TraversalBudget& budget) {
-  std::map<uint32_t, std::vector<graph::Visit>> local, remote;
+  std::vector<graph::Visit> local;  // regrouped by this server's count as it expands them
+  std::map<uint32_t, std::vector<graph::Visit>> remote;
   for (const auto& [s, visits] : groups) {
-    (ServesHere(s) ? local : remote)[s] = visits;
+    if (ServesHere(s)) {
+      local.insert(local.end(), visits.begin(), visits.end());
+    } else {
+      remote[s] = visits;
+    }
   }
   std::vector<rpc::ListCall<graph::Visit>> calls;
   calls.push_back([&] {
-    return ExpandShards(automaton, local, budget.remaining_ms(), budget.max_step_visits());
+    return Settled([&] {
+      return ExpandLocal(automaton, local, budget.remaining_ms(), budget.max_step_visits());
+    });
   });
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
@@ -983,9 +998,13 @@ StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
   std::vector<uint32_t> remote;
   std::vector<int32_t> local;
   const uint32_t n = SplitByHost(&local, &remote);
-  ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(local, n));
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] { return SourcesLocal(own, include_dsts, ListBoundsOf(budget)); });
+  calls.push_back([&] {
+    return Settled([&]() -> StatusOr<std::vector<int64_t>> {
+      ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(local, n));
+      return SourcesLocal(own, include_dsts, ListBoundsOf(budget));
+    });
+  });
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
     ZIPG_RETURN_IF_ERROR(
@@ -1005,15 +1024,14 @@ void ShardHandler::traverse_expand(rpc::Visits& _return,
   const int64_t ms = std::clamp<int64_t>(deadline_ms, 0, own.deadline.count());
   const uint64_t cap = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(max_visits, 0)),
                                           own.memory_bytes / sizeof(graph::Visit));
-  _return = rpc::ToThrift(rpc::ValueOrThrow(graph_->ExpandLocal(a, std::move(from), ms, cap)));
+  _return = rpc::ToThrift(
+      rpc::ValueOrThrow(graph_->Settled([&] { return graph_->ExpandLocal(a, from, ms, cap); })));
 }
 
 void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
                                     const std::vector<int32_t>& shards, bool include_dsts,
                                     int64_t deadline_ms, int64_t max_ids, int32_t num_shards) {
   if (num_shards < 0) rpc::ThrowIfError(Status::InvalidArgument("negative shard count"));
-  const std::vector<uint32_t> which =
-      rpc::ValueOrThrow(graph_->Resolve(shards, static_cast<uint32_t>(num_shards)));
   const graph::TraversalLimits& own = graph_->traversal_limits();
   layout::ShardReader::ListBounds bounds;
   bounds.deadline =
@@ -1021,12 +1039,16 @@ void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
       std::chrono::milliseconds(std::clamp<int64_t>(deadline_ms, 0, own.deadline.count()));
   bounds.max_ids = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(max_ids, 0)),
                                       own.memory_bytes / sizeof(int64_t));
-  _return = rpc::ValueOrThrow(graph_->SourcesLocal(which, include_dsts, bounds));
+  _return = rpc::ValueOrThrow(graph_->Settled([&]() -> StatusOr<std::vector<int64_t>> {
+    ZIPG_ASSIGN_OR_RETURN(auto which, graph_->Resolve(shards, static_cast<uint32_t>(num_shards)));
+    return graph_->SourcesLocal(which, include_dsts, bounds);
+  }));
 }
 
 void ShardHandler::filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
                                 const std::map<std::string, std::string>& properties) {
-  _return = rpc::ValueOrThrow(graph_->FilterLocal(ids, rpc::FromThrift(properties)));
+  const Properties filter = rpc::FromThrift(properties);
+  _return = rpc::ValueOrThrow(graph_->Settled([&] { return graph_->FilterLocal(ids, filter); }));
 }
 
 void ShardHandler::local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,

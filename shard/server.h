@@ -159,6 +159,19 @@ class ServerGraph final : public ShardRouter {
   // search_node_ids on the listed shards, all hosted here: the first q.limit + 1 ids, sorted.
   StatusOr<std::vector<int64_t>> LocalSearchNodeIds(const std::vector<int32_t>& shards,
                                                     const NodeSearch& q, uint32_t count = 0);
+  // Runs `op`, a read of several shards by a shard count it takes from num_shards() (a
+  // listing, a search, a filter, an expansion, a node read), again if a split switched while it
+  // ran. A switch publishes the high halves, then the count, then the low halves: a read that
+  // finds the count unchanged afterwards read no low half in place of its parent (which would
+  // lack the nodes of the high half, docs/cluster-changes.md step 4).
+  template <typename Op>
+  auto Settled(Op&& op) const -> decltype(op()) {
+    for (;;) {
+      const uint32_t before = num_shards();
+      auto result = op();
+      if (num_shards() == before) return result;
+    }
+  }
   // The shards of this server that make up the listed shards of a store of `count` shards (0:
   // this server's count): the same ones, or after a split here, shard r of `count` is shards
   // t with t mod count = r (docs/cluster-changes.md, step 4). UNAVAILABLE if `count` is larger
@@ -191,6 +204,7 @@ class ServerGraph final : public ShardRouter {
   // Whether the cluster map has a serving replica of shard `index` other than this server.
   bool OthersServe(uint32_t index) const;
   Status ReadNode(uint32_t shard, int64_t id, const NodeRead& read) override;
+  Status ReadNodeOnce(int64_t id, const NodeRead& read);
   StatusOr<std::vector<int64_t>> NodeIdsOnAllShards(const Properties& properties) override;
   StatusOr<std::vector<int64_t>> SearchOnAllShards(const NodeSearch& q) override;
   StatusOr<std::vector<int64_t>> FilterGroups(

@@ -358,6 +358,28 @@ TEST_F(ServerGraphTest, ASplitSwitchesWhileReadsAndPushesRun) {
       }
     });
   }
+  // A searcher asks every shard as an aggregator does, numbered by the old count or (once this
+  // server switched) the new one: the answer is the store's (the pushes delete edges only).
+  std::atomic<uint64_t> searches{0};
+  readers.emplace_back([&] {
+    std::mt19937_64 rng(300);
+    while (!stop.load()) {
+      NodeSearch q;
+      q.pattern = "n" + std::to_string(rng() % 10);
+      auto want = reference_->SearchNodeIds(q);
+      const uint32_t by = (rng() % 2 == 0) ? kShards : g->num_shards();
+      std::vector<int32_t> all;
+      for (uint32_t s = 0; s < by; ++s) all.push_back(static_cast<int32_t>(s));
+      auto got = g->LocalSearchNodeIds(all, q, by);
+      ++searches;
+      if (!want.ok() || !got.ok() || *got != want->ids) {
+        ++wrong;
+        ADD_FAILURE() << "search " << q.pattern << " by " << by << ": "
+                      << (got.ok() ? std::to_string(got->size()) + " ids" : got.status().ToString())
+                      << ", want " << (want.ok() ? want->ids.size() : 0);
+      }
+    }
+  });
   std::thread pusher([&] {
     std::mt19937_64 rng(7);
     while (!stop.load()) {
@@ -426,6 +448,7 @@ TEST_F(ServerGraphTest, ASplitSwitchesWhileReadsAndPushesRun) {
   finish();
   EXPECT_EQ(wrong.load(), 0u);
   EXPECT_GT(reads.load(), 0u);
+  EXPECT_GT(searches.load(), 0u);
   auto counts_right = [&](ServerGraph& graph, const std::string& when) {
     for (int64_t id = 0; id < kNodes; ++id) {
       auto got = graph.AssocCount(id, 1);

@@ -49,6 +49,20 @@ TMP, ZIPG, STORE, procs, report = T.tmp, T.zipg, T.store, T.procs, T.report
 SERVERS = ["shard-0", "shard-1", "shard-2"]
 LOAD_TYPE = 9  # the loaders' edges, a type random_write never uses
 CLIENTS = 4
+# The long variant: a graph SCALE times larger (ZIPG_SPLIT_SCALE=10: 3,000 nodes, 30,000 edges)
+# and four searchers instead of one.
+SCALE = int(os.environ.get("ZIPG_SPLIT_SCALE", "1"))
+SEARCHERS = 1 if SCALE == 1 else 4
+
+
+def search_difference(got, want):
+    """The ids one search answer lacks and has over another, with their shards of 2 ... 16."""
+    g = set((got.get("ok") or {}).get("ids", []))
+    w = set((want.get("ok") or {}).get("ids", []))
+
+    def shards(ids):
+        return [(i, [shard_of(i, n) for n in (2, 4, 8, 16)]) for i in sorted(ids)[:10]]
+    return f"lacks {shards(w - g)}, has over {shards(g - w)}"
 
 
 class Loaders:
@@ -78,7 +92,8 @@ class Loaders:
         self.started = time.monotonic()
         self.threads = [threading.Thread(target=self._run, args=(k,)) for k in range(CLIENTS)]
         if searches:
-            self.threads.append(threading.Thread(target=self._search, args=(list(searches),)))
+            self.threads += [threading.Thread(target=self._search, args=(list(searches), k))
+                             for k in range(SEARCHERS)]
         for th in self.threads:
             th.start()
 
@@ -134,9 +149,10 @@ class Loaders:
             self.loaded.extend(done)
         s.close()
 
-    def _search(self, searches):
-        s = self.new_session(self.endpoints[-1], "searcher", SEED + 50)
-        k = 0
+    def _search(self, searches, j):
+        s = self.new_session(self.endpoints[j % len(self.endpoints)], f"searcher-{j}",
+                             SEED + 50 + j)
+        k = j * 7
         while not self.halt.is_set():
             q, want = searches[k % len(searches)]
             k += 1
@@ -150,13 +166,13 @@ class Loaders:
                     self.stats["wrong"] += 1
                     if len(self.first_wrong) < 5:
                         self.first_wrong.append(f"searcher: {short(q)} -> {short(got)}; want "
-                                                f"{short(want)}")
+                                                f"{short(want)}; {search_difference(got, want)}")
         s.close()
 
 
 def main():
     section("setup: compress (2 shards), local start --servers 3 --replicas 2 --logstores 2")
-    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, 2, check)
+    made = write_model.compressed_input(ZIPG, TMP, STORE, rnd, 2, check, scale=SCALE)
     if made is None:
         return
     inp, nodes_csv, edges_csv, model = made
