@@ -182,7 +182,7 @@ StatusOr<SearchResult> ClusterGraph::SearchNodeIds(const NodeSearch& q) {
   std::vector<uint32_t> shards(map->num_shards);
   for (uint32_t s = 0; s < map->num_shards; ++s) shards[s] = s;
   std::vector<rpc::IdsCall> calls;
-  ZIPG_RETURN_IF_ERROR(cluster::AddSearchCalls(*view_, pools_, shards, true, q, &calls));
+  ZIPG_RETURN_IF_ERROR(cluster::AddSearchCalls(*view_, *map, pools_, shards, true, q, &calls));
   ZIPG_ASSIGN_OR_RETURN(auto ids, rpc::GatherIds(fanout_, calls));
   return FinishSearch(std::move(ids), q.limit);
 }
@@ -288,7 +288,7 @@ StatusOr<RpqResult> ClusterGraph::Rpq(const std::string& expr,
         for (uint32_t s = 0; s < num_shards; ++s) all[s] = s;
         std::vector<rpc::IdsCall> calls;
         ZIPG_RETURN_IF_ERROR(
-            cluster::AddSourcesCalls(*view_, pools_, all, include_dsts, budget, &calls));
+            cluster::AddSourcesCalls(*view_, *map, pools_, all, include_dsts, budget, &calls));
         return rpc::GatherIds(fanout_, calls);
       },
       limit, traversal_limits_);

@@ -6,13 +6,12 @@
 
 namespace zipg::cluster {
 
-Status AddSearchCalls(const ClusterView& view, rpc::PoolSet* pools,
+Status AddSearchCalls(const ClusterView& view, const ShardMap& map, rpc::PoolSet* pools,
                       const std::vector<uint32_t>& shards, bool logstore, const NodeSearch& q,
                       std::vector<rpc::IdsCall>* calls) {
-  auto map = view.Current();
-  if (map->num_shards == 0) return Status::Unavailable("no shard server is registered");
-  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(*map, shards));
-  const uint32_t n = map->num_shards;  // the numbering of `shards`
+  if (map.num_shards == 0) return Status::Unavailable("no shard server is registered");
+  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(map, shards));
+  const uint32_t n = map.num_shards;  // the numbering of `shards`
   for (const auto& [name, work] : plan) {
     calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
       auto call = [&](const ServerWork<int32_t>& w) {
@@ -26,7 +25,7 @@ Status AddSearchCalls(const ClusterView& view, rpc::PoolSet* pools,
     });
   }
   if (logstore) {
-    ZIPG_ASSIGN_OR_RETURN(const MemberInfo* member, map->LogStore());
+    ZIPG_ASSIGN_OR_RETURN(const MemberInfo* member, map.LogStore());
     calls->push_back([pools, endpoint = member->endpoint, q] {
       return rpc::RemoteGraph(pools->Get(endpoint)).LogSearchNodeIds(q);
     });

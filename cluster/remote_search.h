@@ -18,9 +18,10 @@
 
 namespace zipg::cluster {
 
-// Appends to *calls the local_search_node_ids calls for `shards`, and with `logstore` the
-// LogStore's call.
-Status AddSearchCalls(const ClusterView& view, rpc::PoolSet* pools,
+// Appends to *calls the local_search_node_ids calls for `shards`, numbered by `map` (the map
+// the caller listed them from: a map read again could have another count after a split), and
+// with `logstore` the LogStore's call. Retries read `view`.
+Status AddSearchCalls(const ClusterView& view, const ShardMap& map, rpc::PoolSet* pools,
                       const std::vector<uint32_t>& shards, bool logstore, const NodeSearch& q,
                       std::vector<rpc::IdsCall>* calls);
 

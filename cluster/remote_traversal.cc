@@ -56,14 +56,13 @@ Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
   return Status::OK();
 }
 
-Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
+Status AddSourcesCalls(const ClusterView& view, const ShardMap& map, rpc::PoolSet* pools,
                        const std::vector<uint32_t>& shards, bool include_dsts,
                        const graph::TraversalBudget& budget, std::vector<rpc::IdsCall>* calls) {
   const auto deadline = budget.deadline();
   const uint64_t max_ids = budget.memory_bytes() / sizeof(int64_t);
-  auto map = view.Current();
-  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(*map, shards));
-  const uint32_t n = map->num_shards;  // the numbering of `shards`
+  ZIPG_ASSIGN_OR_RETURN(auto plan, PlanShards(map, shards));
+  const uint32_t n = map.num_shards;  // the numbering of `shards`
   for (const auto& [name, work] : plan) {
     calls->push_back([=, &view, name = name, work = work]() -> StatusOr<std::vector<int64_t>> {
       auto call = [&](const ServerWork<int32_t>& w) {

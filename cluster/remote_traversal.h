@@ -30,8 +30,9 @@ Status AddExpandCalls(const ClusterView& view, rpc::PoolSet* pools,
                       const graph::TraversalBudget& budget,
                       std::vector<rpc::ListCall<graph::Visit>>* calls);
 
-// Appends to *calls the traverse_sources calls for `shards`, within `budget`.
-Status AddSourcesCalls(const ClusterView& view, rpc::PoolSet* pools,
+// Appends to *calls the traverse_sources calls for `shards`, numbered by `map` (as for
+// AddSearchCalls), within `budget`.
+Status AddSourcesCalls(const ClusterView& view, const ShardMap& map, rpc::PoolSet* pools,
                        const std::vector<uint32_t>& shards, bool include_dsts,
                        const graph::TraversalBudget& budget, std::vector<rpc::IdsCall>* calls);
 

@@ -904,9 +904,8 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalSearchNodeIds(const std::vector
   });
 }
 
-uint32_t ServerGraph::SplitByHost(std::vector<int32_t>* local,
+uint32_t ServerGraph::SplitByHost(const cluster::ShardMap* map, std::vector<int32_t>* local,
                                   std::vector<uint32_t>* remote) const {
-  auto map = view_ ? view_->Current() : nullptr;
   const uint32_t n = map && map->num_shards ? map->num_shards : num_shards();
   for (uint32_t s = 0; s < n; ++s) {
     if (ServesAll(s, n)) {
@@ -921,12 +920,14 @@ uint32_t ServerGraph::SplitByHost(std::vector<int32_t>* local,
 StatusOr<std::vector<int64_t>> ServerGraph::SearchOnAllShards(const NodeSearch& q) {
   std::vector<uint32_t> remote;
   std::vector<int32_t> local;
-  const uint32_t n = SplitByHost(&local, &remote);
+  // One map for the plan and the calls: the shard numbers are by its count.
+  auto map = view_ ? view_->Current() : nullptr;
+  const uint32_t n = SplitByHost(map.get(), &local, &remote);
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] { return LocalSearchNodeIds(local, q, n); });
   // The other shards' servers, and the LogStore for the nodes written since the load.
   if (!view_) return Status::Unavailable("no cluster view to find the other servers");
-  ZIPG_RETURN_IF_ERROR(cluster::AddSearchCalls(*view_, pools_, remote, true, q, &calls));
+  ZIPG_RETURN_IF_ERROR(cluster::AddSearchCalls(*view_, *map, pools_, remote, true, q, &calls));
   return rpc::GatherIds(fanout_, calls);
 }
 
@@ -997,7 +998,8 @@ StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
     bool include_dsts, const graph::TraversalBudget& budget) {
   std::vector<uint32_t> remote;
   std::vector<int32_t> local;
-  const uint32_t n = SplitByHost(&local, &remote);
+  auto map = view_ ? view_->Current() : nullptr;
+  const uint32_t n = SplitByHost(map.get(), &local, &remote);
   std::vector<rpc::IdsCall> calls;
   calls.push_back([&] {
     return Settled([&]() -> StatusOr<std::vector<int64_t>> {
@@ -1008,7 +1010,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
     ZIPG_RETURN_IF_ERROR(
-        cluster::AddSourcesCalls(*view_, pools_, remote, include_dsts, budget, &calls));
+        cluster::AddSourcesCalls(*view_, *map, pools_, remote, include_dsts, budget, &calls));
   }
   return rpc::GatherIds(fanout_, calls);
 }

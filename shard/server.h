@@ -292,9 +292,10 @@ class ServerGraph final : public ShardRouter {
   bool ServesHere(uint32_t shard) const;
   // Whether every part of shard `shard` of a store of `count` shards serves here (ServesHere).
   bool ServesAll(uint32_t shard, uint32_t count) const;
-  // The map's shards (this server's count without a map) into those served here whole and the
+  // The shards of `map` (this server's count without one) into those served here whole and the
   // others; the count they are numbered by.
-  uint32_t SplitByHost(std::vector<int32_t>* local, std::vector<uint32_t>* remote) const;
+  uint32_t SplitByHost(const cluster::ShardMap* map, std::vector<int32_t>* local,
+                       std::vector<uint32_t>* remote) const;
 
   OpenedStore store_;  // its manifest (each shard's files live in its Hosting)
   std::string store_dir_;
