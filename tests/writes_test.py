@@ -1058,7 +1058,10 @@ def main():
             time.sleep(0.002)
         mid["frozen_seen"] = frozen
         mid["freeze_secs"] = time.monotonic() - t
-        time.sleep(0.12)  # into the build of the ~3 MB generation (~0.4 s)
+        # Into the build of the ~3 MB generation (~0.4 s), but not past it: seeing the freeze
+        # can take 0.2 s on a busy machine (the suite under ASan once saw it 0.17 s late, slept
+        # 0.12 s more and killed a LogStore that had already installed the compaction).
+        time.sleep(0.04)
         argv = kill_logstore(signal.SIGKILL)
         with open(LOGSTORE_STATE) as f:
             mid["state"] = json.load(f)
