@@ -677,7 +677,7 @@ void ServerGraph::SetLinearizable(bool on, std::function<bool()> lease_valid) {
 }
 
 Status ServerGraph::ReadNode(uint32_t, int64_t id, const NodeRead& read) {
-  return Settled([&] { return ReadNodeOnce(id, read); });
+  return OnStableCount([&] { return ReadNodeOnce(id, read); });
 }
 
 Status ServerGraph::ReadNodeOnce(int64_t id, const NodeRead& read) {
@@ -839,7 +839,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::LocalNodeIds(const std::vector<int32
   if (properties.empty()) {
     return Status::InvalidArgument("get_node_ids needs at least one property");
   }
-  return Settled([&]() -> StatusOr<std::vector<int64_t>> {
+  return OnStableCount([&]() -> StatusOr<std::vector<int64_t>> {
     std::vector<int64_t> ids;
     ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(shards, count));
     for (uint32_t s : own) {
@@ -898,10 +898,30 @@ StatusOr<std::vector<int64_t>> ServerGraph::NodeIdsOnAllShards(const Properties&
 StatusOr<std::vector<int64_t>> ServerGraph::LocalSearchNodeIds(const std::vector<int32_t>& shards,
                                                                const NodeSearch& q,
                                                                uint32_t count) {
-  return Settled([&]() -> StatusOr<std::vector<int64_t>> {
+  return OnStableCount([&]() -> StatusOr<std::vector<int64_t>> {
     ZIPG_ASSIGN_OR_RETURN(auto local, Resolve(shards, count));
     return SearchLocal(local, q);
   });
+}
+
+StatusOr<std::vector<int64_t>> ServerGraph::LocalSources(
+    const std::vector<int32_t>& shards, uint32_t count, bool include_dsts,
+    const layout::ShardReader::ListBounds& bounds) {
+  return OnStableCount([&]() -> StatusOr<std::vector<int64_t>> {
+    ZIPG_ASSIGN_OR_RETURN(auto local, Resolve(shards, count));
+    return SourcesLocal(local, include_dsts, bounds);
+  });
+}
+
+StatusOr<std::vector<int64_t>> ServerGraph::LocalFilter(const std::vector<int64_t>& ids,
+                                                        const Properties& properties) {
+  return OnStableCount([&] { return FilterLocal(ids, properties); });
+}
+
+StatusOr<std::vector<graph::Visit>> ServerGraph::LocalExpand(
+    const graph::PathAutomaton& automaton, const std::vector<graph::Visit>& visits,
+    int64_t deadline_ms, uint64_t max_visits) {
+  return OnStableCount([&] { return ExpandLocal(automaton, visits, deadline_ms, max_visits); });
 }
 
 uint32_t ServerGraph::SplitByHost(const cluster::ShardMap* map, std::vector<int32_t>* local,
@@ -949,7 +969,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::FilterGroups(
   }
   for (const auto& [s, ids] : by_map) ZIPG_RETURN_IF_ERROR(cluster::AddWork(*map, s, ids, &remote));
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] { return Settled([&] { return FilterLocal(local, properties); }); });
+  calls.push_back([&] { return LocalFilter(local, properties); });
   for (const auto& entry : remote) {  // not a structured binding: clang 14 cannot capture one
     const auto& name = entry.first;
     const auto& work = entry.second;
@@ -982,9 +1002,7 @@ StatusOr<std::vector<graph::Visit>> ServerGraph::ExpandGroups(
   }
   std::vector<rpc::ListCall<graph::Visit>> calls;
   calls.push_back([&] {
-    return Settled([&] {
-      return ExpandLocal(automaton, local, budget.remaining_ms(), budget.max_step_visits());
-    });
+    return LocalExpand(automaton, local, budget.remaining_ms(), budget.max_step_visits());
   });
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
@@ -1001,12 +1019,7 @@ StatusOr<std::vector<int64_t>> ServerGraph::SourcesOnAllShards(
   auto map = view_ ? view_->Current() : nullptr;
   const uint32_t n = SplitByHost(map.get(), &local, &remote);
   std::vector<rpc::IdsCall> calls;
-  calls.push_back([&] {
-    return Settled([&]() -> StatusOr<std::vector<int64_t>> {
-      ZIPG_ASSIGN_OR_RETURN(auto own, Resolve(local, n));
-      return SourcesLocal(own, include_dsts, ListBoundsOf(budget));
-    });
-  });
+  calls.push_back([&] { return LocalSources(local, n, include_dsts, ListBoundsOf(budget)); });
   if (!remote.empty()) {
     if (!view_) return Status::Unavailable("no cluster view to reach the other shards");
     ZIPG_RETURN_IF_ERROR(
@@ -1026,8 +1039,7 @@ void ShardHandler::traverse_expand(rpc::Visits& _return,
   const int64_t ms = std::clamp<int64_t>(deadline_ms, 0, own.deadline.count());
   const uint64_t cap = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(max_visits, 0)),
                                           own.memory_bytes / sizeof(graph::Visit));
-  _return = rpc::ToThrift(
-      rpc::ValueOrThrow(graph_->Settled([&] { return graph_->ExpandLocal(a, from, ms, cap); })));
+  _return = rpc::ToThrift(rpc::ValueOrThrow(graph_->LocalExpand(a, from, ms, cap)));
 }
 
 void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
@@ -1041,16 +1053,13 @@ void ShardHandler::traverse_sources(std::vector<int64_t>& _return,
       std::chrono::milliseconds(std::clamp<int64_t>(deadline_ms, 0, own.deadline.count()));
   bounds.max_ids = std::min<uint64_t>(static_cast<uint64_t>(std::max<int64_t>(max_ids, 0)),
                                       own.memory_bytes / sizeof(int64_t));
-  _return = rpc::ValueOrThrow(graph_->Settled([&]() -> StatusOr<std::vector<int64_t>> {
-    ZIPG_ASSIGN_OR_RETURN(auto which, graph_->Resolve(shards, static_cast<uint32_t>(num_shards)));
-    return graph_->SourcesLocal(which, include_dsts, bounds);
-  }));
+  _return = rpc::ValueOrThrow(
+      graph_->LocalSources(shards, static_cast<uint32_t>(num_shards), include_dsts, bounds));
 }
 
 void ShardHandler::filter_nodes(std::vector<int64_t>& _return, const std::vector<int64_t>& ids,
                                 const std::map<std::string, std::string>& properties) {
-  const Properties filter = rpc::FromThrift(properties);
-  _return = rpc::ValueOrThrow(graph_->Settled([&] { return graph_->FilterLocal(ids, filter); }));
+  _return = rpc::ValueOrThrow(graph_->LocalFilter(ids, rpc::FromThrift(properties)));
 }
 
 void ShardHandler::local_node_ids(std::vector<int64_t>& _return, const std::vector<int32_t>& shards,

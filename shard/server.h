@@ -159,19 +159,17 @@ class ServerGraph final : public ShardRouter {
   // search_node_ids on the listed shards, all hosted here: the first q.limit + 1 ids, sorted.
   StatusOr<std::vector<int64_t>> LocalSearchNodeIds(const std::vector<int32_t>& shards,
                                                     const NodeSearch& q, uint32_t count = 0);
-  // Runs `op`, a read of several shards by a shard count it takes from num_shards() (a
-  // listing, a search, a filter, an expansion, a node read), again if a split switched while it
-  // ran. A switch publishes the high halves, then the count, then the low halves: a read that
-  // finds the count unchanged afterwards read no low half in place of its parent (which would
-  // lack the nodes of the high half, docs/cluster-changes.md step 4).
-  template <typename Op>
-  auto Settled(Op&& op) const -> decltype(op()) {
-    for (;;) {
-      const uint32_t before = num_shards();
-      auto result = op();
-      if (num_shards() == before) return result;
-    }
-  }
+  // traverse_sources on the listed shards (numbered by `count`, Resolve), all hosted here.
+  StatusOr<std::vector<int64_t>> LocalSources(const std::vector<int32_t>& shards, uint32_t count,
+                                              bool include_dsts,
+                                              const layout::ShardReader::ListBounds& bounds);
+  // filter_nodes: the ids (owned by shards served here) whose node matches every pair, sorted.
+  StatusOr<std::vector<int64_t>> LocalFilter(const std::vector<int64_t>& ids,
+                                             const Properties& properties);
+  // traverse_expand: a traversal step on visits of nodes owned by shards served here.
+  StatusOr<std::vector<graph::Visit>> LocalExpand(const graph::PathAutomaton& automaton,
+                                                  const std::vector<graph::Visit>& visits,
+                                                  int64_t deadline_ms, uint64_t max_visits);
   // The shards of this server that make up the listed shards of a store of `count` shards (0:
   // this server's count): the same ones, or after a split here, shard r of `count` is shards
   // t with t mod count = r (docs/cluster-changes.md, step 4). UNAVAILABLE if `count` is larger
@@ -286,6 +284,19 @@ class ServerGraph final : public ShardRouter {
   // becomes `count`, layout.json is written, and on_hosted is called.
   Status SwitchLayout(uint32_t count);
   static constexpr uint32_t kMaxSlots = UpdateSender::kMaxLanes;
+  // Runs `op`, a read of several shards by a shard count it takes from num_shards() (a
+  // listing, a search, a filter, an expansion, a node read), again if a split switched while it
+  // ran. A switch publishes the high halves, then the count, then the low halves: a read that
+  // finds the count unchanged afterwards read no low half in place of its parent (which would
+  // lack the nodes of the high half, docs/cluster-changes.md step 4).
+  template <typename Op>
+  auto OnStableCount(Op&& op) const -> decltype(op()) {
+    for (;;) {
+      const uint32_t before = num_shards();
+      auto result = op();
+      if (num_shards() == before) return result;
+    }
+  }
   // Whether shard `shard` is hosted here and answers reads. The cross-shard steps (filters,
   // expansions, listings, searches) run a shard here only then: one still catching up here is
   // asked of a replica that serves it, as if it were not hosted here.
