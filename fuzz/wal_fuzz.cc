@@ -82,7 +82,10 @@ void RawFile(std::string_view bytes) {
   std::unique_ptr<Wal> wal;
   uint64_t dropped = 0;
   Check(Replay(&wal, &dropped) == expected, "Open replays exactly the intact records");
-  Check(dropped == bytes.size() - end && wal->size() == end, "Open cuts after the intact records");
+  // A tail of zeros only is preallocated space, cut but not counted as dropped.
+  const bool zeros = bytes.find_first_not_of('\0', end) == std::string_view::npos;
+  Check(dropped == (zeros ? 0 : bytes.size() - end) && wal->size() == end,
+        "Open cuts after the intact records");
   Check(wal->Append("appended").ok(), "appending after a cut tail works");
   wal.reset();
   std::vector<std::string> again = expected;

@@ -43,6 +43,13 @@ std::string LogStore::WalPath(int64_t g) const {
   return options_.dir + "/wal-" + std::to_string(g) + ".log";
 }
 
+WalOptions LogStore::LogOptions() const {
+  WalOptions wal_options;
+  wal_options.sync = options_.sync;
+  wal_options.preallocate = uint64_t{1} << 20;
+  return wal_options;
+}
+
 std::string LogStore::FeedPath(uint32_t shard) const {
   return options_.dir + "/feed/shard-" + std::to_string(shard) + ".log";
 }
@@ -262,8 +269,6 @@ Status LogStore::Recover(bool post) {
     const int64_t g = logs[i];
     generation_ = g;
     uint64_t dropped = 0;
-    WalOptions wal_options;
-    wal_options.sync = options_.sync;
     uint64_t index = 0;
     resend[i].resize(sink_->num_shards());
     refeed[i].resize(sink_->num_shards());
@@ -279,7 +284,7 @@ Status LogStore::Recover(bool post) {
                                 LearnNames(record);
                                 return ApplyLocal(record, g, UpdateId(g, index++)).status();
                               },
-                              wal_options, &dropped));
+                              LogOptions(), &dropped));
     records_in_generation_ = index;
     if (dropped > 0) {
       std::cerr << "LogStore: dropped a torn tail of " << dropped << " bytes from " << WalPath(g)

@@ -297,6 +297,9 @@ class LogStore final : public GraphWriteApi {
   // Why a write cannot be taken now ("" if it can): a standby, or writes stopped.
   std::string Refusal() const;
   std::string WalPath(int64_t generation) const;
+  // How a generation's log is opened: synced per commit group (unless options_.sync is off) and
+  // preallocated 1 MiB ahead, so that a group's fdatasync flushes its data and not the file's size.
+  WalOptions LogOptions() const;
   std::string FeedPath(uint32_t shard) const;
   // The shard count in force for update `id` (layout_).
   uint32_t CountAt(uint64_t id) const;

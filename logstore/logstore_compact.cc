@@ -86,11 +86,9 @@ StatusOr<bool> LogStore::Freeze(bool force, const std::function<Status(int64_t f
   CommitPause pause(this);
   if (wal_->size() == 0 && !force) return false;
   const int64_t g = generation_;
-  WalOptions wal_options;
-  wal_options.sync = options_.sync;
   std::error_code ec;
   fs::remove(WalPath(g + 1), ec);
-  ZIPG_ASSIGN_OR_RETURN(auto next, Wal::Open(WalPath(g + 1), {}, wal_options));
+  ZIPG_ASSIGN_OR_RETURN(auto next, Wal::Open(WalPath(g + 1), {}, LogOptions()));
   ends_[g] = records_in_generation_;
   while (ends_.size() > kKeptEnds) ends_.erase(ends_.begin());
   ZIPG_RETURN_IF_ERROR(WriteState(ShardRanges(), {g, g + 1}));

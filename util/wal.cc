@@ -24,6 +24,8 @@ namespace {
 constexpr size_t kReadChunk = size_t{1} << 20;
 // The leader keeps its framing buffer between batches unless it grew beyond this.
 constexpr size_t kKeepBatchCapacity = size_t{4} << 20;
+// Preallocation writes zeros from a buffer of this size, and rounds the file's size up to it.
+constexpr size_t kZeroChunk = size_t{64} << 10;
 
 Status ErrnoStatus(const std::string& what, const std::string& path) {
   return Status::IOError(what + " '" + path + "': " + std::strerror(errno));
@@ -117,6 +119,19 @@ StatusOr<uint64_t> ReplayIntact(int fd, const std::string& path, uint64_t file_s
   return end;
 }
 
+// Whether the bytes [begin, end) of the file are all zeros (preallocated space, not a torn tail).
+StatusOr<bool> AllZeros(int fd, const std::string& path, uint64_t begin, uint64_t end) {
+  Reader reader(fd, path, end);
+  for (uint64_t at = begin; at < end;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - at));
+    char* bytes;
+    ZIPG_RETURN_IF_ERROR(reader.Read(at, n, &bytes));
+    if (std::any_of(bytes, bytes + n, [](char c) { return c != 0; })) return false;
+    at += n;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status Wal::ReadRecords(const std::string& path, uint64_t first, size_t max,
@@ -190,17 +205,19 @@ StatusOr<std::unique_ptr<Wal>> Wal::Open(const std::string& path, const Replay& 
       }));
 
   if (end < file_size) {
+    ZIPG_ASSIGN_OR_RETURN(const bool zeros, AllZeros(fd.get(), path, end, file_size));
     if (::ftruncate(fd.get(), static_cast<off_t>(end)) != 0) {
       return ErrnoStatus("cannot truncate the torn tail of", path);
     }
     if (::fsync(fd.get()) != 0) return ErrnoStatus("cannot fsync", path);
-    if (dropped_bytes != nullptr) *dropped_bytes = file_size - end;
+    if (dropped_bytes != nullptr && !zeros) *dropped_bytes = file_size - end;
   }
   return std::unique_ptr<Wal>(new Wal(path, fd.release(), end, options));
 }
 
 Wal::~Wal() {
   assert(writers_.empty());
+  if (allocated_ > size_) (void)!::ftruncate(fd_, static_cast<off_t>(size_));
   ::close(fd_);
 }
 
@@ -278,6 +295,10 @@ Status Wal::WriteBatch(uint64_t offset) {
     out += kWalHeaderSize + length;
   }
 
+  if (options_.preallocate > 0 && offset + total > allocated_) {
+    const uint64_t want = offset + total + options_.preallocate;
+    ZIPG_RETURN_IF_ERROR(Preallocate((want + kZeroChunk - 1) / kZeroChunk * kZeroChunk));
+  }
   size_t written = 0;
   while (written < total) {
     ssize_t n = ::pwrite(fd_, batch_.data() + written, total - written,
@@ -289,6 +310,7 @@ Status Wal::WriteBatch(uint64_t offset) {
     if (n == 0) return Status::IOError("cannot write '" + path_ + "': the write made no progress");
     written += static_cast<size_t>(n);
   }
+  allocated_ = std::max(allocated_, offset + total);
   if (options_.sync) {
     int rc;
     do {
@@ -296,6 +318,23 @@ Status Wal::WriteBatch(uint64_t offset) {
     } while (rc != 0 && errno == EINTR);
     if (rc != 0) return ErrnoStatus("cannot fdatasync", path_);
   }
+  return Status::OK();
+}
+
+Status Wal::Preallocate(uint64_t end) {
+  static const std::string* const zeros = new std::string(kZeroChunk, '\0');
+  uint64_t at = allocated_;
+  while (at < end) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kZeroChunk, end - at));
+    ssize_t w = ::pwrite(fd_, zeros->data(), n, static_cast<off_t>(at));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("cannot preallocate", path_);
+    }
+    if (w == 0) return Status::IOError("cannot preallocate '" + path_ + "': no progress");
+    at += static_cast<uint64_t>(w);
+  }
+  allocated_ = end;
   return Status::OK();
 }
 
