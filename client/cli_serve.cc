@@ -520,6 +520,12 @@ int RunServe(int argc, char** argv) {
         frames, fence.get(),
         [g = shard_graph.get()](uint32_t s, uint64_t prev, uint64_t committed) {
           g->ApplyCommit(s, prev, committed);
+        },
+        [g = shard_graph.get()](uint32_t s, uint64_t sender) {
+          if (auto undone = g->NoteSender(s, sender); !undone.ok()) {
+            std::cerr << "zipg shard: shard " << s << ": cannot roll back its uncommitted updates "
+                      << "for a new LogStore sender: " << undone.status().ToString() << std::endl;
+          }
         });
     if (!receiver.ok()) return Fail(receiver.status());
     update_receiver = std::move(*receiver);
@@ -965,6 +971,7 @@ int RunServe(int argc, char** argv) {
                                     .UpdatesSince(s, after, self, shard_graph->num_shards()));
           shard::FeedChunk chunk;
           chunk.included = got.included;
+          chunk.sender = static_cast<uint64_t>(got.sender);
           ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &chunk.updates, nullptr));
           return chunk;
         },

@@ -23,9 +23,10 @@ constexpr size_t kEntryBytes = kEntryBytesV2 + 8;
 }  // namespace
 
 StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, bool sync,
-                                                       uint64_t floor) {
+                                                       uint64_t floor, bool hold_uncommitted) {
   std::unique_ptr<DeltaIndex> index(new DeltaIndex());
   index->last_id_ = floor;
+  index->hold_ = hold_uncommitted;
   WalOptions options;
   options.sync = sync;
   ZIPG_ASSIGN_OR_RETURN(
@@ -33,6 +34,7 @@ StatusOr<std::unique_ptr<DeltaIndex>> DeltaIndex::Open(const std::string& path, 
       Wal::Open(
           path, [&](std::string_view record) { return index->Replay(record); }, options));
   index->floor_ = index->last_id_.load();
+  index->written_id_ = index->last_id_.load();
   return index;
 }
 
@@ -180,6 +182,7 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const layout::Shard& base,
   const size_t count_at = record.size();
   PutFixed32(&record, 0);
   uint32_t applied = 0;
+  Held held;
   uint64_t last = last_id_.load();
   for (const Update& u : batch) {
     if (u.id != 0 && u.id <= last) {  // applied already (a resend, or the feed and a push)
@@ -188,6 +191,11 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const layout::Shard& base,
     }
     if (u.id != 0) last = u.id;
     ++applied;
+    if (u.id == 0) {
+      ++held.unnumbered;
+    } else if (u.op != UpdateOp::kLayout) {
+      ++held.undoable;
+    }
     if (u.op == UpdateOp::kLayout) {  // a split's mark: only its id (and the count) is kept
       found.push_back(false);
       record.push_back(static_cast<char>(u.op));
@@ -231,7 +239,14 @@ StatusOr<std::vector<bool>> DeltaIndex::Apply(const layout::Shard& base,
   }
   if (applied == 0) return found;
   EncodeFixed32(record.data() + count_at, applied);
-  ZIPG_RETURN_IF_ERROR(file_->Append(record));
+  if (hold_ && (!held_.empty() || last > committed_.load())) {
+    held.last = last;
+    held.record = std::move(record);
+    held_.push_back(std::move(held));
+  } else {
+    ZIPG_RETURN_IF_ERROR(file_->Append(record));
+    written_id_ = last;
+  }
   last_id_ = last;
   std::unique_lock lock(mu_);
   for (auto& [node, undo] : undos) history_.Record(node, std::move(undo));
@@ -298,7 +313,74 @@ std::shared_ptr<const NodeDelta> DeltaIndex::Lookup(int64_t node) const {
   return version ? std::make_shared<const NodeDelta>(std::move(*version)) : nullptr;
 }
 
+Status DeltaIndex::Commit(uint64_t id) {
+  std::lock_guard apply_lock(apply_mu_);
+  if (id > committed_.load()) committed_ = id;
+  while (!held_.empty() && held_.front().last <= committed_.load()) {
+    ZIPG_RETURN_IF_ERROR(file_->Append(held_.front().record));
+    written_id_ = held_.front().last;
+    held_.pop_front();
+  }
+  return Status::OK();
+}
+
+StatusOr<size_t> DeltaIndex::RollBackUncommitted() {
+  std::lock_guard apply_lock(apply_mu_);
+  if (held_.empty()) return size_t{0};
+  size_t undoable = 0;
+  for (const Held& h : held_) {
+    if (h.unnumbered > 0) {
+      return Status::Internal(
+          "cannot roll back a batch of unnumbered updates (they have no undo "
+          "records)");
+    }
+    undoable += h.undoable;
+  }
+  const uint64_t back_to = written_id_.load();
+  std::unique_lock lock(mu_);
+  if (history_.CountAbove(back_to) != undoable) {
+    return Status::Internal("cannot roll back the " + std::to_string(undoable) +
+                            " uncommitted updates above " + std::to_string(back_to) + ": " +
+                            std::to_string(history_.CountAbove(back_to)) + " undo records");
+  }
+  // Each touched node's delta with its uncommitted updates undone, newest first.
+  std::unordered_map<int64_t, std::optional<NodeDelta>> undone;
+  history_.PopAbove(back_to, [&](int64_t node, const Undo& undo) {
+    auto [it, fresh] = undone.try_emplace(node);
+    if (fresh) {
+      auto current = nodes_.find(node);
+      if (current != nodes_.end()) it->second = *current->second;
+    }
+    ApplyUndo(undo, &it->second);
+  });
+  for (auto& [id, delta] : undone) {
+    auto slot = nodes_.find(id);
+    if (slot != nodes_.end()) {
+      bytes_ -= Footprint(*slot->second);
+      if (!delta) {
+        nodes_.erase(slot);
+        continue;
+      }
+    }
+    if (!delta) continue;
+    bytes_ += Footprint(*delta);
+    nodes_[id] = std::make_shared<const NodeDelta>(std::move(*delta));
+  }
+  held_.clear();
+  last_id_ = back_to;
+  return undoable;
+}
+
+size_t DeltaIndex::held() const {
+  std::lock_guard apply_lock(apply_mu_);
+  size_t n = 0;
+  for (const Held& h : held_) n += h.undoable + h.unnumbered;
+  return n;
+}
+
 void DeltaIndex::Prune(uint64_t horizon) {
+  // An uncommitted update's undo record is what rolls it back.
+  if (hold_) horizon = std::min(horizon, written_id_.load());
   std::unique_lock lock(mu_);
   history_.Prune(horizon);
 }

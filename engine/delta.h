@@ -15,12 +15,20 @@
 // from floor() on: what the file replays at open has none (a read below it is
 // FAILED_PRECONDITION, decided by the caller).
 //
-// Thread-safety: Apply calls are serialized inside; Lookup may run concurrently with them and
-// returns an immutable snapshot.
+// Uncommitted updates (docs/write-pipeline.md, "Provisional pointers"), when opened with
+// `hold_uncommitted`: a batch is applied in memory at once but written to the file only once
+// Commit passes its last id, so the file never holds an update that a LogStore leader posted
+// before its record was durable and then lost. RollBackUncommitted undoes in memory, with their
+// undo records (never pruned while uncommitted), every update not yet committed: last_id() falls
+// back to the last committed batch's, and the updates are read again from the LogStore's feed.
+//
+// Thread-safety: Apply, Commit and RollBackUncommitted are serialized inside; Lookup may run
+// concurrently with them and returns an immutable snapshot.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -88,8 +96,10 @@ class DeltaIndex {
   // returns; without, batches become durable on Sync() (or when the kernel writes them back).
   // `floor`: the id the base already holds every update up to (a rebuilt base,
   // engine/live_shard.h); last_id() is at least that.
+  // `hold_uncommitted`: batches reach the file once committed (above).
   static StatusOr<std::unique_ptr<DeltaIndex>> Open(const std::string& path, bool sync = true,
-                                                    uint64_t floor = 0);
+                                                    uint64_t floor = 0,
+                                                    bool hold_uncommitted = false);
   ~DeltaIndex();
 
   // Applies a batch from the LogStore to the base shard `base`, writes it to the file (synced
@@ -100,6 +110,19 @@ class DeltaIndex {
   StatusOr<std::vector<bool>> Apply(const layout::Shard& base, const std::vector<Update>& batch);
   // The highest update id applied; 0 if none.
   uint64_t last_id() const { return last_id_.load(); }
+
+  // Every update with an id up to `id` is committed (commit notices, docs/consistency.md): with
+  // hold_uncommitted, writes the batches held up to it to the file, in order. A write error
+  // leaves the rest held and is returned (the next Commit tries again).
+  Status Commit(uint64_t id);
+  // With hold_uncommitted: undoes every update applied and not yet committed (the batches still
+  // held) and returns how many it undid; last_id() is then the last committed batch's.
+  // INTERNAL (nothing changed) if an undo record is missing.
+  StatusOr<size_t> RollBackUncommitted();
+  // The largest id passed to Commit (0: none).
+  uint64_t committed() const { return committed_.load(); }
+  // Updates applied and not yet committed (held).
+  size_t held() const;
   // Opened without `sync`: makes every batch applied so far durable (docs/replication.md,
   // "Durability on the shards"). A no-op if nothing was applied since the last call.
   Status Sync();
@@ -154,7 +177,20 @@ class DeltaIndex {
                                     const Update& u);
   Status Replay(std::string_view record);
 
-  std::mutex apply_mu_;  // serializes Apply
+  // A batch applied and not yet committed: its last id, its file record, and how many of its
+  // updates have undo records (numbered, not a layout mark) or none (unnumbered).
+  struct Held {
+    uint64_t last = 0;
+    std::string record;
+    size_t undoable = 0;
+    size_t unnumbered = 0;
+  };
+
+  mutable std::mutex apply_mu_;  // serializes Apply, Commit and RollBackUncommitted
+  bool hold_ = false;
+  std::deque<Held> held_;                // guarded by apply_mu_; ids ascending
+  std::atomic<uint64_t> committed_{0};   // written under apply_mu_
+  std::atomic<uint64_t> written_id_{0};  // the last id in the file; written under apply_mu_
   mutable std::shared_mutex mu_;
   std::unordered_map<int64_t, std::shared_ptr<const NodeDelta>> nodes_;
   ChangeLog<int64_t, Undo> history_;  // guarded by mu_

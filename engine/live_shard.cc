@@ -150,7 +150,8 @@ StatusOr<std::unique_ptr<LiveShard>> LiveShard::Open(const layout::Shard* origin
   }
   if (v->number > 0) fs::remove(prefix + ".delta", ec);
   ZIPG_ASSIGN_OR_RETURN(
-      auto delta, DeltaIndex::Open(live->DeltaPath(v->number), live->options_.sync, v->through));
+      auto delta, DeltaIndex::Open(live->DeltaPath(v->number), live->options_.sync, v->through,
+                                   live->options_.hold_uncommitted));
   v->merged =
       std::make_unique<MergedShard>(v->owned ? v->owned.get() : original, std::move(delta), log);
   live->current_ = std::move(v);
@@ -256,6 +257,40 @@ StatusOr<std::vector<bool>> LiveShard::Apply(const std::vector<Update>& batch) {
 }
 
 uint64_t LiveShard::last_id() const { return Snapshot()->merged->delta().last_id(); }
+
+Status LiveShard::Commit(uint64_t id) {
+  std::lock_guard lock(apply_mu_);
+  Status status = Snapshot()->merged->mutable_delta().Commit(id);
+  for (auto& half : halves_) {
+    if (!half) continue;
+    if (Status s = half->Commit(id); status.ok()) status = s;
+  }
+  return status;
+}
+
+StatusOr<size_t> LiveShard::RollBackUncommitted() {
+  std::lock_guard lock(apply_mu_);
+  ZIPG_ASSIGN_OR_RETURN(const size_t undone,
+                        Snapshot()->merged->mutable_delta().RollBackUncommitted());
+  // Even with nothing undone here: a rebuild's or adoption's version may hold updates from the
+  // feed of the sender that changed.
+  ++rollbacks_;
+  if (undone > 0 && halves_[0]) {
+    std::cerr << "zipg: shard " << prefix_ << ": " << undone
+              << " uncommitted updates were rolled back; the prepared split is dropped"
+              << std::endl;
+    halves_ = {};
+    split_count_ = 0;
+  }
+  return undone;
+}
+
+Status LiveShard::RolledBackSinceLog() const {
+  if (rollbacks_ == rollbacks_at_log_) return Status::OK();
+  return Status::Unavailable(
+      "uncommitted updates were rolled back meanwhile (a new LogStore leader, or a catch-up); "
+      "asked again, it starts over");
+}
 
 Status LiveShard::Sync() { return Snapshot()->merged->SyncDelta(); }
 
@@ -490,6 +525,7 @@ StatusOr<json> LiveShard::Split(uint32_t count, std::array<uint32_t, 2> halves,
   Status failed;
   {
     std::lock_guard lock(apply_mu_);
+    failed = RolledBackSinceLog();
     for (const auto& batch : log_since_) {
       for (int i = 0; i < 2 && failed.ok(); ++i) {
         failed = opened[i]->Apply(HalfOf(batch, count, halves[i])).status();
@@ -497,6 +533,9 @@ StatusOr<json> LiveShard::Split(uint32_t count, std::array<uint32_t, 2> halves,
       if (!failed.ok()) break;
       replayed += batch.size();
     }
+    // What is committed here is committed in the halves: they write it to their files.
+    const uint64_t committed = Snapshot()->merged->delta().committed();
+    for (int i = 0; i < 2 && failed.ok(); ++i) failed = opened[i]->Commit(committed);
     if (failed.ok()) {
       // Snapshots: the halves' bases hold what the builds read, some of it newer than `through`
       // (as for a rebuild's swap): they answer reads from here on.
@@ -593,6 +632,7 @@ std::pair<std::shared_ptr<LiveShard::Version>, uint64_t> LiveShard::SnapshotAndL
 
 void LiveShard::StartLogging() {
   logging_ = true;
+  rollbacks_at_log_ = rollbacks_;
   log_since_.clear();
 }
 
@@ -625,7 +665,8 @@ StatusOr<json> LiveShard::Install(std::shared_ptr<Version> from, int64_t number,
     auto base = OpenVersion(VersionDir(number), /*verify=*/catch_up != nullptr);
     if (!base.ok()) return Abandon(number, base.status());
     next->owned = std::move(*base);
-    auto delta = DeltaIndex::Open(DeltaPath(number), options_.sync, through);
+    auto delta =
+        DeltaIndex::Open(DeltaPath(number), options_.sync, through, options_.hold_uncommitted);
     if (!delta.ok()) return Abandon(number, delta.status());
     next->merged = std::make_unique<MergedShard>(next->owned.get(), std::move(*delta), log_);
   }
@@ -640,13 +681,18 @@ StatusOr<json> LiveShard::Install(std::shared_ptr<Version> from, int64_t number,
   Status failed;
   {
     std::lock_guard lock(apply_mu_);
+    failed = RolledBackSinceLog();
     for (const auto& batch : log_since_) {
+      if (!failed.ok()) break;
       if (auto s = next->merged->Apply(batch); !s.ok()) {
         failed = s.status();
         break;
       }
       replayed += batch.size();
     }
+    // What is committed in the version replaced is committed in this one.
+    if (failed.ok())
+      failed = next->merged->mutable_delta().Commit(from->merged->delta().committed());
     // Snapshots: the new base holds what the build read, some of it newer than `through`; the
     // version replaced answers reads before the swap (it has every update up to here), this
     // one from here on (tests/snapshot_test.py found a delete after `through` folded in).

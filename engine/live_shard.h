@@ -57,6 +57,9 @@ struct LiveShardOptions {
   // a rebuild calls it before it reads the LogStore's data of the updates it folds in. Null:
   // no wait (a test's stand-in LogStore applies before the shard does).
   std::function<Status(uint64_t id)> await_commit;
+  // Hold each version's uncommitted batches out of its delta file until Commit passes them, so
+  // that RollBackUncommitted can undo them (engine/delta.h; a shard server's replicas).
+  bool hold_uncommitted = false;
 };
 
 class LiveShard {
@@ -87,6 +90,15 @@ class LiveShard {
   StatusOr<std::vector<bool>> Apply(const std::vector<Update>& batch);
   uint64_t last_id() const;
   Status Sync();
+  // Every update up to `id` is committed: the current version's delta (and an attached split's
+  // halves) write the batches they held up to it (DeltaIndex::Commit).
+  Status Commit(uint64_t id);
+  // Undoes every update applied and not yet committed (DeltaIndex::RollBackUncommitted) and
+  // returns how many: the LogStore sender changed (ServerGraph::NoteSender). A rebuild, adoption
+  // or split under way then fails at its swap (its snapshot, logged batches or feed reads may
+  // hold such updates: asked again, it starts over), and a prepared split holding some is
+  // dropped.
+  StatusOr<size_t> RollBackUncommitted();
   uint64_t delta_bytes() const;  // the current delta's bytes in memory
   size_t written_nodes() const;  // nodes in the current delta
 
@@ -195,6 +207,11 @@ class LiveShard {
   mutable std::mutex apply_mu_;
   std::atomic<bool> logging_{false};            // a rebuild is under way (read unlocked by Stats)
   std::vector<std::vector<Update>> log_since_;  // batches applied since its snapshot
+  // Rollbacks of uncommitted updates so far, and their count when the logging began.
+  uint64_t rollbacks_ = 0;
+  uint64_t rollbacks_at_log_ = 0;
+  // Whether a rollback happened since the logging began (apply_mu_ held): the swap fails.
+  Status RolledBackSinceLog() const;
   // A prepared split: its count, the halves' numbers and the halves, which every applied batch
   // reaches too (filtered).
   uint32_t split_count_ = 0;

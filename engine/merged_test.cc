@@ -372,6 +372,96 @@ TEST(MergedShardTest, RandomWritesReadLikeTheModel) {
   CheckAll(*g, model, rng, "reopened");
 }
 
+// Held uncommitted (a shard server's replicas; docs/write-pipeline.md, "Provisional pointers"):
+// a rollback undoes exactly the rounds applied since the last commit (reads equal that commit's
+// model, even after a prune asked to forget everything), the ids it gave back are reused by other
+// writes (a LogStore started again) and applied, not skipped, and the file holds only committed
+// rounds: reopened, the index reads as the model of the last commit.
+TEST(MergedShardTest, UncommittedRoundsRollBackToTheLastCommittedOne) {
+  Fixture f;
+  f.Build(3);
+  if (::testing::Test::HasFatalFailure()) return;
+  FakeLogStore log;
+  const std::string delta_path = f.dir.File("delta");
+  auto delta = DeltaIndex::Open(delta_path, /*sync=*/false, /*floor=*/0, /*hold_uncommitted=*/true);
+  ASSERT_TRUE(delta.ok());
+  auto g = std::make_unique<MergedShard>(f.base.get(), std::move(*delta), &log);
+  Writer w(&f.model, &log);
+  struct Committed {
+    Model model;
+    FakeLogStore::Edges edges;
+    FakeLogStore::Props props;
+    std::set<Key> base_keys;
+    std::set<int64_t> base_props;
+    uint64_t last_id;
+  };
+  auto take = [&] {
+    return Committed{f.model, log.edges, log.props, w.base_keys, w.base_props, w.last_id};
+  };
+  auto restore = [&](const Committed& c) {
+    f.model = c.model;
+    log.edges = c.edges;
+    log.props = c.props;
+    w.base_keys = c.base_keys;
+    w.base_props = c.base_props;
+    w.last_id = c.last_id;  // the ids rolled back are given out again
+  };
+  Committed committed = take();
+  std::mt19937_64 rng(4);
+  int rollbacks = 0, commits = 0;
+  for (int round = 0; round < 30; ++round) {
+    const std::string what = "round " + std::to_string(round);
+    const Committed prior = take();
+    std::vector<bool> want_found;
+    const std::vector<Update> batch = w.Round(rng, &want_found);
+    auto found = g->Apply(batch);
+    ASSERT_TRUE(found.ok()) << found.status().ToString();
+    ASSERT_EQ(*found, want_found) << what;  // ids reused after a rollback are applied
+    ASSERT_EQ(g->delta().last_id(), w.last_id) << what;
+    switch (rng() % 4) {
+      case 0:  // committed up to the round before: this one stays held
+        ASSERT_TRUE(g->mutable_delta().Commit(prior.last_id).ok());
+        EXPECT_EQ(g->delta().held(), batch.size()) << what;
+        committed = prior;
+        break;
+      case 1:
+        ASSERT_TRUE(g->mutable_delta().Commit(w.last_id).ok());
+        EXPECT_EQ(g->delta().held(), 0u) << what;
+        committed = take();
+        ++commits;
+        break;
+      case 2: {
+        g->mutable_delta().Prune(std::numeric_limits<uint64_t>::max());  // spares the held ones
+        auto undone = g->mutable_delta().RollBackUncommitted();
+        ASSERT_TRUE(undone.ok()) << undone.status().ToString();
+        EXPECT_EQ(*undone, w.last_id - committed.last_id) << what;
+        EXPECT_EQ(g->delta().last_id(), committed.last_id) << what;
+        EXPECT_EQ(g->delta().held(), 0u);
+        restore(committed);
+        ++rollbacks;
+        break;
+      }
+      default:  // left held
+        break;
+    }
+    CheckAll(*g, f.model, rng, what, /*every=*/3);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(rollbacks, 3);
+  EXPECT_GE(commits, 3);
+  // One more round, not committed: the file does not hold it.
+  std::vector<bool> want_found;
+  ASSERT_TRUE(g->Apply(w.Round(rng, &want_found)).ok());
+  ASSERT_GT(g->delta().held(), 0u);
+  g.reset();
+  auto reopened = DeltaIndex::Open(delta_path, false, 0, true);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  g = std::make_unique<MergedShard>(f.base.get(), std::move(*reopened), &log);
+  restore(committed);
+  EXPECT_EQ(g->delta().last_id(), committed.last_id);
+  CheckAll(*g, f.model, rng, "reopened");
+}
+
 TEST(MergedShardTest, ReadsOfTheHotNodeFetchOnlyTheirAnswerFromTheLogStore) {
   Fixture f;
   f.Build(3);
@@ -681,7 +771,8 @@ TEST(LiveShardTest, ASplitsHalvesReadLikeTheModelOfTheirNodes) {
     auto reopened = LiveShard::Open(nullptr, prefixes[h], &log, options);
     ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
     EXPECT_EQ((*reopened)->last_id(), last);
-    CheckAll(*(*reopened)->Current(), half_model(h), rng, "half " + std::to_string(h) + " reopened");
+    CheckAll(*(*reopened)->Current(), half_model(h), rng,
+             "half " + std::to_string(h) + " reopened");
     if (HasFatalFailure()) return;
   }
   // Without a version file, a shard the store does not hold cannot open.

@@ -183,6 +183,7 @@ class LogStore final : public GraphWriteApi {
     std::vector<engine::Update> updates;
     uint64_t head = 0;
     bool included = false;
+    uint64_t sender = 0;  // the update sender's id (shard::UpdateSender::sender_id)
   };
   // `count`: the shard count the asker numbers shards by (0: the current one); across a split
   // the feed of a half is read from its parent's (docs/cluster-changes.md, step 4).
@@ -412,8 +413,15 @@ class LogStore final : public GraphWriteApi {
     uint64_t last_id = 0;  // the id of the group's last record
   };
   // Appends the group to `wal` and posts its updates (commit_mu_ not held; one group at a time).
+  // The updates are posted before the append, so that the shards' round trip overlaps the log's
+  // fdatasync and the standby's (docs/write-pipeline.md, "Provisional pointers"); if the group
+  // then fails to be logged, this LogStore takes no more writes.
   Status LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t generation,
                   GroupFanout* fanout);
+  // Numbers the group's records from `first`, puts each base shard's updates in its feed and
+  // posts them (LogGroup).
+  void PostGroup(const std::vector<Commit*>& group, int64_t generation, uint64_t first,
+                 GroupFanout* fanout);
   // Fills fanout->stored for the group's edge writes (the data lock held only to list the parts).
   void LookupStored(const std::vector<Commit*>& group, GroupFanout* fanout);
   // Waits for the base shards' answers to the group's batches (until the update timeout).

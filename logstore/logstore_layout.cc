@@ -155,6 +155,7 @@ StatusOr<LogStore::FeedChunk> LogStore::UpdatesSince(uint32_t shard, uint64_t af
                                    std::to_string(layout_.back().first) + ")");
   }
   FeedChunk chunk;
+  chunk.sender = sink_->sender_id();
   // In this order: a batch the read below misses was appended after the check, so it is
   // pushed to the member (docs/replication.md, "Catching up").
   chunk.included = sink_->IsTarget(shard, member);

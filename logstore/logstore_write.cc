@@ -286,7 +286,11 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
     if (shipping) (void)ship_->Finish(&*shipping);
     return Status::Unavailable(why);
   }
-  const Status logged = wal->AppendAll(views.data(), views.size());
+  // Provisional pointers (docs/write-pipeline.md): posted now, so that the shards' round trip
+  // overlaps the append's fdatasync and the standby's; the shards hold them as uncommitted
+  // until the commit notice, which follows the apply below (the log is durable by then).
+  PostGroup(group, generation, first, fanout);
+  Status logged = wal->AppendAll(views.data(), views.size());
   if (shipping) {
     const StatusOr<ShipReply> reply = ship_->Finish(&*shipping);
     const std::string mismatch =
@@ -297,14 +301,25 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
       StopWrites("fenced: the standby has a newer leader (epoch " + std::to_string(reply->epoch) +
                  "); write to it");
       return Status::Unavailable(Refusal());
-    } else {
-      ZIPG_RETURN_IF_ERROR(Degrade(mismatch));
+    } else if (Status degraded = Degrade(mismatch); !degraded.ok() && logged.ok()) {
+      logged = degraded;
     }
   }
   // Had this failed after the standby logged the group, the standby holds records this log does
   // not: its outcome is unknown to the writers (they fail), as for any failed write.
-  ZIPG_RETURN_IF_ERROR(logged);
+  if (!logged.ok()) {
+    // The shards hold this group's pointers, uncommitted: no later group may follow them from
+    // this LogStore. The next sender (a new leader, or this one started again) makes the
+    // shards undo those it does not hold.
+    StopWrites("a commit group's log append failed after its pointers were posted: " +
+               logged.ToString());
+    return logged;
+  }
+  return Status::OK();
+}
 
+void LogStore::PostGroup(const std::vector<Commit*>& group, int64_t generation, uint64_t first,
+                         GroupFanout* fanout) {
   // One batch per base shard, all in flight at once; a lane delivers its batches in post order.
   const uint32_t num_shards = sink_->num_shards();
   fanout->members.assign(num_shards, {});
@@ -331,7 +346,6 @@ Status LogStore::LogGroup(const std::vector<Commit*>& group, Wal* wal, int64_t g
     }
     fanout->replies[s] = sink_->Post(s, std::move(updates));
   }
-  return Status::OK();
 }
 
 void LogStore::LookupStored(const std::vector<Commit*>& group, GroupFanout* fanout) {

@@ -51,6 +51,7 @@ void LogStoreHandler::updates_since(rpc::UpdateFeedChunk& _return, int32_t shard
   _return.updates = engine::EncodeUpdates(chunk.updates, nullptr, /*with_ids=*/true);
   _return.head = static_cast<int64_t>(chunk.head);
   _return.included = chunk.included;
+  _return.sender = static_cast<int64_t>(chunk.sender);
 }
 
 void LogStoreHandler::filter_nodes(std::vector<int64_t>&, const std::vector<int64_t>&,

@@ -25,6 +25,7 @@ namespace zipg::shard {
 struct FeedChunk {
   std::vector<engine::Update> updates;  // the feed after the asked id
   bool included = false;                // pushes went to this server before the feed was read
+  uint64_t sender = 0;                  // the LogStore's update sender (0: unknown)
 };
 
 class CatchUp {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "cluster/remote_search.h"
 #include "cluster/remote_traversal.h"
@@ -155,6 +156,7 @@ StatusOr<std::unique_ptr<ServerGraph::Hosting>> ServerGraph::OpenHosting(
   engine::LiveShardOptions live_options;
   live_options.rebuild_memory = rebuild_.memory;
   live_options.snapshot_retention_ms = rebuild_.snapshot_retention_ms;
+  live_options.hold_uncommitted = true;
   live_options.await_commit = [h = h.get()](uint64_t id) {
     return h->commits->AwaitCommitted(id,
                                       std::chrono::steady_clock::now() + std::chrono::seconds(60));
@@ -285,6 +287,8 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
     ZIPG_ASSIGN_OR_RETURN(rpc::UpdateFeedChunk got,
                           rpc::RemoteGraph(pools_->Get(logstore->endpoint))
                               .UpdatesSince(shard, after, self_, num_shards()));
+    // Another sender than the one this replica applied from: the adoption stops at its swap.
+    ZIPG_RETURN_IF_ERROR(NoteSender(shard, static_cast<uint64_t>(got.sender)).status());
     std::vector<engine::Update> updates;
     ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &updates, nullptr));
     return updates;
@@ -589,7 +593,37 @@ void ServerGraph::ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed)
     // catching up reads the feed anyway.
     if (behind) FellBehind(*h, /*count=*/false);
   }
+  // The delta file first: what a reader may now take as committed is also what a restart keeps.
+  // If it cannot be written, the shard stops serving (it cannot keep what it would answer).
+  if (Status s = h->live->Commit(committed); !s.ok()) {
+    std::cerr << "zipg shard: shard " << shard
+              << ": cannot write its committed updates: " << s.ToString() << std::endl;
+    FellBehind(*h, /*count=*/false);
+    return;
+  }
   h->commits->Commit(committed);
+}
+
+StatusOr<size_t> ServerGraph::NoteSender(uint32_t shard, uint64_t sender) {
+  Hosting* h = Slot(shard);
+  if (!h || sender == 0) return size_t{0};
+  size_t undone = 0;
+  {
+    std::unique_lock gate(h->commits->gate());
+    std::lock_guard lock(h->apply_mu);
+    const uint64_t before = std::exchange(h->sender, sender);
+    // None before: nothing applied here came from a sender yet (the feed and the pushes note
+    // theirs before they apply).
+    if (before == 0 || before == sender) return size_t{0};
+    ZIPG_ASSIGN_OR_RETURN(undone, h->live->RollBackUncommitted());
+  }
+  if (undone > 0) {
+    std::cerr << "zipg shard: shard " << shard << ": rolled back " << undone
+              << " uncommitted updates of the previous LogStore sender (the new one sends them "
+              << "again if it has them)" << std::endl;
+    h->rolled_back += undone;
+  }
+  return undone;
 }
 
 Status ServerGraph::Serve(uint32_t shard) {
@@ -733,11 +767,10 @@ nlohmann::json ServerGraph::CommitStats() const {
   for (uint32_t s : hosted()) {
     const Hosting* h = Slot(s);
     if (!h) continue;
-    j[std::to_string(s)] = {{"committed", h->commits->committed()},
-                            {"tracked_nodes", h->commits->tracked()},
-                            {"rereads", h->commits->rereads()},
-                            {"disagreements", h->commits->disagreements()},
-                            {"snapshots", h->live->SnapshotStats()}};
+    j[std::to_string(s)] = {
+        {"committed", h->commits->committed()}, {"tracked_nodes", h->commits->tracked()},
+        {"rereads", h->commits->rereads()},     {"disagreements", h->commits->disagreements()},
+        {"rolled_back", h->rolled_back.load()}, {"snapshots", h->live->SnapshotStats()}};
   }
   return j;
 }
@@ -1261,6 +1294,7 @@ void ServerGraph::NoteLayoutMark(uint32_t shard, const std::vector<engine::Updat
   // the new lanes' first notices.
   if (Hosting* h = Slot(shard); h != nullptr && mark != 0) {
     h->layout_mark = mark;
+    (void)h->live->Commit(mark);  // a failure is retried by the next commit notice
     h->commits->Commit(mark);
   }
   std::lock_guard lock(split_mu_);

@@ -85,6 +85,16 @@ class ServerGraph final : public ShardRouter {
   void SetLinearizable(bool on, std::function<bool()> lease_valid = nullptr);
   // Per hosted shard: the committed id, recently written nodes tracked, reads read again.
   nlohmann::json CommitStats() const;
+  // The LogStore update sender that `shard`'s pushes or feed now come from (its id; 0: unknown,
+  // ignored). If another sender came before, every update of the shard applied here and not yet
+  // committed is undone (engine/live_shard.h RollBackUncommitted; docs/write-pipeline.md,
+  // "Provisional pointers"): a LogStore leader posts a group's pointers while its log syncs, and
+  // the next sender (a new leader, or the same one started again) may not hold their records.
+  // The updates undone come again from the new sender: its first batch resends them or finds
+  // the shard behind, and the receiver takes its commits only after that batch. Called by the
+  // update receiver before a new sender's request is taken, and by the catch-up before it
+  // applies a feed chunk. Returns how many updates were undone.
+  StatusOr<size_t> NoteSender(uint32_t shard, uint64_t sender);
   // Applies updates read from the LogStore's feed (catching up); already applied ones are skipped.
   Status ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch);
   // The last update id applied to hosted shard `shard`.
@@ -252,7 +262,9 @@ class ServerGraph final : public ShardRouter {
     std::unique_ptr<CommitTracker> commits;
     std::mutex rebuild_mu;  // one rebuild or adoption at a time
     std::atomic<bool> serving{false};
-    std::atomic<uint64_t> refused{0};  // pushes refused as behind
+    std::atomic<uint64_t> refused{0};      // pushes refused as behind
+    std::atomic<uint64_t> rolled_back{0};  // uncommitted updates undone (NoteSender)
+    uint64_t sender = 0;                   // the update sender last noted (apply_mu)
     // The id of the split's layout mark once applied here (every update up to it is committed).
     std::atomic<uint64_t> layout_mark{0};
     std::string rebuild_error;  // the last failure; guarded by ServerGraph::rebuild_mu_

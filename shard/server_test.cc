@@ -150,6 +150,99 @@ TEST_F(ServerGraphTest, APushThatFindsOneShardBehindStopsThatShardAlone) {
   EXPECT_EQ(g->refused(), 1u);
 }
 
+// Provisional pointers (docs/write-pipeline.md): when the LogStore sender changes (NoteSender),
+// a push not yet committed is undone and a committed one stays, while the first sender noted and
+// the same one again undo nothing; the ids given back are applied again when reused by other
+// updates, and only committed pushes reach the delta file (a reopened server has them and
+// nothing else).
+TEST_F(ServerGraphTest, AnUncommittedPushIsRolledBackAndItsIdsAreReused) {
+  // Three nodes of shard 0 with base edges: one edge delete committed, a node delete left
+  // uncommitted, and another edge delete that reuses the node delete's id.
+  std::vector<int64_t> nodes;
+  for (int64_t id = 0; id < kNodes && nodes.size() < 3; ++id) {
+    if (ShardOf(id, kShards) != 0) continue;
+    auto edges = reference_->AssocRange(id, 1, 0, 100);
+    ASSERT_TRUE(edges.ok());
+    if (!edges->empty()) nodes.push_back(id);
+  }
+  ASSERT_EQ(nodes.size(), 3u);
+  const int64_t a = nodes[0], b = nodes[1], c = nodes[2];
+  // The store's edges of `id`, less the one to `gone` (-1: none).
+  auto want_edges = [&](int64_t id, int64_t gone) {
+    auto edges = reference_->AssocRange(id, 1, 0, 100);
+    EXPECT_TRUE(edges.ok());
+    std::vector<Edge> out;
+    for (const Edge& e : *edges) {
+      if (e.dst != gone) out.push_back(e);
+    }
+    return out;
+  };
+  const int64_t a_dst = (*reference_->AssocRange(a, 1, 0, 1))[0].dst;
+  const int64_t c_dst = (*reference_->AssocRange(c, 1, 0, 1))[0].dst;
+  auto check = [&](ServerGraph& g, bool b_deleted, bool c_deleted, const std::string& what) {
+    SCOPED_TRACE(what);
+    auto got_a = g.AssocRange(a, 1, 0, 100);
+    ASSERT_TRUE(got_a.ok()) << got_a.status().ToString();
+    EXPECT_EQ(*got_a, want_edges(a, a_dst));
+    auto got_c = g.AssocRange(c, 1, 0, 100);
+    ASSERT_TRUE(got_c.ok());
+    EXPECT_EQ(*got_c, want_edges(c, c_deleted ? c_dst : -1));
+    auto got_b = g.ObjGet(b);
+    ASSERT_TRUE(got_b.ok());
+    if (b_deleted) {
+      EXPECT_FALSE(got_b->has_value());
+    } else {
+      EXPECT_TRUE(AnswersAsTheStore(g, b));
+    }
+  };
+
+  auto g = Open({0, 1});
+  ASSERT_TRUE(g);
+  const uint64_t first = g->LastId(0) + 1;
+  constexpr uint64_t kSender = 0x5e1, kNext = 0x5e2;
+  auto noted = g->NoteSender(0, kSender);  // the first: nothing came from another one
+  ASSERT_TRUE(noted.ok());
+  EXPECT_EQ(*noted, 0u);
+  using engine::UpdateOp;
+  auto push = [&](ServerGraph& on, engine::Update u) {
+    auto r = on.ApplyPush(0, on.LastId(0), {u});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_FALSE(r->behind);
+    EXPECT_EQ(r->found, std::vector<bool>{true});
+  };
+  push(*g, {UpdateOp::kDeleteEdge, a, 1, a_dst, 0, 0, first});
+  g->ApplyCommit(0, 0, first);
+  push(*g, {UpdateOp::kDeleteNode, b, 0, 0, 0, 0, first + 1});
+  check(*g, /*b_deleted=*/true, /*c_deleted=*/false, "applied");
+  EXPECT_EQ(g->LastId(0), first + 1);
+
+  auto same = g->NoteSender(0, kSender);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(*same, 0u);
+  check(*g, true, false, "the same sender");
+  auto undone = g->NoteSender(0, kNext);
+  ASSERT_TRUE(undone.ok()) << undone.status().ToString();
+  EXPECT_EQ(*undone, 1u);
+  EXPECT_EQ(g->LastId(0), first);
+  EXPECT_EQ(g->CommitStats()["0"]["rolled_back"], 1u);
+  check(*g, false, false, "rolled back");
+  auto again = g->NoteSender(0, kSender);  // back to the first: nothing left to undo
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0u);
+
+  // The id comes again with another update (a LogStore started again numbers from its log).
+  push(*g, {UpdateOp::kDeleteEdge, c, 1, c_dst, 0, 0, first + 1});
+  check(*g, false, true, "the id reused");
+  g->ApplyCommit(0, 0, first + 1);
+  // One more push, never committed: a restart does not keep it.
+  push(*g, {UpdateOp::kDeleteNode, b, 0, 0, 0, 0, first + 2});
+  g.reset();
+  auto reopened = Open({0, 1});
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->LastId(0), first + 1);
+  check(*reopened, false, true, "reopened");
+}
+
 // A read at a snapshot this replica has not reached (cut off from the commit notices) waits for
 // it until the call's deadline, or only half of the time left while another replica serves the
 // shard, so that the router's retry there (DEADLINE_EXCEEDED is retried elsewhere) fits.

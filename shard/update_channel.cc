@@ -339,10 +339,12 @@ std::pair<Status, std::vector<bool>> UpdateSender::Deliver(uint32_t shard, uint6
 StatusOr<std::unique_ptr<UpdateReceiver>> UpdateReceiver::Start(const std::string& host, int port,
                                                                 Apply apply,
                                                                 rpc::FrameSecurity security,
-                                                                Fence* fence, Commit commit) {
+                                                                Fence* fence, Commit commit,
+                                                                NewSender new_sender) {
   std::unique_ptr<UpdateReceiver> r(new UpdateReceiver());
   r->apply_ = std::move(apply);
   r->commit_ = std::move(commit);
+  r->new_sender_ = std::move(new_sender);
   r->fence_ = fence;
   ZIPG_ASSIGN_OR_RETURN(r->server_,
                         rpc::FrameServer::Start(
@@ -353,6 +355,16 @@ StatusOr<std::unique_ptr<UpdateReceiver>> UpdateReceiver::Start(const std::strin
 }
 
 UpdateReceiver::~UpdateReceiver() { server_.reset(); }
+
+Status UpdateReceiver::Admit(uint32_t shard, uint64_t sender, uint64_t epoch) {
+  if (fence_ != nullptr) ZIPG_RETURN_IF_ERROR(fence_->Admit(shard, epoch));
+  uint64_t& last = last_sender_[shard];
+  if (last != sender) {
+    last = sender;
+    if (new_sender_) new_sender_(shard, sender);
+  }
+  return Status::OK();
+}
 
 std::optional<std::string> UpdateReceiver::Handle(std::string_view request) {
   if (request.size() < kRequestHeader) return std::nullopt;
@@ -365,9 +377,7 @@ std::optional<std::string> UpdateReceiver::Handle(std::string_view request) {
   const uint64_t epoch = DecodeFixed64(p + 28);
   const uint64_t committed = DecodeFixed64(p + 36);
   if (batch == 0) {  // a commit notice: no reply
-    if (commit_ && (fence_ == nullptr || fence_->Admit(shard, epoch).ok())) {
-      commit_(shard, prev, committed);
-    }
+    if (commit_ && Admit(shard, sender, epoch).ok()) commit_(shard, prev, committed);
     return std::nullopt;
   }
   std::string reply;
@@ -375,8 +385,8 @@ std::optional<std::string> UpdateReceiver::Handle(std::string_view request) {
   PutFixed64(&reply, batch);
   auto& cached = replies_[{sender, shard}];
   if (cached.first == batch && !cached.second.empty()) return cached.second;
-  if (fence_ != nullptr) {
-    if (Status admitted = fence_->Admit(shard, epoch); !admitted.ok()) {
+  {
+    if (Status admitted = Admit(shard, sender, epoch); !admitted.ok()) {
       const bool fenced = admitted.message().rfind("fenced:", 0) == 0;
       reply.push_back(fenced ? 3 : 0);
       reply += fenced ? admitted.message() : admitted.ToString();
@@ -384,11 +394,13 @@ std::optional<std::string> UpdateReceiver::Handle(std::string_view request) {
       return reply;
     }
   }
-  // The committed id first: it covers only updates of earlier batches.
-  if (commit_ && committed > 0) commit_(shard, 0, committed);
   std::vector<engine::Update> updates;
   Status s = engine::DecodeUpdates(request.substr(kRequestHeader), &updates, nullptr);
   StatusOr<PushAnswer> answer = s.ok() ? apply_(shard, prev, updates) : s;
+  // The committed id (of earlier batches) after the batch: a shard that lacks `prev` has been
+  // found behind by then and serves no read that could take the commit to cover what it lacks
+  // (after a new sender, updates it rolled back: ServerGraph::NoteSender).
+  if (commit_ && committed > 0) commit_(shard, 0, committed);
   if (!answer.ok()) {
     reply.push_back(0);
     reply += answer.status().ToString();

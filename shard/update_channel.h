@@ -112,6 +112,8 @@ class UpdateSender {
   void NotifyIdle();
   static constexpr int kNoticeIntervalMs = 500;
   uint64_t notices() const { return notices_.load(); }
+  // The id every request of this sender carries (random per sender).
+  uint64_t sender_id() const { return sender_id_; }
 
   // A replica answered that it has seen a larger epoch: a newer leader exists. Every batch since,
   // and every later Post, fails with UNAVAILABLE ("fenced: ...").
@@ -174,17 +176,21 @@ class UpdateReceiver {
   // Applies a pushed batch whose predecessor in the feed is `prev`.
   using Apply = std::function<StatusOr<PushAnswer>(uint32_t shard, uint64_t prev,
                                                    const std::vector<engine::Update>&)>;
-  // Takes a committed id (from a batch's header, before the batch is applied, or a notice) whose
-  // sender's feed ended at `prev`.
+  // Takes a committed id (from a batch's header, after the batch is applied or found behind, or
+  // a notice) whose sender's feed ended at `prev`.
   using Commit = std::function<void(uint32_t shard, uint64_t prev, uint64_t committed)>;
+  // Called when an admitted request for the shard comes from another sender than the last one
+  // this receiver saw (a new LogStore leader, the same LogStore started again, or the first
+  // since this receiver started), before its committed id or batch is taken: the new sender may
+  // not hold the records of the uncommitted updates another one posted
+  // (ServerGraph::NoteSender; docs/write-pipeline.md, "Provisional pointers").
+  using NewSender = std::function<void(uint32_t shard, uint64_t sender)>;
   // Listens on host:port (port 0: any free port) and starts applying batches. With TLS in
   // `security`, only holders of a certificate from the cluster's CA get through. With `fence`
   // (which must outlive the receiver), a batch is applied only if its epoch is admitted.
-  static StatusOr<std::unique_ptr<UpdateReceiver>> Start(const std::string& host, int port,
-                                                         Apply apply,
-                                                         rpc::FrameSecurity security = {},
-                                                         Fence* fence = nullptr,
-                                                         Commit commit = nullptr);
+  static StatusOr<std::unique_ptr<UpdateReceiver>> Start(
+      const std::string& host, int port, Apply apply, rpc::FrameSecurity security = {},
+      Fence* fence = nullptr, Commit commit = nullptr, NewSender new_sender = nullptr);
   ~UpdateReceiver();
 
   const std::string& endpoint() const { return server_->endpoint(); }
@@ -198,9 +204,14 @@ class UpdateReceiver {
   UpdateReceiver() = default;
   // Answers one request (nothing for a commit notice). One at a time: under mu_.
   std::optional<std::string> Handle(std::string_view request);
+  // Admits the request of `sender` at `epoch` for the shard (the fence's answer; OK without a
+  // fence), calling new_sender_ if the sender is not the shard's last (mu_ held).
+  Status Admit(uint32_t shard, uint64_t sender, uint64_t epoch);
 
   Apply apply_;
   Commit commit_;
+  NewSender new_sender_;
+  std::map<uint32_t, uint64_t> last_sender_;  // per shard (mu_)
   Fence* fence_ = nullptr;
   std::mutex mu_;
   // Last reply per (sender, shard): a lane sends one batch at a time, so a repeat is always of

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -39,6 +40,7 @@ class Replica {
             ++behind_;
             return StatusOr<PushAnswer>(answer);
           }
+          if (!batch.empty()) events_.push_back("apply " + std::to_string(batch.front().id));
           for (const Update& u : batch) {
             answer.found.push_back(u.node % 2 == 0);
             if (u.id <= last_) continue;
@@ -51,6 +53,11 @@ class Replica {
         [this](uint32_t, uint64_t, uint64_t committed) {
           std::lock_guard lock(mu_);
           committed_ = std::max(committed_, committed);
+          events_.push_back("commit");
+        },
+        [this](uint32_t, uint64_t) {
+          std::lock_guard lock(mu_);
+          events_.push_back("sender");
         });
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     receiver_ = std::move(*r);
@@ -78,8 +85,14 @@ class Replica {
   }
   void Stop() { receiver_.reset(); }
   uint64_t fenced_batches() const { return receiver_->fenced_batches(); }
+  // What the receiver called, in order: "sender" (a new sender), "commit", "apply <first id>".
+  std::vector<std::string> events() const {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
 
  private:
+  std::vector<std::string> events_;
   const std::string name_;
   mutable std::mutex mu_;
   uint64_t last_;
@@ -297,6 +310,58 @@ TEST(UpdateChannelTest, AnOldLeaderIsFencedOnceANewerOneReachedTheShard) {
   ASSERT_TRUE(newer.Send(0, Updates(5, 1), 5000).ok());
   EXPECT_EQ(again.applied().size(), 1u);
   EXPECT_EQ((*reopened)->epoch(0), 10u);
+  std::filesystem::remove_all(dir);
+}
+
+// A request from another sender than the shard's last (a new LogStore leader, or one started
+// again) is announced before its committed id or its batch is taken, once per change of sender,
+// and a fenced one is not: the shard server then rolls back its uncommitted updates
+// (ServerGraph::RollBackUncommitted; docs/write-pipeline.md, "Provisional pointers").
+TEST(UpdateChannelTest, ANewSenderIsAnnouncedBeforeItsCommitsAndBatches) {
+  const std::string dir = TempDir();
+  auto fence = Fence::Open(dir + "/fence.json");
+  ASSERT_TRUE(fence.ok()) << fence.status().ToString();
+  Replica replica("a", 0, fence->get());
+  Map map;
+  map.Set({replica.target()});
+  auto without_commits = [&] {
+    std::vector<std::string> out;
+    for (const std::string& e : replica.events()) {
+      if (e != "commit") out.push_back(e);
+    }
+    return out;
+  };
+  UpdateSender first(1, map.locate(), 200);
+  first.SetEpoch(7);
+  ASSERT_TRUE(first.Send(0, Updates(1, 2), 5000).ok());
+  ASSERT_TRUE(first.Send(0, Updates(3, 1), 5000).ok());
+  first.SetApplied(3);
+  EXPECT_EQ(replica.AwaitCommitted(3), 3u);
+  EXPECT_EQ(without_commits(), (std::vector<std::string>{"sender", "apply 1", "apply 3"}));
+
+  auto second = std::make_unique<UpdateSender>(1, map.locate(), 200);
+  second->SetEpoch(9);
+  second->SetPrev(0, 3);
+  ASSERT_TRUE(second->Send(0, Updates(4, 1), 5000).ok());
+  first.SetPrev(0, 4);
+  EXPECT_EQ(first.Send(0, Updates(5, 1), 5000).status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(second->Send(0, Updates(5, 1), 5000).ok());
+  EXPECT_EQ(without_commits(), (std::vector<std::string>{"sender", "apply 1", "apply 3", "sender",
+                                                         "apply 4", "apply 5"}));
+
+  // A third sender whose first request is a commit notice: announced before the commit.
+  second.reset();
+  const size_t before = replica.events().size();
+  UpdateSender third(1, map.locate(), 200);
+  third.SetEpoch(9);
+  third.SetPrev(0, 5);
+  third.SetApplied(6);
+  EXPECT_EQ(replica.AwaitCommitted(6), 6u);
+  const std::vector<std::string> events = replica.events();
+  ASSERT_GE(events.size(), before + 2);
+  EXPECT_EQ(events[before], "sender");
+  EXPECT_EQ(events[before + 1], "commit");
+  EXPECT_EQ(std::count(events.begin(), events.end(), "sender"), 3);
   std::filesystem::remove_all(dir);
 }
 

@@ -187,6 +187,12 @@ def main():
     note(f"B: reads during the load: {reads['ok']} answered, {reads['failed']} failed")
     check(leader_name() == "logstore-standby", f"B: the leader is now {leader_name()}")
     settle(acked, unknown, "B")
+    # Provisional pointers (docs/write-pipeline.md): the shards undo what the killed leader had
+    # posted and not committed when the new one first reaches them (checked by settle above).
+    undone = {name: sum(c.get("rolled_back", 0) for c in
+                        ((raw_status(m["endpoint"]) or {}).get("commits") or {}).values())
+              for name, m in members().items() if m["role"] == "shard"}
+    note(f"B: uncommitted updates rolled back by the shard servers: {undone}")
 
     # ---- C ------------------------------------------------------------------------------------
     section("C. the old leader restarted rejoins as the standby and catches up")

@@ -261,6 +261,9 @@ struct UpdateFeedChunk {
   1: binary updates,  // engine/updates.h wire form, with ids: the feed's updates after `after`
   2: i64 head,        // the feed's last id when it was read
   3: bool included,   // the asking member was, before the read, one the shard's pushes go to
+  // The LogStore's update sender (the id its pushes carry; 0: unknown): a replica whose
+  // uncommitted updates came from another sender rolls them back first (docs/write-pipeline.md).
+  4: i64 sender,
 }
 
 // One fragment_edges question, for fragment_edges_batch.

@@ -185,6 +185,26 @@ class ChangeLog {
       order_.pop_front();
     }
   }
+  // How many changes are above `id`.
+  size_t CountAbove(uint64_t id) const {
+    size_t n = 0;
+    for (auto it = order_.rbegin(); it != order_.rend() && it->first > id; ++it) ++n;
+    return n;
+  }
+  // Forgets the changes above `id`, newest first, calling `popped(key, change)` with each (the
+  // rollback of updates that were never committed: engine/delta.h).
+  template <typename F>
+  void PopAbove(uint64_t id, F popped) {
+    while (!order_.empty() && order_.back().first > id) {
+      auto it = keys_.find(order_.back().second);
+      if (it != keys_.end() && !it->second.empty()) {
+        popped(it->first, it->second.back());
+        it->second.pop_back();
+        if (it->second.empty()) keys_.erase(it);
+      }
+      order_.pop_back();
+    }
+  }
   void Clear() {
     keys_.clear();
     order_.clear();
