@@ -106,15 +106,12 @@ bool CatchUp::CatchUpShard(uint32_t shard) {
     }
     const uint64_t refused_before = graph_->refused(shard);
     ++reads_;
-    const uint64_t after = graph_->LastId(shard);
-    StatusOr<FeedChunk> chunk = fetch_(shard, after);
-    // Uncommitted updates from another sender than this feed's LogStore may be pointers it never
-    // made durable: they are undone first (docs/write-pipeline.md, "Provisional pointers"), and
-    // the feed is read again from the last committed one.
+    StatusOr<FeedChunk> chunk = fetch_(shard, graph_->LastId(shard));
+    // Applied only if this feed's LogStore is the sender the shard's pushes come from: a deposed
+    // leader may still answer, and its feed may hold pointers it never made durable
+    // (docs/write-pipeline.md, "Provisional pointers").
     Status applied =
-        chunk.ok() ? graph_->NoteSender(shard, chunk->sender).status() : chunk.status();
-    if (applied.ok() && graph_->LastId(shard) < after) continue;
-    if (applied.ok()) applied = graph_->ApplyFeed(shard, chunk->updates);
+        chunk.ok() ? graph_->ApplyFeed(shard, chunk->updates, chunk->sender) : chunk.status();
     if (!applied.ok()) {
       std::cerr << "zipg shard: catching up shard " << shard << ": " << applied.ToString()
                 << std::endl;

@@ -287,8 +287,8 @@ StatusOr<nlohmann::json> ServerGraph::Adopt(uint32_t shard, const std::string& f
     ZIPG_ASSIGN_OR_RETURN(rpc::UpdateFeedChunk got,
                           rpc::RemoteGraph(pools_->Get(logstore->endpoint))
                               .UpdatesSince(shard, after, self_, num_shards()));
-    // Another sender than the one this replica applied from: the adoption stops at its swap.
-    ZIPG_RETURN_IF_ERROR(NoteSender(shard, static_cast<uint64_t>(got.sender)).status());
+    // From another sender than the pushes': refused (the adoption is asked again).
+    ZIPG_RETURN_IF_ERROR(FeedFromCurrentSender(shard, static_cast<uint64_t>(got.sender)));
     std::vector<engine::Update> updates;
     ZIPG_RETURN_IF_ERROR(engine::DecodeUpdates(got.updates, &updates, nullptr));
     return updates;
@@ -567,12 +567,14 @@ std::vector<uint32_t> ServerGraph::CatchingUp() const {
   return out;
 }
 
-Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch) {
+Status ServerGraph::ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch,
+                              uint64_t sender) {
   Hosting* h = Slot(shard);
   if (!h) return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
   {
     std::unique_lock gate(h->commits->gate());
     std::lock_guard lock(h->apply_mu);
+    ZIPG_RETURN_IF_ERROR(FromSenderLocked(*h, sender));
     ZIPG_RETURN_IF_ERROR(h->live->Apply(batch).status());
     h->commits->Applied(batch);
   }
@@ -604,14 +606,30 @@ void ServerGraph::ApplyCommit(uint32_t shard, uint64_t prev, uint64_t committed)
   h->commits->Commit(committed);
 }
 
+Status ServerGraph::FromSenderLocked(Hosting& h, uint64_t sender) {
+  if (sender == 0) return Status::OK();
+  uint64_t noted = 0;
+  if (h.sender.compare_exchange_strong(noted, sender) || noted == sender) return Status::OK();
+  return Status::Unavailable(
+      "the LogStore's feed read is from another update sender than the "
+      "pushes of its current leader; read again");
+}
+
+Status ServerGraph::FeedFromCurrentSender(uint32_t shard, uint64_t sender) {
+  Hosting* h = Slot(shard);
+  if (!h) return Status::Unavailable("shard " + std::to_string(shard) + " is not served here");
+  std::lock_guard lock(h->apply_mu);
+  return FromSenderLocked(*h, sender);
+}
+
 StatusOr<size_t> ServerGraph::NoteSender(uint32_t shard, uint64_t sender) {
   Hosting* h = Slot(shard);
-  if (!h || sender == 0) return size_t{0};
+  if (!h || sender == 0 || h->sender.load() == sender) return size_t{0};
   size_t undone = 0;
   {
     std::unique_lock gate(h->commits->gate());
     std::lock_guard lock(h->apply_mu);
-    const uint64_t before = std::exchange(h->sender, sender);
+    const uint64_t before = h->sender.exchange(sender);
     // None before: nothing applied here came from a sender yet (the feed and the pushes note
     // theirs before they apply).
     if (before == 0 || before == sender) return size_t{0};

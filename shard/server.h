@@ -92,11 +92,18 @@ class ServerGraph final : public ShardRouter {
   // the next sender (a new leader, or the same one started again) may not hold their records.
   // The updates undone come again from the new sender: its first batch resends them or finds
   // the shard behind, and the receiver takes its commits only after that batch. Called by the
-  // update receiver before a new sender's request is taken, and by the catch-up before it
-  // applies a feed chunk. Returns how many updates were undone.
+  // update receiver before each request is taken (the same sender again costs an atomic load);
+  // the receiver is the only one that changes the sender once noted, since the fence admits only
+  // the newest leader's requests there. Returns how many updates were undone.
   StatusOr<size_t> NoteSender(uint32_t shard, uint64_t sender);
-  // Applies updates read from the LogStore's feed (catching up); already applied ones are skipped.
-  Status ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch);
+  // Applies updates read from the feed of the LogStore whose update sender is `sender` (catching
+  // up); already applied ones are skipped. If the shard has noted another sender (NoteSender),
+  // nothing is applied: UNAVAILABLE, the catch-up reads again once the pushes have settled which
+  // LogStore leads (a deposed leader may still answer feed reads). `sender` 0: not checked.
+  Status ApplyFeed(uint32_t shard, const std::vector<engine::Update>& batch, uint64_t sender = 0);
+  // For an adoption's feed reads: OK if `sender` is the shard's noted sender (noting it if none
+  // was), else UNAVAILABLE.
+  Status FeedFromCurrentSender(uint32_t shard, uint64_t sender);
   // The last update id applied to hosted shard `shard`.
   uint64_t LastId(uint32_t shard) const;
 
@@ -264,11 +271,13 @@ class ServerGraph final : public ShardRouter {
     std::atomic<bool> serving{false};
     std::atomic<uint64_t> refused{0};      // pushes refused as behind
     std::atomic<uint64_t> rolled_back{0};  // uncommitted updates undone (NoteSender)
-    uint64_t sender = 0;                   // the update sender last noted (apply_mu)
+    std::atomic<uint64_t> sender{0};       // the update sender last noted (set under apply_mu)
     // The id of the split's layout mark once applied here (every update up to it is committed).
     std::atomic<uint64_t> layout_mark{0};
     std::string rebuild_error;  // the last failure; guarded by ServerGraph::rebuild_mu_
   };
+  // ApplyFeed's check (apply_mu held): OK if `sender` is 0, the noted sender, or the first one.
+  static Status FromSenderLocked(Hosting& h, uint64_t sender);
   // Builds a Hosting from files on disk: `base` (null for a split's shard) and the delta and
   // versions at `prefix`.
   StatusOr<std::unique_ptr<Hosting>> OpenHosting(std::unique_ptr<layout::Shard> base,

@@ -229,6 +229,11 @@ TEST_F(ServerGraphTest, AnUncommittedPushIsRolledBackAndItsIdsAreReused) {
   auto again = g->NoteSender(0, kSender);  // back to the first: nothing left to undo
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, 0u);
+  // A feed read from another sender than the pushes' (a deposed leader) applies nothing.
+  const engine::Update feed_update{UpdateOp::kDeleteEdge, c, 1, c_dst, 0, 0, first + 1};
+  EXPECT_EQ(g->ApplyFeed(0, {feed_update}, kNext).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(g->LastId(0), first);
+  check(*g, false, false, "a feed read of another sender refused");
 
   // The id comes again with another update (a LogStore started again numbers from its log).
   push(*g, {UpdateOp::kDeleteEdge, c, 1, c_dst, 0, 0, first + 1});

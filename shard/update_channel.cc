@@ -358,11 +358,7 @@ UpdateReceiver::~UpdateReceiver() { server_.reset(); }
 
 Status UpdateReceiver::Admit(uint32_t shard, uint64_t sender, uint64_t epoch) {
   if (fence_ != nullptr) ZIPG_RETURN_IF_ERROR(fence_->Admit(shard, epoch));
-  uint64_t& last = last_sender_[shard];
-  if (last != sender) {
-    last = sender;
-    if (new_sender_) new_sender_(shard, sender);
-  }
+  if (new_sender_) new_sender_(shard, sender);
   return Status::OK();
 }
 

@@ -179,11 +179,10 @@ class UpdateReceiver {
   // Takes a committed id (from a batch's header, after the batch is applied or found behind, or
   // a notice) whose sender's feed ended at `prev`.
   using Commit = std::function<void(uint32_t shard, uint64_t prev, uint64_t committed)>;
-  // Called when an admitted request for the shard comes from another sender than the last one
-  // this receiver saw (a new LogStore leader, the same LogStore started again, or the first
-  // since this receiver started), before its committed id or batch is taken: the new sender may
-  // not hold the records of the uncommitted updates another one posted
-  // (ServerGraph::NoteSender; docs/write-pipeline.md, "Provisional pointers").
+  // Called with the sender of every admitted request for the shard, before its committed id or
+  // batch is taken: a new sender (a new LogStore leader, or the same LogStore started again) may
+  // not hold the records of the uncommitted updates another one posted (ServerGraph::NoteSender;
+  // docs/write-pipeline.md, "Provisional pointers").
   using NewSender = std::function<void(uint32_t shard, uint64_t sender)>;
   // Listens on host:port (port 0: any free port) and starts applying batches. With TLS in
   // `security`, only holders of a certificate from the cluster's CA get through. With `fence`
@@ -205,13 +204,12 @@ class UpdateReceiver {
   // Answers one request (nothing for a commit notice). One at a time: under mu_.
   std::optional<std::string> Handle(std::string_view request);
   // Admits the request of `sender` at `epoch` for the shard (the fence's answer; OK without a
-  // fence), calling new_sender_ if the sender is not the shard's last (mu_ held).
+  // fence), then calls new_sender_ (mu_ held).
   Status Admit(uint32_t shard, uint64_t sender, uint64_t epoch);
 
   Apply apply_;
   Commit commit_;
   NewSender new_sender_;
-  std::map<uint32_t, uint64_t> last_sender_;  // per shard (mu_)
   Fence* fence_ = nullptr;
   std::mutex mu_;
   // Last reply per (sender, shard): a lane sends one batch at a time, so a repeat is always of

@@ -55,9 +55,10 @@ class Replica {
           committed_ = std::max(committed_, committed);
           events_.push_back("commit");
         },
-        [this](uint32_t, uint64_t) {
+        [this](uint32_t, uint64_t sender) {
           std::lock_guard lock(mu_);
-          events_.push_back("sender");
+          if (sender != sender_) events_.push_back("sender");
+          sender_ = sender;
         });
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     receiver_ = std::move(*r);
@@ -93,6 +94,7 @@ class Replica {
 
  private:
   std::vector<std::string> events_;
+  uint64_t sender_ = 0;
   const std::string name_;
   mutable std::mutex mu_;
   uint64_t last_;
@@ -313,10 +315,10 @@ TEST(UpdateChannelTest, AnOldLeaderIsFencedOnceANewerOneReachedTheShard) {
   std::filesystem::remove_all(dir);
 }
 
-// A request from another sender than the shard's last (a new LogStore leader, or one started
-// again) is announced before its committed id or its batch is taken, once per change of sender,
-// and a fenced one is not: the shard server then rolls back its uncommitted updates
-// (ServerGraph::RollBackUncommitted; docs/write-pipeline.md, "Provisional pointers").
+// Every admitted request names its sender before its committed id or its batch is taken (the
+// stand-in notes each change of sender), and a fenced one does not: the shard server rolls back
+// its uncommitted updates when the sender changes (ServerGraph::NoteSender;
+// docs/write-pipeline.md, "Provisional pointers").
 TEST(UpdateChannelTest, ANewSenderIsAnnouncedBeforeItsCommitsAndBatches) {
   const std::string dir = TempDir();
   auto fence = Fence::Open(dir + "/fence.json");
