@@ -288,7 +288,7 @@ StatusOr<size_t> LiveShard::RollBackUncommitted() {
 Status LiveShard::RolledBackSinceLog() const {
   if (rollbacks_ == rollbacks_at_log_) return Status::OK();
   return Status::Unavailable(
-      "uncommitted updates were rolled back meanwhile (a new LogStore leader, or a catch-up); "
+      "uncommitted updates were rolled back meanwhile (a new LogStore sender); "
       "asked again, it starts over");
 }
 

@@ -3,7 +3,7 @@
 // LogStore's UpdateSender runs one lane per base shard: a queue of updates that concurrent writers
 // share, sent as one batch per round trip to every registered replica of the shard (a connection
 // each, written and read by the lane's thread). Each shard server's UpdateReceiver listens,
-// applies each batch (persisted) and replies, one request at a time.
+// applies each batch (persisted once committed) and replies, one request at a time.
 //
 // Request frame: u64 sender | u64 batch | u32 shard | u64 prev | u64 epoch | u64 committed |
 //                updates (EncodeUpdates with ids, no flags); prev: the id of the feed's last
