@@ -1224,7 +1224,7 @@ TEST(LogStoreTest, AStandbyHoldsWhatItsLeaderAcknowledged) {
   const std::string endpoint = (*receiver)->endpoint();
   Harness leader(leader_dir, nullptr, 0, [&](LogStoreOptions* o) {
     o->standby_endpoint = endpoint;
-    o->ship_timeout_ms = 300;
+    o->ship_timeout_ms = 1000;
     o->epoch = 4;
   });
   ASSERT_EQ(leader.store().StatusJson()["standby"]["sync"], "in_sync")
@@ -1331,7 +1331,7 @@ TEST(LogStoreTest, ASplitReachesTheFeedsARecoveryAndTheStandby) {
   auto open_leader = [&] {
     return std::make_unique<Harness>(leader_dir, nullptr, 0, [&](LogStoreOptions* o) {
       o->standby_endpoint = endpoint;
-      o->ship_timeout_ms = 300;
+      o->ship_timeout_ms = 2000;
       o->epoch = 4;
     });
   };
@@ -1615,7 +1615,7 @@ TEST(LogStoreTest, AStandbyThatWasDownCatchesUpFromTheLeadersLogs) {
   const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
   Harness leader(leader_dir, nullptr, 0, [&](LogStoreOptions* o) {
     o->standby_endpoint = endpoint;
-    o->ship_timeout_ms = 300;
+    o->ship_timeout_ms = 1000;
   });
   std::vector<int64_t> srcs = {1, 2, 3, 4, 5, 6, 7, 8};
   int64_t dst = 0;
