@@ -400,6 +400,14 @@ class LogStore final : public GraphWriteApi {
   }
   // One write: Encode + CommitAll.
   StatusOr<bool> Write(const LogRecord& record);
+  // Whether the live generation holds a live version of what the put `record` targets (the
+  // node's properties, or the edge key). If so it exists in the cluster's view as well, and a
+  // conditional write's check needs no read of it (docs/writes.md, "Conditional writes"):
+  // nothing is newer than the live memtable, and the caller holds the target's stripe
+  // exclusively, so every earlier write to it is applied here. False says nothing either way.
+  bool LiveHere(const LogRecord& record) const;
+  // Whether the node a kPutNode `record` targets exists: LiveHere, else the cluster's read.
+  StatusOr<bool> NodeExists(const LogRecord& record);
   struct GroupFanout {
     std::vector<std::vector<size_t>> members;  // per base shard: indexes into the group
     std::vector<std::optional<StatusOr<shard::UpdateSender::Reply>>> replies;  // per base shard

@@ -495,13 +495,18 @@ class FragmentReader final : public GraphApi {
  public:
   void set_store(LogStore* store) { store_ = store; }
 
+  // The checks' reads so far (obj_get and assoc_get).
+  uint64_t reads() const { return reads_.load(); }
+
   StatusOr<std::optional<Node>> ObjGet(int64_t id) override {
+    ++reads_;
     ZIPG_ASSIGN_OR_RETURN(NodeData data, store_->Fragment(id, false, -1, Generations()));
     if (!data.properties) return std::optional<Node>();
     return std::optional<Node>(Node{id, *data.properties});
   }
   StatusOr<std::vector<Edge>> AssocGet(int64_t id, int64_t type, const std::vector<int64_t>& ids,
                                        int64_t low, int64_t high) override {
+    ++reads_;
     ZIPG_ASSIGN_OR_RETURN(std::vector<Edge> edges,
                           store_->FragmentEdges(id, type, Generations(), ids));
     std::erase_if(edges, [&](const Edge& e) { return e.timestamp < low || e.timestamp > high; });
@@ -540,6 +545,7 @@ class FragmentReader final : public GraphApi {
     return g;
   }
   LogStore* store_ = nullptr;
+  std::atomic<uint64_t> reads_{0};
 };
 
 // Properties and edges of `ids`, as the LogStore holds them.
@@ -1947,6 +1953,78 @@ TEST(LogStoreTest, DistinctPropertyNamesStayWithinWhatALayoutFileHolds) {
   auto started = h.store().Compact();
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   WaitForCompaction(h.store(), json::parse(*started)["generation"].get<int64_t>());
+}
+
+// Conditional writes (docs/writes.md, "Conditional writes: the live generation first"): a target
+// live in the live generation decides the check without a read; anything else (new, deleted
+// there, or only in an older generation) reads. The outcomes are the contract's either way.
+TEST(LogStoreTest, ConditionalWritesReadOnlyWhatTheLiveGenerationCannotDecide) {
+  ScratchDir dir("logstore_conditional_test");
+  ASSERT_TRUE(dir.ok());
+  FragmentReader reader;
+  Harness h(dir.path(), &reader);
+  reader.set_store(&h.store());
+  LogStore& store = h.store();
+  const uint64_t r0 = reader.reads();
+  // New everywhere: obj_add reads (the base may hold the node).
+  ASSERT_TRUE(store.ObjAdd(5, {{"a", "1"}}).ok());
+  EXPECT_EQ(reader.reads(), r0 + 1);
+  // Live here: an update, and a second add, decide without a read.
+  EXPECT_TRUE(store.ObjUpdate(5, {{"a", "2"}}).ok());
+  EXPECT_EQ(store.ObjAdd(5, {{"a", "3"}}).code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(store.AssocAdd(Edge{5, 1, 9, 10, {}}).ok());
+  EXPECT_TRUE(store.AssocUpdate(Edge{5, 1, 9, 11, {{"p", "q"}}}).ok());
+  EXPECT_EQ(reader.reads(), r0 + 1);
+  // Deleted here: the memtable keeps no tombstone, so the check reads, and the read says absent.
+  ASSERT_TRUE(store.AssocDelete(5, 1, 9).ok());
+  EXPECT_EQ(store.AssocUpdate(Edge{5, 1, 9, 12, {}}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(reader.reads(), r0 + 2);
+  // A node delete takes its properties and edges out of the memtable too.
+  ASSERT_TRUE(store.AssocAdd(Edge{5, 2, 7, 10, {}}).ok());
+  ASSERT_TRUE(store.ObjDelete(5).ok());
+  EXPECT_EQ(store.AssocUpdate(Edge{5, 2, 7, 13, {}}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store.ObjUpdate(5, {{"a", "4"}}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(reader.reads(), r0 + 4);
+
+  // Live only in an older generation: only the read can say so.
+  ASSERT_TRUE(store.ObjAdd(6, {{"b", "1"}}).ok());
+  ASSERT_TRUE(store.AssocAdd(Edge{6, 1, 3, 10, {}}).ok());
+  auto started = store.Compact();
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  WaitForCompaction(store, json::parse(*started)["generation"].get<int64_t>());
+  const uint64_t r1 = reader.reads();
+  EXPECT_TRUE(store.ObjUpdate(6, {{"b", "2"}}).ok());
+  EXPECT_TRUE(store.AssocUpdate(Edge{6, 1, 3, 14, {}}).ok());
+  EXPECT_EQ(reader.reads(), r1 + 2);
+  EXPECT_EQ(store.ObjAdd(6, {{"b", "x"}}).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(reader.reads(), r1 + 2);  // rewritten: live here again
+
+  // A batch of node writes (CommitNodeWrites) asks the same way: 6 is live here, 8 is new.
+  std::vector<zipg::Write> batch(3);
+  batch[0].op = zipg::Write::Op::kObjUpdate;
+  batch[0].id = 6;
+  batch[0].properties = {{"b", "3"}};
+  batch[1].op = zipg::Write::Op::kObjAdd;
+  batch[1].id = 8;
+  batch[1].properties = {{"c", "1"}};
+  batch[2].op = zipg::Write::Op::kObjUpdate;
+  batch[2].id = 5;
+  batch[2].properties = {{"a", "5"}};
+  const auto out = store.WriteBatch(batch);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].ok()) << out[0].status().ToString();
+  EXPECT_TRUE(out[1].ok()) << out[1].status().ToString();
+  EXPECT_EQ(out[2].status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(reader.reads(), r1 + 4);
+
+  // What the store holds is what the contract says.
+  const auto got = NodeSnapshot(store, {5, 6, 8});
+  EXPECT_EQ(got.at(5).first, std::nullopt);
+  EXPECT_TRUE(got.at(5).second.empty());
+  EXPECT_EQ(got.at(6).first, std::optional<Properties>(Properties{{"b", "3"}}));
+  ASSERT_EQ(got.at(6).second.size(), 1u);
+  EXPECT_EQ(got.at(6).second[0].timestamp, 14);
+  EXPECT_EQ(got.at(8).first, std::optional<Properties>(Properties{{"c", "1"}}));
 }
 
 }  // namespace

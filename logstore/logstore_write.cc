@@ -430,21 +430,32 @@ void LogStore::ApplyGroup(const std::vector<Commit*>& group, int64_t generation,
   if (full) WakeCompactor();
 }
 
+bool LogStore::LiveHere(const LogRecord& record) const {
+  std::shared_lock data(data_mu_);
+  return memtable_->FoundLive(record.ToUpdate(0), nullptr);
+}
+
+StatusOr<bool> LogStore::NodeExists(const LogRecord& record) {
+  if (LiveHere(record)) return true;
+  ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(record.node));
+  return node.has_value();
+}
+
 Status LogStore::ObjAdd(int64_t id, const Properties& properties) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
   StripeLock stripe(StripeOf(id), /*exclusive=*/true);
-  ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(id));
-  if (node) return Status::AlreadyExists("node " + std::to_string(id) + " already exists");
   LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
+  ZIPG_ASSIGN_OR_RETURN(bool exists, NodeExists(r));
+  if (exists) return Status::AlreadyExists("node " + std::to_string(id) + " already exists");
   return Write(r).status();
 }
 
 Status LogStore::ObjUpdate(int64_t id, const Properties& properties) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
   StripeLock stripe(StripeOf(id), /*exclusive=*/true);
-  ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(id));
-  if (!node) return Status::NotFound("node " + std::to_string(id) + " does not exist");
   LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
+  ZIPG_ASSIGN_OR_RETURN(bool exists, NodeExists(r));
+  if (!exists) return Status::NotFound("node " + std::to_string(id) + " does not exist");
   return Write(r).status();
 }
 
@@ -464,15 +475,17 @@ StatusOr<bool> LogStore::AssocAdd(const Edge& e) {
 Status LogStore::AssocUpdate(const Edge& e) {
   ZIPG_RETURN_IF_ERROR(CheckEdgeKey(e.src, e.type, e.dst));
   StripeLock stripe(StripeOf(e.src), /*exclusive=*/true);
-  ZIPG_ASSIGN_OR_RETURN(
-      auto live, reader_->AssocGet(e.src, e.type, {e.dst}, std::numeric_limits<int64_t>::min(),
-                                   std::numeric_limits<int64_t>::max()));
-  if (live.empty()) {
-    return Status::NotFound("edge (" + std::to_string(e.src) + ", " + std::to_string(e.type) +
-                            ", " + std::to_string(e.dst) + ") does not exist");
-  }
   LogRecord r{
       UpdateOp::kPutEdge, e.src, e.type, e.dst, e.timestamp, NormalizeProperties(e.properties)};
+  if (!LiveHere(r)) {
+    ZIPG_ASSIGN_OR_RETURN(
+        auto live, reader_->AssocGet(e.src, e.type, {e.dst}, std::numeric_limits<int64_t>::min(),
+                                     std::numeric_limits<int64_t>::max()));
+    if (live.empty()) {
+      return Status::NotFound("edge (" + std::to_string(e.src) + ", " + std::to_string(e.type) +
+                              ", " + std::to_string(e.dst) + ") does not exist");
+    }
+  }
   return Write(r).status();
 }
 
@@ -552,12 +565,12 @@ std::vector<StatusOr<bool>> LogStore::CommitNodeWrites(std::span<const zipg::Wri
     }
     bool live = written.count(w.id) > 0;
     if (!live) {
-      auto node = reader_->ObjGet(w.id);
-      if (!node.ok()) {
-        out[i] = node.status();
+      auto exists = NodeExists(LogRecord{UpdateOp::kPutNode, w.id, 0, 0, 0, {}});
+      if (!exists.ok()) {
+        out[i] = exists.status();
         continue;
       }
-      live = node->has_value();
+      live = *exists;
     }
     if (w.op == zipg::Write::Op::kObjAdd && live) {
       out[i] = Status::AlreadyExists("node " + std::to_string(w.id) + " already exists");
