@@ -7,8 +7,10 @@
 // (scripts/fuzz_corpus.sh regenerates fuzz/seeds/ that way).
 #pragma once
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -35,10 +37,26 @@ inline void Check(bool ok, const char* property) {
   std::abort();
 }
 
-// A fresh directory /tmp/zipg-<name>-fuzz-<pid>.
+// A fresh directory /tmp/zipg-<name>-fuzz-<pid>. It outlives the process (a crash's files stay
+// for a look, and the target's servers may use it until the very end); the ones of processes
+// that are gone are removed here, so a machine keeps at most the last run's.
 inline std::string TempDir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("zipg-" + name + "-fuzz-" + std::to_string(getpid()));
+  const auto tmp = std::filesystem::temp_directory_path();
+  const std::string prefix = "zipg-" + name + "-fuzz-";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
+    const std::string base = entry.path().filename().string();
+    if (base.rfind(prefix, 0) != 0) continue;
+    const std::string pid = base.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    // kill(pid, 0) fails with ESRCH only for a pid no process has.
+    if (kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
+  const auto dir = tmp / (prefix + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
