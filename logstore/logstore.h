@@ -406,8 +406,8 @@ class LogStore final : public GraphWriteApi {
   // nothing is newer than the live memtable, and the caller holds the target's stripe
   // exclusively, so every earlier write to it is applied here. False says nothing either way.
   bool LiveHere(const LogRecord& record) const;
-  // Whether the node a kPutNode `record` targets exists: LiveHere, else the cluster's read.
-  StatusOr<bool> NodeExists(const LogRecord& record);
+  // Whether node `id` exists: LiveHere, else the cluster's read.
+  StatusOr<bool> NodeExists(int64_t id);
   struct GroupFanout {
     std::vector<std::vector<size_t>> members;  // per base shard: indexes into the group
     std::vector<std::optional<StatusOr<shard::UpdateSender::Reply>>> replies;  // per base shard

@@ -435,27 +435,27 @@ bool LogStore::LiveHere(const LogRecord& record) const {
   return memtable_->FoundLive(record.ToUpdate(0), nullptr);
 }
 
-StatusOr<bool> LogStore::NodeExists(const LogRecord& record) {
-  if (LiveHere(record)) return true;
-  ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(record.node));
+StatusOr<bool> LogStore::NodeExists(int64_t id) {
+  if (LiveHere(LogRecord{UpdateOp::kPutNode, id, 0, 0, 0, {}})) return true;
+  ZIPG_ASSIGN_OR_RETURN(auto node, reader_->ObjGet(id));
   return node.has_value();
 }
 
 Status LogStore::ObjAdd(int64_t id, const Properties& properties) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
   StripeLock stripe(StripeOf(id), /*exclusive=*/true);
-  LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
-  ZIPG_ASSIGN_OR_RETURN(bool exists, NodeExists(r));
+  ZIPG_ASSIGN_OR_RETURN(bool exists, NodeExists(id));
   if (exists) return Status::AlreadyExists("node " + std::to_string(id) + " already exists");
+  LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
   return Write(r).status();
 }
 
 Status LogStore::ObjUpdate(int64_t id, const Properties& properties) {
   if (id < 0) return Status::InvalidArgument("id must be >= 0");
   StripeLock stripe(StripeOf(id), /*exclusive=*/true);
-  LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
-  ZIPG_ASSIGN_OR_RETURN(bool exists, NodeExists(r));
+  ZIPG_ASSIGN_OR_RETURN(bool exists, NodeExists(id));
   if (!exists) return Status::NotFound("node " + std::to_string(id) + " does not exist");
+  LogRecord r{UpdateOp::kPutNode, id, 0, 0, 0, NormalizeProperties(properties)};
   return Write(r).status();
 }
 
@@ -565,7 +565,7 @@ std::vector<StatusOr<bool>> LogStore::CommitNodeWrites(std::span<const zipg::Wri
     }
     bool live = written.count(w.id) > 0;
     if (!live) {
-      auto exists = NodeExists(LogRecord{UpdateOp::kPutNode, w.id, 0, 0, 0, {}});
+      auto exists = NodeExists(w.id);
       if (!exists.ok()) {
         out[i] = exists.status();
         continue;
